@@ -1,0 +1,23 @@
+# The two commands the README opens with: `make demo` and `make test`. Both set the machine up first.
+PY := .venv/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup test demo soak bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: setup
+	$(PY) -m qjournal demo
+
+soak: setup
+	$(PY) -m qjournal.sim soak --seeds $${SEEDS:-2000}
+
+bench: setup
+	$(PY) -m bench.run_all
+
+clean:
+	rm -rf .venv build src/*.egg-info .pytest_cache

@@ -1,0 +1,4 @@
+"""``python -m qjournal`` is the ``qjournal`` command."""
+from qjournal.cli.main import main
+
+raise SystemExit(main())

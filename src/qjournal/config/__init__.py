@@ -1,0 +1,1 @@
+"""qjournal.config."""

@@ -1,0 +1,420 @@
+"""The edit-log segment format: one definition shared by every reader and writer.
+
+Why one module: the NameNode, the JournalNode, the quorum client, ``qjournal
+oev`` and the Spark decoder must agree on every byte. This module is pure (no
+files, no clocks): it turns records into bytes and bytes into records, and it
+scans a segment image to find how much of it is valid.
+
+Layout (all integers big-endian)::
+
+    header   magic "QJEDITS1" (8) | u32 layout_version | u32 flags (0)      16 bytes
+    record   u8 opcode | u32 length | u64 txid | body[length] | u32 crc32c   17 + length bytes
+    trailer  optional padding of 0x00 or 0xFF bytes (never a valid opcode)
+
+``crc32c`` covers opcode, length, txid and body. ``length`` is the body length.
+
+File names: ``edits_inprogress_<start>`` and ``edits_<start>-<end>`` with
+19-digit zero-padded txids, as in HDFS.
+
+Invariants:
+
+1. A record is returned by a reader only if its checksum verifies and its
+   length is within ``max_record_bytes``.
+2. The *valid prefix* of a segment is the longest run of records, starting
+   right after the header, whose checksums verify and whose txids are
+   consecutive. ``scan_segment`` reports its end offset and last txid; bytes
+   after it are never treated as data, whatever they contain.
+3. Opcodes 0x00 and 0xFF are reserved (padding/terminator), so a zero-filled or
+   0xFF-filled tail ends the log cleanly.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import crc32c as _crc32c
+
+from qjournal.errors import CorruptRecordError, CorruptSegmentError, RecordTooLargeError
+
+MAGIC = b"QJEDITS1"
+LAYOUT_VERSION = 1
+_HEADER = struct.Struct(">8sII")
+HEADER_SIZE = _HEADER.size  # 16
+
+_REC_HEAD = struct.Struct(">BIQ")  # opcode, length, txid
+REC_HEAD_SIZE = _REC_HEAD.size  # 13
+_CRC = struct.Struct(">I")
+RECORD_OVERHEAD = REC_HEAD_SIZE + _CRC.size  # 17
+
+#: Default ceiling on a record body, as Hadoop's dfs.namenode.max.op.size (50 MiB).
+DEFAULT_MAX_RECORD_BYTES = 50 * 1024 * 1024
+
+OP_INVALID_ZERO = 0x00
+OP_INVALID_FF = 0xFF
+#: Opcode for opaque application data (used by ``qjournal log write`` and tests).
+OP_DATA = 0x01
+
+#: INVALID_TXID as in HDFS: "no txid".
+INVALID_TXID = -12345
+
+crc32c = _crc32c.crc32c
+
+
+@dataclass(frozen=True, slots=True)
+class EditRecord:
+    """One decoded record."""
+
+    txid: int
+    opcode: int
+    body: bytes
+    checksum: int = 0
+
+    def encode(self) -> bytes:
+        return encode_record(self.txid, self.opcode, self.body)
+
+
+def encode_header(layout_version: int = LAYOUT_VERSION, flags: int = 0) -> bytes:
+    return _HEADER.pack(MAGIC, layout_version & 0xFFFFFFFF, flags)
+
+
+def decode_header(buf: bytes | memoryview, where: str = "segment") -> int:
+    """Return the layout version of a segment header.
+
+    Raises:
+        CorruptSegmentError: the buffer is too short or the magic is wrong.
+    """
+    if len(buf) < HEADER_SIZE:
+        raise CorruptSegmentError(
+            f"{where}: header truncated ({len(buf)} of {HEADER_SIZE} bytes)", where=where
+        )
+    magic, version, _flags = _HEADER.unpack_from(buf, 0)
+    if magic != MAGIC:
+        raise CorruptSegmentError(f"{where}: bad magic {bytes(magic)!r}", where=where)
+    return version
+
+
+def encode_record(txid: int, opcode: int, body: bytes,
+                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> bytes:
+    """Frame one record.
+
+    Raises:
+        RecordTooLargeError: body longer than ``max_record_bytes``.
+        ValueError: reserved opcode or negative txid (programmer error).
+    """
+    if opcode in (OP_INVALID_ZERO, OP_INVALID_FF) or not 0 <= opcode <= 0xFF:
+        raise ValueError(f"opcode {opcode:#x} is reserved or out of range")
+    if txid < 0:
+        raise ValueError(f"txid {txid} is negative")
+    n = len(body)
+    if n > max_record_bytes:
+        raise RecordTooLargeError(
+            f"record at txid {txid} is {n} bytes, over the limit of {max_record_bytes}",
+            txid=txid, size=n, limit=max_record_bytes)
+    head = _REC_HEAD.pack(opcode, n, txid)
+    c = crc32c(body, crc32c(head))
+    return b"".join((head, body, _CRC.pack(c)))
+
+
+def encode_records(records: list[tuple[int, int, bytes]] | list[EditRecord],
+                   max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> bytes:
+    """Frame several records back to back (a batch, as sent in one ``journal`` call)."""
+    parts = []
+    for r in records:
+        if isinstance(r, EditRecord):
+            parts.append(encode_record(r.txid, r.opcode, r.body, max_record_bytes))
+        else:
+            parts.append(encode_record(r[0], r[1], r[2], max_record_bytes))
+    return b"".join(parts)
+
+
+# --- decoding -----------------------------------------------------------------
+
+#: decode outcomes (see :func:`try_decode`)
+OK, END, TRUNCATED, CORRUPT = "ok", "end", "truncated", "corrupt"
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    status: str
+    record: EditRecord | None
+    next_offset: int
+    reason: str = ""
+
+
+def try_decode(buf: bytes | memoryview, offset: int,
+               max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Decoded:
+    """Decode the record at ``offset`` without raising.
+
+    Returns a :class:`Decoded` whose status is:
+      * ``ok``: a valid record; ``next_offset`` follows it.
+      * ``end``: clean end (no bytes left, or a padding byte 0x00/0xFF).
+      * ``truncated``: the record runs past the end of the buffer (a torn tail).
+      * ``corrupt``: bad length or checksum; ``reason`` says which.
+    """
+    size = len(buf)
+    if offset >= size:
+        return Decoded(END, None, offset)
+    op = buf[offset]
+    if op == OP_INVALID_ZERO or op == OP_INVALID_FF:
+        return Decoded(END, None, offset, f"padding byte {op:#04x}")
+    if offset + REC_HEAD_SIZE > size:
+        return Decoded(TRUNCATED, None, offset,
+                       f"record header needs {REC_HEAD_SIZE} bytes, {size - offset} left")
+    _op, length, txid = _REC_HEAD.unpack_from(buf, offset)
+    if length > max_record_bytes:
+        return Decoded(CORRUPT, None, offset,
+                       f"length {length} over the maximum record size {max_record_bytes}")
+    end = offset + REC_HEAD_SIZE + length + 4
+    if end > size:
+        return Decoded(TRUNCATED, None, offset,
+                       f"record of {length} body bytes needs {end - offset} bytes, {size - offset} left")
+    mv = memoryview(buf)
+    body_start = offset + REC_HEAD_SIZE
+    body = mv[body_start:body_start + length]
+    (stored,) = _CRC.unpack_from(buf, end - 4)
+    actual = crc32c(body, crc32c(mv[offset:body_start]))
+    if stored != actual:
+        return Decoded(CORRUPT, None, offset,
+                       f"checksum mismatch for txid {txid}: stored {stored:#010x}, computed {actual:#010x}")
+    return Decoded(OK, EditRecord(txid, op, bytes(body), stored), end)
+
+
+def iter_records(buf: bytes | memoryview, offset: int = HEADER_SIZE, *,
+                 where: str = "segment", allow_torn_tail: bool = True,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[EditRecord]:
+    """Yield valid records from ``offset`` until the clean end.
+
+    A torn final record ends iteration silently when ``allow_torn_tail`` (the
+    in-progress case). Any checksum or length failure raises: a reader never
+    returns a bad record and never skips silently over one.
+
+    Raises:
+        CorruptRecordError: naming ``where``, the byte offset and the reason.
+    """
+    while True:
+        d = try_decode(buf, offset, max_record_bytes)
+        if d.status == OK:
+            yield d.record  # type: ignore[misc]
+            offset = d.next_offset
+        elif d.status == END:
+            return
+        elif d.status == TRUNCATED and allow_torn_tail:
+            return
+        else:
+            raise CorruptRecordError(f"{where}: at byte {offset}: {d.reason}",
+                                     where=where, offset=offset, reason=d.reason)
+
+
+def scan_batch(buf: bytes | memoryview, first_txid: int, num_txns: int, *,
+               max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, where: str = "batch") -> int:
+    """Validate a batch of framed records as received by ``journal``.
+
+    Every record must verify, txids must run ``first_txid .. first_txid+num_txns-1``
+    and the batch must contain exactly that many records and nothing else.
+
+    Returns:
+        The last txid of the batch.
+
+    Raises:
+        CorruptRecordError: any framing, checksum, count or txid mismatch.
+    """
+    offset = 0
+    expect = first_txid
+    size = len(buf)
+    unpack = _REC_HEAD.unpack_from
+    mv = memoryview(buf)
+    while offset < size:
+        if offset + REC_HEAD_SIZE > size:
+            raise CorruptRecordError(f"{where}: truncated record header at byte {offset}",
+                                     where=where, offset=offset)
+        op, length, txid = unpack(buf, offset)
+        if op == OP_INVALID_ZERO or op == OP_INVALID_FF:
+            raise CorruptRecordError(f"{where}: reserved opcode {op:#04x} at byte {offset}",
+                                     where=where, offset=offset)
+        if length > max_record_bytes:
+            raise CorruptRecordError(
+                f"{where}: record at byte {offset} has length {length} over {max_record_bytes}",
+                where=where, offset=offset)
+        end = offset + REC_HEAD_SIZE + length + 4
+        if end > size:
+            raise CorruptRecordError(f"{where}: truncated record at byte {offset}",
+                                     where=where, offset=offset)
+        if txid != expect:
+            raise CorruptRecordError(
+                f"{where}: record at byte {offset} has txid {txid}, expected {expect}",
+                where=where, offset=offset, txid=txid, expected=expect)
+        if crc32c(mv[offset:end - 4]) != int.from_bytes(mv[end - 4:end], "big"):
+            raise CorruptRecordError(f"{where}: checksum mismatch for txid {txid} at byte {offset}",
+                                     where=where, offset=offset, txid=txid)
+        offset = end
+        expect += 1
+    if expect - first_txid != num_txns:
+        raise CorruptRecordError(
+            f"{where}: holds {expect - first_txid} records, the call said {num_txns}",
+            where=where, count=expect - first_txid, expected=num_txns)
+    return expect - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ScanProblem:
+    """Something the scanner refused, with where and why."""
+
+    offset: int
+    kind: str  # "torn-tail" | "corrupt" | "txid-gap" | "trailing-garbage" | "bad-header"
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """What :func:`scan_segment` found.
+
+    Attributes:
+        layout_version: from the header, or None when the header is unusable.
+        first_txid / last_txid: the valid prefix's txids (INVALID_TXID when empty).
+        num_records: records in the valid prefix.
+        valid_length: byte offset just after the valid prefix (HEADER_SIZE when empty).
+        total_length: the size of the scanned image.
+        problems: everything after the valid prefix that is not clean padding.
+    """
+
+    layout_version: int | None
+    first_txid: int
+    last_txid: int
+    num_records: int
+    valid_length: int
+    total_length: int
+    problems: tuple[ScanProblem, ...] = field(default_factory=tuple)
+
+    @property
+    def header_ok(self) -> bool:
+        return self.layout_version is not None
+
+    @property
+    def clean(self) -> bool:
+        return not self.problems
+
+    @property
+    def empty(self) -> bool:
+        return self.num_records == 0
+
+
+def scan_segment(buf: bytes | memoryview, *, expected_first_txid: int | None = None,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                 stop_after_txid: int | None = None) -> ScanResult:
+    """Find the valid prefix of a segment image (invariant 2) and report the rest.
+
+    After the valid prefix ends on a bad record, the scanner resynchronises
+    byte by byte to report any further decodable records (as ``corrupt``
+    problems naming their txids) so an operator sees exactly what was lost;
+    none of them is part of the valid prefix.
+
+    Args:
+        expected_first_txid: when given, a first record with another txid ends
+            the prefix at once (reported as ``txid-gap``).
+        stop_after_txid: stop scanning once this txid is reached (readers of a
+            finalized segment ignore bytes after its end).
+    """
+    total = len(buf)
+    try:
+        version = decode_header(buf)
+    except CorruptSegmentError as e:
+        return ScanResult(None, INVALID_TXID, INVALID_TXID, 0, 0, total,
+                          (ScanProblem(0, "bad-header", e.message),))
+    offset = HEADER_SIZE
+    first = last = INVALID_TXID
+    n = 0
+    problems: list[ScanProblem] = []
+    while True:
+        d = try_decode(buf, offset, max_record_bytes)
+        if d.status == OK:
+            rec = d.record
+            assert rec is not None
+            want = (last + 1) if n else expected_first_txid
+            if want is not None and rec.txid != want:
+                problems.append(ScanProblem(offset, "txid-gap",
+                                            f"record has txid {rec.txid}, expected {want}"))
+                break
+            if n == 0:
+                first = rec.txid
+            last = rec.txid
+            n += 1
+            offset = d.next_offset
+            if stop_after_txid is not None and last >= stop_after_txid:
+                return ScanResult(version, first, last, n, offset, total, ())
+            continue
+        if d.status == END:
+            # Clean padding must run to the end of the image.
+            bad = _first_non_padding(buf, offset)
+            if bad is not None:
+                problems.append(ScanProblem(bad, "trailing-garbage",
+                                            f"non-padding byte {buf[bad]:#04x} after the end of the log"))
+            return ScanResult(version, first, last, n, offset, total, tuple(problems))
+        if d.status == TRUNCATED:
+            problems.append(ScanProblem(offset, "torn-tail", d.reason))
+            return ScanResult(version, first, last, n, offset, total, tuple(problems))
+        problems.append(ScanProblem(offset, "corrupt", d.reason))
+        break
+    valid_length = offset
+    # Resync: report later decodable records; they are not part of the valid prefix.
+    pos = offset + 1
+    while pos < total:
+        d = try_decode(buf, pos, max_record_bytes)
+        if d.status == OK:
+            problems.append(ScanProblem(pos, "corrupt",
+                                        f"txid {d.record.txid} is unreachable after the damage at byte {valid_length}"))
+            pos = d.next_offset
+        else:
+            pos += 1
+    return ScanResult(version, first, last, n, valid_length, total, tuple(problems))
+
+
+def _first_non_padding(buf: bytes | memoryview, offset: int) -> int | None:
+    tail = bytes(buf[offset:])
+    stripped = tail.strip(b"\x00\xff")
+    if not stripped:
+        return None
+    for i, b in enumerate(tail):
+        if b not in (0x00, 0xFF):
+            return offset + i
+    return None  # pragma: no cover
+
+
+# --- file names -----------------------------------------------------------------
+
+_FINALIZED = re.compile(r"^edits_(\d{19})-(\d{19})$")
+_INPROGRESS = re.compile(r"^edits_inprogress_(\d{19})$")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentName:
+    start_txid: int
+    end_txid: int | None  # None while in progress
+
+    @property
+    def in_progress(self) -> bool:
+        return self.end_txid is None
+
+    @property
+    def file_name(self) -> str:
+        return segment_file_name(self.start_txid, self.end_txid)
+
+
+def segment_file_name(start_txid: int, end_txid: int | None = None) -> str:
+    """``edits_inprogress_<start>`` or ``edits_<start>-<end>`` (19-digit zero-padded)."""
+    if end_txid is None:
+        return f"edits_inprogress_{start_txid:019d}"
+    return f"edits_{start_txid:019d}-{end_txid:019d}"
+
+
+def parse_segment_file_name(name: str) -> SegmentName | None:
+    """Parse a segment file name; None for anything else (tmp files, .empty, ...)."""
+    m = _FINALIZED.match(name)
+    if m:
+        return SegmentName(int(m.group(1)), int(m.group(2)))
+    m = _INPROGRESS.match(name)
+    if m:
+        return SegmentName(int(m.group(1)), None)
+    return None

@@ -1,0 +1,79 @@
+"""Durable file primitives: atomic replace, directory fsync, small persistent values.
+
+Why: every durable field of a JournalNode or NameNode (promised epoch, writer
+epoch, paxos data, VERSION, image checksums) is written the same way:
+tmp -> fsync -> rename -> fsync(directory). One implementation, used everywhere,
+so no caller forgets the directory fsync (reference §10: Hadoop does).
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def fsync_dir(path: str) -> None:
+    """fsync a directory so a rename or create inside it is durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically (readers see old or new, never half).
+
+    Commit point: the rename. With ``sync`` the data is fsynced before it and
+    the directory after it, so the new content survives a crash once this returns.
+    """
+    d = os.path.dirname(os.path.abspath(path))
+    tmp = f"{path}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync:
+        fsync_dir(d)
+
+
+def read_file(path: str) -> bytes | None:
+    """The whole file, or None when it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def read_long(path: str, default: int | None = None) -> int | None:
+    """Read a decimal integer written by :func:`write_long` (HDFS PersistentLongFile)."""
+    raw = read_file(path)
+    if raw is None:
+        return default
+    text = raw.decode("ascii", "replace").strip()
+    try:
+        return int(text)
+    except ValueError as e:
+        raise ValueError(f"{path}: not an integer: {text[:40]!r}") from e
+
+
+def write_long(path: str, value: int, *, sync: bool = True) -> None:
+    """Durably store one integer as decimal text (atomic, fsynced)."""
+    atomic_write(path, f"{int(value)}\n".encode("ascii"), sync=sync)
+
+
+def rename_durable(src: str, dst: str) -> None:
+    """Rename and fsync the destination directory (and the source's, if different)."""
+    os.replace(src, dst)
+    dd = os.path.dirname(os.path.abspath(dst))
+    fsync_dir(dd)
+    sd = os.path.dirname(os.path.abspath(src))
+    if sd != dd:
+        fsync_dir(sd)
