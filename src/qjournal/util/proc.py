@@ -1,0 +1,139 @@
+"""Start and stop qjournal daemons as real processes, waiting on their READY line.
+
+Why: tests, benchmarks, the chaos harness and the cluster launcher all start
+``qjournal journalnode|namenode|zkfc`` processes. Each daemon prints one line
+``READY {json}`` on stdout once it serves (docs/architecture.md, "Process
+conventions"). Waiting for that line with a deadline is the only honest way to
+know a process is up: no sleeps, no port polling races.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+
+class DaemonStartError(RuntimeError):
+    """A daemon exited or stayed silent before printing READY."""
+
+
+@dataclass
+class Daemon:
+    """A running daemon process and what it announced."""
+
+    name: str
+    proc: subprocess.Popen
+    ready: dict = field(default_factory=dict)
+    log_path: str | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.proc.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL (a crash) and reap."""
+        if self.alive():
+            self.proc.kill()
+        self.proc.wait()
+
+    def stop(self, timeout_s: float = 10.0) -> int:
+        """SIGTERM, wait up to ``timeout_s``, then SIGKILL. Returns the exit code."""
+        if self.alive():
+            try:
+                os.kill(self.proc.pid, signal.SIGCONT)  # a paused process cannot exit
+            except ProcessLookupError:
+                pass
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def qjournal_argv(*args: str) -> list[str]:
+    """argv running the ``qjournal`` command with this interpreter."""
+    return [sys.executable, "-m", "qjournal", *args]
+
+
+def start_daemon(name: str, argv: list[str], *, log_path: str | None = None,
+                 env: dict | None = None, ready_timeout_s: float = 30.0,
+                 cwd: str | None = None) -> Daemon:
+    """Start ``argv`` and wait for its ``READY {json}`` stdout line.
+
+    stderr goes to ``log_path`` (or is inherited). stdout lines after READY are
+    drained into the same log by nobody: daemons print only the READY line.
+
+    Raises:
+        DaemonStartError: the process exited, or no READY line before the deadline;
+            the message includes the tail of its log.
+    """
+    full_env = dict(os.environ)
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    if env:
+        full_env.update(env)
+    err = open(log_path, "ab") if log_path else None
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err or None,
+                                env=full_env, cwd=cwd, start_new_session=True)
+    finally:
+        if err:
+            err.close()
+    d = Daemon(name, proc, log_path=log_path)
+    deadline = time.monotonic() + ready_timeout_s
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    buf = b""
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                d.kill()
+                raise DaemonStartError(f"{name}: no READY line within {ready_timeout_s}s"
+                                       f"{_log_tail(log_path)}")
+            if not sel.select(timeout=min(left, 0.5)):
+                if proc.poll() is not None:
+                    raise DaemonStartError(f"{name}: exited with {proc.returncode} before READY"
+                                           f"{_log_tail(log_path)}")
+                continue
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                proc.wait()
+                raise DaemonStartError(f"{name}: exited with {proc.returncode} before READY"
+                                       f"{_log_tail(log_path)}")
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                text = line.decode("utf-8", "replace").strip()
+                if text.startswith("READY"):
+                    payload = text[len("READY"):].strip()
+                    d.ready = json.loads(payload) if payload else {}
+                    return d
+    finally:
+        sel.close()
+
+
+def _log_tail(path: str | None, lines: int = 20) -> str:
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            tail = f.read().decode("utf-8", "replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return "\n--- last log lines ---\n" + "\n".join(tail)
