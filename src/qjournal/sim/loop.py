@@ -1,0 +1,263 @@
+"""A virtual-time asyncio event loop: the clock of the deterministic simulator.
+
+Why: the simulator runs the *real* JournalNode shell, the real quorum client
+(``QuorumJournalManager``) and the real transport on one thread. They are
+asyncio code: they sleep, wait with deadlines and schedule retries through
+``loop.call_later``. On a normal loop those waits cost wall-clock time and their
+interleaving depends on the OS. On this loop they cost nothing and happen in
+exactly the same order for a given seed, so any run replays from its seed
+(STYLE.md, the TigerBeetle / FoundationDB model).
+
+Theory of operation:
+
+* :class:`VirtualTimeLoop` is an ``asyncio.BaseEventLoop`` whose selector never
+  blocks. ``BaseEventLoop._run_once`` asks the selector to wait ``timeout``
+  seconds for I/O when nothing is ready; the virtual selector instead moves the
+  clock forward by ``timeout`` (to the next timer) and reports no I/O. Then the
+  loop runs the timers that became due. ``time()`` returns the virtual clock.
+* There is no real I/O: the simulated cluster talks through
+  ``qjournal.transport``'s in-memory network, whose deliveries are ``call_later``
+  timers on this loop, and stores data on the simulated disk
+  (:mod:`qjournal.sim.disk`).
+* ``run_in_executor`` (and therefore ``asyncio.to_thread``) runs the function
+  inline and returns a finished future, so code that pushes fsyncs to a thread
+  stays deterministic.
+* All randomness of a run comes from :attr:`VirtualTimeLoop.rng`, one
+  ``random.Random(seed)``.
+
+Invariants:
+
+1. The virtual clock never goes backwards, and it only moves when no callback
+   is ready (a callback observes a constant ``time()`` while it runs).
+2. Timers due at the same virtual instant run in the order they were
+   scheduled (``heapq`` on ``(when, insertion order)`` through asyncio's own
+   ``TimerHandle`` ordering plus FIFO ready queue).
+3. A run is bounded: more than ``max_callbacks`` loop iterations or a clock past
+   ``max_virtual_time_s`` raises :class:`SimulationLimitExceeded`; a loop with
+   nothing ready and no timer pending raises :class:`SimulationStalled` (every
+   task waits for something that can never happen: a liveness bug).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import asyncio.base_events
+import concurrent.futures
+import heapq
+import random
+import selectors
+from typing import Any, Callable, Coroutine
+
+__all__ = ["VirtualTimeLoop", "SimulationStalled", "SimulationLimitExceeded", "run_simulation"]
+
+#: virtual time at which every run starts (not zero, so "time 0" bugs show)
+START_TIME_S = 1000.0
+
+
+class SimulationStalled(RuntimeError):
+    """Nothing is ready and no timer is pending: the simulated system can make no progress."""
+
+
+class SimulationLimitExceeded(RuntimeError):
+    """The run exceeded its callback budget or its virtual-time budget."""
+
+
+class _VirtualSelector(selectors.BaseSelector):
+    """A selector with no real file descriptors: ``select`` advances the virtual clock."""
+
+    def __init__(self, loop: "VirtualTimeLoop") -> None:
+        self._loop = loop
+        self._map: dict[Any, selectors.SelectorKey] = {}
+
+    def register(self, fileobj, events, data=None):  # pragma: no cover - no real I/O in the sim
+        key = selectors.SelectorKey(fileobj, id(fileobj), events, data)
+        self._map[fileobj] = key
+        return key
+
+    def unregister(self, fileobj):  # pragma: no cover
+        return self._map.pop(fileobj)
+
+    def select(self, timeout: float | None = None):
+        self._loop._advance(timeout)
+        return []
+
+    def get_map(self):
+        return dict(self._map)
+
+    def close(self) -> None:
+        self._map.clear()
+
+
+class _OrderedTimerHandle(asyncio.TimerHandle):
+    """A timer ordered by ``(when, seq)`` so equal deadlines keep their scheduling order."""
+
+    __slots__ = ("_seq",)
+
+    def __init__(self, when, seq, callback, args, loop, context):
+        super().__init__(when, callback, args, loop, context=context)
+        self._seq = seq
+
+    def _key(self):
+        return (self._when, self._seq)
+
+    def __lt__(self, other):
+        return self._key() < other._key()
+
+    def __le__(self, other):
+        return self._key() <= other._key()
+
+    def __gt__(self, other):
+        return self._key() > other._key()
+
+    def __ge__(self, other):
+        return self._key() >= other._key()
+
+    def __eq__(self, other):
+        return self is other
+
+    __hash__ = asyncio.TimerHandle.__hash__
+
+
+class VirtualTimeLoop(asyncio.base_events.BaseEventLoop):
+    """An asyncio event loop on a virtual clock (see the module docstring).
+
+    Args:
+        seed: seed of :attr:`rng`, the single source of randomness of a run.
+        max_callbacks: upper bound on loop iterations (invariant 3).
+        max_virtual_time_s: upper bound on elapsed virtual seconds (invariant 3).
+    """
+
+    def __init__(self, seed: int = 0, *, max_callbacks: int = 5_000_000,
+                 max_virtual_time_s: float = 24 * 3600.0) -> None:
+        super().__init__()
+        self._selector = _VirtualSelector(self)
+        self._now = START_TIME_S
+        self._clock_resolution = 1e-9
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.max_callbacks = max_callbacks
+        self.max_virtual_time_s = max_virtual_time_s
+        self.iterations = 0
+        self._timer_seq = 0
+
+    # -- clock ---------------------------------------------------------------------
+    def time(self) -> float:
+        """The virtual clock, in seconds."""
+        return self._now
+
+    @property
+    def elapsed_s(self) -> float:
+        """Virtual seconds since the start of the run."""
+        return self._now - START_TIME_S
+
+    def _advance(self, timeout: float | None) -> None:
+        self.iterations += 1
+        if self.iterations > self.max_callbacks:
+            raise SimulationLimitExceeded(
+                f"virtual loop ran more than max_callbacks={self.max_callbacks} iterations "
+                f"(seed {self.seed}, virtual time {self.elapsed_s:.3f}s)")
+        if timeout is None:
+            raise SimulationStalled(
+                f"no callback ready and no timer pending at virtual time {self.elapsed_s:.3f}s "
+                f"(seed {self.seed}): every task waits for an event that cannot happen")
+        if timeout > 0:
+            # jump to the next timer; land exactly on it so the due check sees it (invariant 1)
+            target = self._now + timeout
+            if self._scheduled:
+                target = max(target, self._scheduled[0]._when)
+            self._now = max(self._now, target)
+            if self.elapsed_s > self.max_virtual_time_s:
+                raise SimulationLimitExceeded(
+                    f"virtual clock passed max_virtual_time_s={self.max_virtual_time_s} "
+                    f"(seed {self.seed})")
+
+    # -- timers: FIFO among equal deadlines (invariant 2) -----------------------------
+    def call_at(self, when, callback, *args, context=None):
+        """As ``BaseEventLoop.call_at``, with ties broken by scheduling order."""
+        self._check_closed()
+        if self._debug:  # pragma: no cover
+            self._check_thread()
+            self._check_callback(callback, 'call_at')
+        self._timer_seq += 1
+        timer = _OrderedTimerHandle(when, self._timer_seq, callback, args, self, context)
+        if timer._source_traceback:  # pragma: no cover
+            del timer._source_traceback[-1]
+        heapq.heappush(self._scheduled, timer)
+        timer._scheduled = True
+        return timer
+
+    # -- the pieces BaseEventLoop leaves abstract ----------------------------------
+    def _process_events(self, event_list) -> None:
+        return None
+
+    def _write_to_self(self) -> None:
+        return None
+
+    # -- executor: inline, deterministic -------------------------------------------
+    def run_in_executor(self, executor, func: Callable, *args) -> asyncio.Future:
+        """Run ``func(*args)`` now and return a finished future (no threads in a simulation)."""
+        fut = self.create_future()
+        try:
+            fut.set_result(func(*args))
+        except BaseException as exc:  # handed to the awaiting task, as a thread pool would
+            fut.set_exception(exc)
+        return fut
+
+    def set_default_executor(self, executor: concurrent.futures.Executor) -> None:
+        return None
+
+    async def shutdown_default_executor(self, timeout=None) -> None:
+        return None
+
+    # -- real I/O is not part of a simulation --------------------------------------
+    async def create_connection(self, *args, **kwargs):
+        raise RuntimeError("real sockets are not available on the virtual-time loop; "
+                           "use the in-memory transport")
+
+    async def create_server(self, *args, **kwargs):
+        raise RuntimeError("real sockets are not available on the virtual-time loop; "
+                           "use the in-memory transport")
+
+
+def run_simulation(main: Callable[[], Coroutine[Any, Any, Any]], seed: int, **loop_kwargs) -> Any:
+    """Run ``main()`` to completion on a fresh :class:`VirtualTimeLoop`.
+
+    Also seeds the ``random`` module's global generator, so library code that
+    draws from it stays reproducible.
+
+    Args:
+        main: a coroutine function taking no argument; it can reach the loop
+            through ``asyncio.get_running_loop()``.
+        seed: the run's seed.
+        **loop_kwargs: passed to :class:`VirtualTimeLoop`.
+
+    Returns:
+        What ``main()`` returned.
+
+    Raises:
+        SimulationStalled, SimulationLimitExceeded: see the invariants; and
+        whatever ``main()`` raised.
+    """
+    loop = VirtualTimeLoop(seed, **loop_kwargs)
+    random.seed(seed)
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        try:
+            _cancel_all(loop)
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+def _cancel_all(loop: VirtualTimeLoop) -> None:
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    if not tasks:
+        return
+    for t in tasks:
+        t.cancel()
+    try:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    except (SimulationStalled, SimulationLimitExceeded):
+        pass
