@@ -1,0 +1,252 @@
+"""Every configuration key qjournal knows, with its type, unit and default.
+
+Why one table: an operator's typo (``dfs.qjournal.write-txns.timout.ms``) must
+fail at start-up with the key and file named, not be silently ignored. That is
+only possible if the set of valid keys is known. Each role owns one section
+below and adds its keys there with :func:`define`; nothing else in the code
+base hard-codes a default.
+
+Names and defaults follow Hadoop (``hdfs-default.xml``, ``core-default.xml``)
+wherever Hadoop has the key; qjournal-only keys use the ``qjournal.`` prefix.
+
+Kinds (see :class:`Key`):
+
+* ``str``, ``int``, ``float``, ``bool`` (``true``/``false``, any case),
+* ``duration`` with a ``unit`` (``ms`` or ``s``): a bare number is in the key's
+  unit (Hadoop's ``getTimeDuration``), or a number with a suffix
+  ``ns us ms s m h d``,
+* ``bytes``: an integer with an optional binary suffix ``k m g t``,
+* ``list``: comma separated, blanks trimmed, empty items dropped,
+* ``address``: ``host:port``.
+
+Templates: a name containing ``<ns>``, ``<nn>`` or another ``<part>`` matches
+any concrete key with one dot-free word in that place
+(``dfs.namenode.rpc-address.<ns>.<nn>`` matches
+``dfs.namenode.rpc-address.mycluster.nn1``). Build concrete names with
+:func:`expand`.
+
+Invariants:
+
+1. A key name is defined once (``define`` refuses a duplicate).
+2. Every default parses under its own kind (checked when the module loads,
+   so a broken default fails every test, not one run in production).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+KINDS = ("str", "int", "float", "bool", "duration", "bytes", "list", "address")
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One configuration key.
+
+    Attributes:
+        name: the Hadoop-style name, possibly a template with ``<part>`` words.
+        default: the default as a string (as it would appear in XML), or None
+            for "unset".
+        kind: one of :data:`KINDS`.
+        doc: one line saying what the key controls.
+        unit: for ``duration`` keys, the unit of a bare number (``ms`` or ``s``).
+    """
+
+    name: str
+    default: str | None
+    kind: str
+    doc: str
+    unit: str = ""
+
+    @property
+    def is_template(self) -> bool:
+        return "<" in self.name
+
+
+#: name -> Key, in definition order (sections below).
+KEYS: dict[str, Key] = {}
+_TEMPLATES: list[tuple[re.Pattern[str], Key]] = []
+_PART = re.compile(r"<[a-z_]+>")
+
+
+def define(name: str, default: object, kind: str = "str", doc: str = "", unit: str = "") -> Key:
+    """Add a key to the table (used by each role's section below).
+
+    Args:
+        name: Hadoop-style key name; ``<part>`` words make it a template.
+        default: default value (converted with ``str``; bools become
+            ``true``/``false``); None means unset.
+        kind: one of :data:`KINDS`.
+        doc: one line of documentation.
+        unit: ``ms`` or ``s`` for ``duration`` keys.
+
+    Returns:
+        The new :class:`Key`.
+
+    Raises:
+        ValueError: duplicate name, unknown kind, or a duration without unit.
+    """
+    if name in KEYS:
+        raise ValueError(f"configuration key {name!r} is defined twice")
+    if kind not in KINDS:
+        raise ValueError(f"configuration key {name!r}: unknown kind {kind!r}")
+    if kind == "duration" and unit not in ("ms", "s"):
+        raise ValueError(f"configuration key {name!r}: a duration needs unit 'ms' or 's'")
+    if isinstance(default, bool):
+        default = "true" if default else "false"
+    key = Key(name, None if default is None else str(default), kind, doc, unit)
+    KEYS[name] = key
+    if key.is_template:
+        pattern = re.escape(name)
+        for part in _PART.findall(name):
+            pattern = pattern.replace(re.escape(part), r"[^.]+")
+        _TEMPLATES.append((re.compile(f"^{pattern}$"), key))
+    return key
+
+
+def lookup(name: str) -> Key | None:
+    """The :class:`Key` a concrete name belongs to (exact match first, then templates)."""
+    key = KEYS.get(name)
+    if key is not None:
+        return key
+    for pattern, tkey in _TEMPLATES:
+        if pattern.match(name):
+            return tkey
+    return None
+
+
+def expand(template: str, *parts: str) -> str:
+    """Fill a template's ``<part>`` words in order.
+
+    Example: ``expand("dfs.namenode.rpc-address.<ns>.<nn>", "ns1", "nn1")``.
+
+    Raises:
+        ValueError: wrong number of parts, or a part that is empty or contains a dot.
+    """
+    holes = _PART.findall(template)
+    if len(holes) != len(parts):
+        raise ValueError(f"{template}: needs {len(holes)} parts, got {len(parts)}")
+    out = template
+    for hole, part in zip(holes, parts):
+        if not part or "." in part:
+            raise ValueError(f"{template}: part {hole} must be a non-empty word without dots, got {part!r}")
+        out = out.replace(hole, part, 1)
+    return out
+
+
+MiB = 1024 * 1024
+
+# --- common (core-site.xml) ------------------------------------------------------
+define("hadoop.tmp.dir", "/tmp/qjournal-${user.name}", doc="base for other temporary directories")
+define("fs.defaultFS", "file:///", doc="default file system URI (accepted for Hadoop compatibility)")
+define("ipc.maximum.data.length", 64 * MiB, "bytes",
+       "largest RPC frame accepted on the wire (transport max frame size)")
+define("qjournal.log.level", "INFO", doc="log level of daemons (DEBUG, INFO, WARNING, ERROR)")
+define("qjournal.log.json", True, "bool", "structured JSON-lines logs on stderr (false: plain text)")
+
+# --- journal interface / FileJournal (foundation) -----------------------------------
+define("dfs.namenode.max.op.size", 50 * MiB, "bytes",
+       "largest edit record body; bigger records are refused on write and treated as corrupt on read")
+define("qjournal.file-journal.lock.enabled", True, "bool",
+       "take in_use.lock on a FileJournal directory (single-writer rule)")
+define("qjournal.file-journal.preallocate.bytes", 0, "bytes",
+       "reserved for preallocation of segment files (0 = none)")
+define("dfs.namenode.edits.journal-plugin.<scheme>", None,
+       doc="import path 'module:callable' of a journal factory (uri, conf) for a URI scheme")
+
+# --- NameNode ----------------------------------------------------------------------
+define("dfs.nameservices", "", "list", "logical names of the nameservices")
+define("dfs.namenode.name.dir", "file://${hadoop.tmp.dir}/dfs/name", "list",
+       "directories holding the fsimage")
+define("dfs.namenode.edits.dir", "${dfs.namenode.name.dir}", "list",
+       "local journals of the NameNode (URIs or paths)")
+define("dfs.namenode.edits.dir.required", "", "list",
+       "journals whose failure fails the NameNode (a JournalSet 'required' journal)")
+define("dfs.namenode.shared.edits.dir", None, "str",
+       "the shared journal of an HA pair, e.g. qjournal://h1:8485;h2:8485;h3:8485/mycluster")
+define("dfs.namenode.rpc-address", None, "address", "NameNode RPC address (non-HA)")
+define("dfs.namenode.http-address", "0.0.0.0:9870", "address", "NameNode HTTP address (non-HA)")
+define("dfs.namenode.rpc-address.<ns>.<nn>", None, "address", "RPC address of NameNode <nn> of <ns>")
+define("dfs.namenode.http-address.<ns>.<nn>", None, "address", "HTTP address of NameNode <nn> of <ns>")
+define("dfs.namenode.checkpoint.txns", 1000000, "int", "checkpoint after this many uncheckpointed txns")
+define("dfs.namenode.checkpoint.period", 3600, "duration", "checkpoint at least this often", unit="s")
+define("dfs.namenode.num.checkpoints.retained", 2, "int", "fsimages kept")
+define("dfs.namenode.num.extra.edits.retained", 1000000, "int",
+       "txns kept beyond the oldest retained image")
+
+# --- JournalNode -------------------------------------------------------------------
+define("dfs.journalnode.edits.dir", "/tmp/hadoop/dfs/journalnode/", "str",
+       "directory holding one sub-directory per journal id")
+define("dfs.journalnode.edits.dir.<ns>", None, "str", "per-nameservice journal directory")
+define("dfs.journalnode.rpc-address", "0.0.0.0:8485", "address", "JournalNode RPC address")
+define("dfs.journalnode.rpc-bind-host", None, "str", "overrides the host of rpc-address when binding")
+define("dfs.journalnode.http-address", "0.0.0.0:8480", "address", "JournalNode HTTP address")
+define("dfs.journalnode.https-address", "0.0.0.0:8481", "address", "JournalNode HTTPS address")
+define("dfs.journalnode.http-bind-host", None, "str", "overrides the host of http-address when binding")
+define("dfs.journalnode.enable.sync", True, "bool", "JournalNodeSyncer copies missing finalized segments")
+define("dfs.journalnode.sync.interval", 120000, "duration", "JournalNodeSyncer period", unit="ms")
+define("dfs.journalnode.enable.sync.format", False, "bool", "syncer formats a wiped journal (HDFS-16690)")
+define("dfs.edit.log.transfer.timeout", 30000, "duration", "HTTP segment transfer timeout", unit="ms")
+define("dfs.edit.log.transfer.bandwidthPerSec", 0, "bytes", "segment transfer throttle (0 = none)")
+define("dfs.journalnode.edit-cache-size.bytes", None, "bytes", "in-progress edits cache size")
+define("dfs.journalnode.handler.count", 5, "int", "RPC handler count (accepted for compatibility)")
+
+# --- QuorumJournalManager client (reference §4.7) ------------------------------------
+define("dfs.qjournal.start-segment.timeout.ms", 20000, "duration", "startLogSegment quorum", unit="ms")
+define("dfs.qjournal.prepare-recovery.timeout.ms", 120000, "duration", "prepareRecovery quorum", unit="ms")
+define("dfs.qjournal.accept-recovery.timeout.ms", 120000, "duration", "acceptRecovery quorum", unit="ms")
+define("dfs.qjournal.finalize-segment.timeout.ms", 120000, "duration", "finalizeLogSegment quorum", unit="ms")
+define("dfs.qjournal.select-input-streams.timeout.ms", 20000, "duration",
+       "getEditLogManifest quorum when selecting input streams", unit="ms")
+define("dfs.qjournal.get-journal-state.timeout.ms", 120000, "duration", "getJournalState quorum", unit="ms")
+define("dfs.qjournal.new-epoch.timeout.ms", 120000, "duration", "newEpoch quorum", unit="ms")
+define("dfs.qjournal.write-txns.timeout.ms", 20000, "duration", "every journal (sendEdits) quorum", unit="ms")
+define("dfs.qjm.operations.timeout", 60000, "duration",
+       "format, hasSomeData and other whole-set operations", unit="ms")
+define("dfs.qjournal.queued-edits.limit.mb", 10, "int", "per-JournalNode client queue limit in MiB")
+define("dfs.qjournal.parallel-read.num-threads", 5, "int", "concurrent segment reads")
+define("dfs.qjournal.http.open.timeout.ms", 60000, "duration", "HTTP segment fetch connect timeout", unit="ms")
+define("dfs.qjournal.http.read.timeout.ms", 60000, "duration", "HTTP segment fetch read timeout", unit="ms")
+
+# --- HA: NameNode pair, tailing, fencing (reference §4.7, §5.1, §7.3; seed 004) --------
+define("dfs.ha.namenodes.<ns>", None, "list", "NameNode ids of nameservice <ns>")
+define("dfs.ha.namenode.id", None, "str", "id of this NameNode within its nameservice")
+define("dfs.ha.automatic-failover.enabled", False, "bool", "ZKFC-driven failover")
+define("dfs.ha.automatic-failover.enabled.<ns>", None, "bool", "per-nameservice automatic failover")
+define("dfs.ha.fencing.methods", "", "list", "fencing methods tried in order: shell(cmd), sshfence, ...")
+define("dfs.ha.fencing.ssh.connect-timeout", 30000, "duration", "sshfence connect timeout", unit="ms")
+define("dfs.ha.fencing.ssh.private-key-files", "", "list", "sshfence keys")
+define("dfs.ha.tail-edits.period", 60, "duration", "standby tailer period", unit="s")
+define("dfs.ha.tail-edits.period.backoff-max", 0, "duration", "tailer back-off ceiling (0 = none)", unit="s")
+define("dfs.ha.tail-edits.in-progress", False, "bool", "tail in-progress segments (fast path)")
+define("dfs.ha.tail-edits.qjm.rpc.max-txns", 5000, "int", "max txns per in-progress fetch")
+define("dfs.ha.log-roll.period", 120, "duration", "standby asks the active to roll this often", unit="s")
+define("dfs.ha.zkfc.port", 8019, "int", "ZKFC RPC port")
+define("dfs.ha.zkfc.nn.http.timeout.ms", 20000, "duration", "ZKFC -> NameNode HTTP timeout", unit="ms")
+define("dfs.ha.nn.not-become-active-in-safemode", False, "bool", "refuse active while in safe mode")
+define("dfs.client.failover.proxy.provider.<ns>", None, "str", "client failover proxy of <ns>")
+define("dfs.client.failover.max.attempts", 15, "int", "client failover attempts")
+define("dfs.client.failover.sleep.base.millis", 500, "duration", "client failover back-off base", unit="ms")
+define("dfs.client.failover.sleep.max.millis", 15000, "duration", "client failover back-off ceiling", unit="ms")
+
+# --- ZKFC / ZooKeeper (core-default.xml ha.* keys; seed 004) ---------------------------
+define("ha.zookeeper.quorum", "", "list", "ZooKeeper ensemble host:port list")
+define("ha.zookeeper.session-timeout.ms", 10000, "duration", "ZooKeeper session timeout", unit="ms")
+define("ha.zookeeper.parent-znode", "/hadoop-ha", doc="parent of the per-nameservice election znodes")
+define("ha.zookeeper.acl", "world:anyone:rwcda", doc="ACL of the znodes the elector creates")
+define("ha.zookeeper.auth", "", "list", "ZooKeeper auth scheme:credential pairs")
+define("ha.health-monitor.check-interval.ms", 1000, "duration", "HealthMonitor probe period", unit="ms")
+define("ha.health-monitor.connect-retry-interval.ms", 1000, "duration",
+       "HealthMonitor reconnect period", unit="ms")
+define("ha.health-monitor.sleep-after-disconnect.ms", 1000, "duration",
+       "HealthMonitor pause after a failed probe", unit="ms")
+define("ha.health-monitor.rpc-timeout.ms", 45000, "duration", "monitorHealth RPC timeout", unit="ms")
+define("ha.failover-controller.cli-check.rpc-timeout.ms", 20000, "duration",
+       "haadmin health-check timeout", unit="ms")
+define("ha.failover-controller.graceful-fence.rpc-timeout.ms", 5000, "duration",
+       "transitionToStandby timeout during graceful fencing", unit="ms")
+define("ha.failover-controller.graceful-fence.connection.retries", 1, "int",
+       "connection retries during graceful fencing")
+define("ha.failover-controller.new-active.rpc-timeout.ms", 60000, "duration",
+       "transitionToActive timeout", unit="ms")
