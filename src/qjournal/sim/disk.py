@@ -1,0 +1,288 @@
+"""A simulated disk for JournalNodes: durable vs. volatile bytes, crashes, torn writes, ENOSPC.
+
+Why: the correctness of a JournalNode rests on *when* bytes become durable
+(reference §2.2): the promise is fsynced before ``new_epoch`` answers, a batch
+before ``journal`` answers, the paxos decision (tmp → fsync → rename → fsync of
+the directory) before ``accept_recovery`` answers, and the finalize rename is
+followed by a directory fsync. A real disk never shows what happens when the
+machine dies between two of those steps. :class:`SimFS` does, deterministically,
+from the run's seeded random generator.
+
+Model (the POSIX guarantees that matter, and no more):
+
+* A file has *visible* bytes (what reads return now) and *durable* bytes (what
+  survives a crash). ``fsync(path)`` makes the file's visible bytes durable.
+* A directory entry (create, rename, delete) becomes durable only when its
+  directory is fsynced (``fsync_dir``). A crash reverts every directory to its
+  last durable entries; a file created and never made durable disappears.
+* :meth:`SimFS.crash` applies, per file with unsynced bytes, one of: lose them
+  all, keep them all, keep a prefix (a torn write), or keep a prefix followed by
+  garbage (a torn sector). Which one is drawn from the seeded generator.
+* ``capacity_bytes`` caps the sum of visible file sizes; a write beyond it
+  writes what fits and raises ``OSError(ENOSPC)``, as a real write(2) can leave
+  a partial record at the tail (the HDFS-14557 case).
+* ``crash_points``: a test or the fault injector arms a named point (e.g.
+  ``"before_fsync"``) and the next operation that passes it raises
+  :class:`SimulatedCrash`; the owner of the disk then calls :meth:`crash`.
+
+:class:`SimJournalStorage` (at the bottom) adapts this file system to the
+JournalNode's injected ``JournalStorage`` interface once that interface exists;
+until then the simulator exercises the journal through whatever storage the
+JournalNode accepts with a file-system root (see ``cluster.py``).
+
+Invariants:
+
+1. After ``fsync(p)`` returns, a crash never changes the first
+   ``len(visible)`` bytes of ``p`` as long as its directory entry is durable.
+2. After ``fsync_dir(d)`` returns, a crash never reverts an entry of ``d``
+   made before the call.
+3. Bytes never become durable by themselves: only ``fsync`` moves them.
+4. Every random choice comes from the ``rng`` given at construction.
+"""
+
+from __future__ import annotations
+
+import errno
+import posixpath
+import random
+from dataclasses import dataclass, field
+
+__all__ = ["SimFS", "SimulatedCrash", "CRASH_MODES"]
+
+#: how unsynced bytes of one file fare in a crash
+CRASH_MODES = ["lose_unsynced", "keep_unsynced", "torn_prefix", "torn_garbage"]
+
+
+class SimulatedCrash(Exception):
+    """Raised at an armed crash point: the node dies here (not a QJournalError: never handled)."""
+
+    def __init__(self, point: str, path: str = "") -> None:
+        super().__init__(f"simulated crash at {point} {path}".strip())
+        self.point = point
+        self.path = path
+
+
+@dataclass
+class _Inode:
+    visible: bytearray = field(default_factory=bytearray)
+    durable: bytes = b""
+
+
+class SimFS:
+    """An in-memory file system with crash semantics (see the module docstring).
+
+    Args:
+        rng: the run's random generator (invariant 4).
+        capacity_bytes: total visible bytes allowed (None = unlimited).
+        name: for messages.
+    """
+
+    def __init__(self, rng: random.Random, capacity_bytes: int | None = None, name: str = "disk") -> None:
+        self.rng = rng
+        self.capacity_bytes = capacity_bytes
+        self.name = name
+        self._inodes: dict[int, _Inode] = {}
+        self._next_ino = 1
+        # directory -> {entry name -> inode}; visible and durable views
+        self._dirs: dict[str, dict[str, int]] = {"/": {}}
+        self._durable_dirs: dict[str, dict[str, int]] = {"/": {}}
+        self.armed: dict[str, int] = {}  # crash point -> countdown (fires when it reaches 0)
+        self.stats: dict[str, int] = {}
+
+    # -- crash points ------------------------------------------------------------------
+    def arm(self, point: str, after: int = 0) -> None:
+        """Crash at the ``after``-th next pass through ``point`` (0 = the next one)."""
+        self.armed[point] = after
+
+    def _passing(self, point: str, path: str = "") -> None:
+        n = self.armed.get(point)
+        if n is None:
+            return
+        if n > 0:
+            self.armed[point] = n - 1
+            return
+        del self.armed[point]
+        self._count(f"crash_at_{point}")
+        raise SimulatedCrash(point, path)
+
+    def _count(self, key: str) -> None:
+        self.stats[key] = self.stats.get(key, 0) + 1
+
+    # -- paths ---------------------------------------------------------------------------
+    @staticmethod
+    def _split(path: str) -> tuple[str, str]:
+        path = posixpath.normpath("/" + path.lstrip("/"))
+        d, n = posixpath.split(path)
+        return d or "/", n
+
+    def _dir(self, d: str) -> dict[str, int]:
+        try:
+            return self._dirs[d]
+        except KeyError:
+            raise FileNotFoundError(errno.ENOENT, f"{self.name}: no such directory", d) from None
+
+    def _ino(self, path: str) -> _Inode:
+        d, n = self._split(path)
+        ino = self._dir(d).get(n)
+        if ino is None:
+            raise FileNotFoundError(errno.ENOENT, f"{self.name}: no such file", path)
+        return self._inodes[ino]
+
+    def makedirs(self, path: str) -> None:
+        """Create a directory and its parents (durable at once: set-up, not a crash window)."""
+        path = posixpath.normpath("/" + path.lstrip("/"))
+        parts = [p for p in path.split("/") if p]
+        cur = "/"
+        for p in parts:
+            cur = posixpath.join(cur, p)
+            self._dirs.setdefault(cur, {})
+            self._durable_dirs.setdefault(cur, {})
+
+    def exists(self, path: str) -> bool:
+        path = posixpath.normpath("/" + path.lstrip("/"))
+        if path in self._dirs:
+            return True
+        d, n = self._split(path)
+        return n in self._dirs.get(d, {})
+
+    def listdir(self, path: str) -> list[str]:
+        """Entry names of a directory (files and subdirectories), sorted."""
+        path = posixpath.normpath("/" + path.lstrip("/"))
+        names = list(self._dir(path))
+        prefix = path.rstrip("/") + "/"
+        for d in self._dirs:
+            if d != path and d.startswith(prefix) and "/" not in d[len(prefix):]:
+                names.append(d[len(prefix):])
+        return sorted(names)
+
+    # -- data ----------------------------------------------------------------------------
+    def used_bytes(self) -> int:
+        live = {ino for d in self._dirs.values() for ino in d.values()}
+        return sum(len(self._inodes[i].visible) for i in sorted(live))
+
+    def create(self, path: str, data: bytes = b"") -> None:
+        """Create or truncate ``path`` (the entry is not durable until ``fsync_dir``)."""
+        d, n = self._split(path)
+        entries = self._dir(d)
+        ino = self._next_ino
+        self._next_ino += 1
+        self._inodes[ino] = _Inode()
+        entries[n] = ino
+        if data:
+            self.append(path, data)
+
+    def append(self, path: str, data: bytes) -> None:
+        """Append bytes (volatile until ``fsync``).
+
+        Raises:
+            OSError(ENOSPC): the disk is full; the part that fit was written.
+            SimulatedCrash: at the armed point ``"write"``.
+        """
+        self._passing("write", path)
+        node = self._ino(path)
+        if self.capacity_bytes is not None:
+            free = self.capacity_bytes - self.used_bytes()
+            if len(data) > free:
+                node.visible += data[:max(0, free)]
+                self._count("enospc")
+                raise OSError(errno.ENOSPC, f"{self.name}: no space left on device", path)
+        node.visible += data
+
+    def truncate(self, path: str, length: int) -> None:
+        """Cut a file to ``length`` bytes (volatile until ``fsync``)."""
+        node = self._ino(path)
+        del node.visible[length:]
+
+    def read(self, path: str) -> bytes:
+        """The visible bytes of a file."""
+        return bytes(self._ino(path).visible)
+
+    def size(self, path: str) -> int:
+        return len(self._ino(path).visible)
+
+    def fsync(self, path: str) -> None:
+        """Make a file's visible bytes durable (crash point ``"before_fsync"``, ``"after_fsync"``)."""
+        self._passing("before_fsync", path)
+        node = self._ino(path)
+        node.durable = bytes(node.visible)
+        self._count("fsync")
+        self._passing("after_fsync", path)
+
+    def rename(self, src: str, dst: str) -> None:
+        """Atomically replace ``dst`` with ``src`` (volatile until ``fsync_dir``; crash point ``"rename"``)."""
+        self._passing("rename", src)
+        sd, sn = self._split(src)
+        dd, dn = self._split(dst)
+        entries = self._dir(sd)
+        if sn not in entries:
+            raise FileNotFoundError(errno.ENOENT, f"{self.name}: no such file", src)
+        ino = entries.pop(sn)
+        self._dir(dd)[dn] = ino
+
+    def remove(self, path: str) -> None:
+        """Delete an entry (volatile until ``fsync_dir``)."""
+        d, n = self._split(path)
+        entries = self._dir(d)
+        if n not in entries:
+            raise FileNotFoundError(errno.ENOENT, f"{self.name}: no such file", path)
+        del entries[n]
+
+    def fsync_dir(self, path: str) -> None:
+        """Make a directory's entries durable (crash point ``"before_fsync_dir"``)."""
+        self._passing("before_fsync_dir", path)
+        path = posixpath.normpath("/" + path.lstrip("/"))
+        self._durable_dirs[path] = dict(self._dir(path))
+        self._count("fsync_dir")
+
+    # -- crash -------------------------------------------------------------------------------
+    def crash(self) -> dict[str, str]:
+        """Lose what was not durable (see the module docstring); disarm every crash point.
+
+        Returns:
+            path -> crash mode applied, for files that had unsynced bytes (sorted).
+        """
+        self.armed.clear()
+        self._dirs = {d: dict(e) for d, e in sorted(self._durable_dirs.items())}
+        applied: dict[str, str] = {}
+        live = sorted({(d, n, ino) for d, e in self._dirs.items() for n, ino in e.items()})
+        for d, n, ino in live:
+            node = self._inodes[ino]
+            vis, dur = bytes(node.visible), node.durable
+            if vis == dur:
+                continue
+            path = posixpath.join(d, n)
+            mode = self.rng.choice(CRASH_MODES)
+            if not vis.startswith(dur):
+                mode = "lose_unsynced"  # rewritten in place: fall back to the durable copy
+            extra = vis[len(dur):]
+            if mode == "lose_unsynced" or not extra:
+                new = dur
+            elif mode == "keep_unsynced":
+                new = vis
+            elif mode == "torn_prefix":
+                new = dur + extra[:self.rng.randrange(len(extra))]
+            else:
+                keep = self.rng.randrange(len(extra))
+                garbage = bytes(self.rng.randrange(256) for _ in range(self.rng.randrange(1, 9)))
+                new = dur + extra[:keep] + garbage
+            node.visible = bytearray(new)
+            node.durable = new
+            applied[path] = mode
+            self._count(f"crash_{mode}")
+        # inodes unreachable from a durable entry are gone
+        reachable = {ino for e in self._dirs.values() for ino in e.values()}
+        self._inodes = {i: self._inodes[i] for i in sorted(reachable)}
+        self._count("crash")
+        return applied
+
+    # -- introspection for the checker --------------------------------------------------------
+    def walk_files(self, root: str = "/") -> list[tuple[str, bytes]]:
+        """Every file under ``root`` with its visible bytes, sorted by path."""
+        root = posixpath.normpath("/" + root.lstrip("/"))
+        out = []
+        for d in sorted(self._dirs):
+            if d != root and not d.startswith(root.rstrip("/") + "/"):
+                continue
+            for n in sorted(self._dirs[d]):
+                out.append((posixpath.join(d, n), bytes(self._inodes[self._dirs[d][n]].visible)))
+        return out
