@@ -110,3 +110,95 @@ def test_missing_file_raises_file_not_found():
     f = fs()
     with pytest.raises(FileNotFoundError):
         f.read("/jn/current/nope")
+
+
+# -- SimJournalStorage: the JournalNode's storage interface on SimFS -----------------------------
+
+from qjournal.errors import JournalLockedError  # noqa: E402
+from qjournal.sim.disk import SimJournalStorage  # noqa: E402
+
+
+def storage(seed=0, **kw):
+    f = SimFS(random.Random(seed), **kw)
+    s = SimJournalStorage(f, "/jn0/j1")
+    s.lock()
+    return f, s
+
+
+def test_storage_lock_is_exclusive_until_close():
+    f, s = storage()
+    with pytest.raises(JournalLockedError):
+        SimJournalStorage(f, "/jn0/j1").lock()
+    s.close()
+    SimJournalStorage(f, "/jn0/j1").lock()
+
+
+def test_write_atomic_interrupted_anywhere_leaves_the_old_value():
+    outcomes = set()
+    for point in ["write", "before_fsync", "rename", "before_fsync_dir"]:
+        for seed in range(8):
+            f, s = storage(seed)
+            s.write_durable_long("last-promised-epoch", 1)
+            f.arm(point)
+            crashed = []
+            s.on_crash = lambda: crashed.append(True)
+            try:
+                s.write_durable_long("last-promised-epoch", 2)
+            except SimulatedCrash:
+                assert crashed
+            f.crash()
+            v = s.read_long("last-promised-epoch", -1)
+            assert v in (1, 2), (point, seed)
+            outcomes.add(v)
+    # the directory fsync is the last step: a crash before it always reverts the rename
+    assert outcomes == {1}
+
+
+def test_write_atomic_returned_means_durable():
+    f, s = storage()
+    s.write_durable_long("last-writer-epoch", 7)
+    f.crash()
+    assert s.read_long("last-writer-epoch", -1) == 7
+
+
+def test_paxos_crash_points():
+    f, s = storage()
+    f.arm("before_persist_paxos")
+    with pytest.raises(SimulatedCrash):
+        s.write_paxos(101, b"decision")
+    f.crash()
+    assert s.read_paxos(101) is None
+    f.arm("after_persist_paxos")
+    with pytest.raises(SimulatedCrash):
+        s.write_paxos(101, b"decision")
+    f.crash()
+    assert s.read_paxos(101) == b"decision"
+
+
+def test_segment_append_sync_and_list():
+    f, s = storage()
+    s.create("edits_inprogress_1", b"head")
+    s.sync("edits_inprogress_1")
+    s.sync_dir()
+    s.append("edits_inprogress_1", b"tail")
+    assert s.read("edits_inprogress_1", 4) == b"tail"
+    assert s.list_files() == ["edits_inprogress_1"]
+    assert s.list_files("paxos") == []
+    assert s.open_read("edits_inprogress_1").read() == b"headtail"
+    s.wipe()
+    assert s.list_files() == []
+
+
+def test_best_effort_value_after_crash_is_old_new_or_garbage():
+    seen = set()
+    for seed in range(30):
+        f, s = storage(seed)
+        s.write_best_effort("committed-txid", b"00000005")
+        s.sync("committed-txid")
+        s.sync_dir()
+        s.write_best_effort("committed-txid", b"00000009")
+        f.crash()
+        v = s.read("committed-txid")
+        assert len(v) == 8
+        seen.add(v if v in (b"00000005", b"00000009") else b"garbage")
+    assert seen == {b"00000005", b"00000009", b"garbage"}

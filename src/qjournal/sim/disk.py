@@ -15,9 +15,11 @@ Model (the POSIX guarantees that matter, and no more):
 * A directory entry (create, rename, delete) becomes durable only when its
   directory is fsynced (``fsync_dir``). A crash reverts every directory to its
   last durable entries; a file created and never made durable disappears.
-* :meth:`SimFS.crash` applies, per file with unsynced bytes, one of: lose them
-  all, keep them all, keep a prefix (a torn write), or keep a prefix followed by
-  garbage (a torn sector). Which one is drawn from the seeded generator.
+* :meth:`SimFS.crash` applies, per file with unsynced appended bytes, one of:
+  lose them all, keep them all, keep a prefix (a torn write), or keep a prefix
+  followed by garbage (a torn sector); a file overwritten in place without
+  fsync keeps the old bytes, the new bytes or garbage of the same length.
+  Which one is drawn from the seeded generator.
 * ``capacity_bytes`` caps the sum of visible file sizes; a write beyond it
   writes what fits and raises ``OSError(ENOSPC)``, as a real write(2) can leave
   a partial record at the tail (the HDFS-14557 case).
@@ -251,9 +253,21 @@ class SimFS:
             if vis == dur:
                 continue
             path = posixpath.join(d, n)
-            mode = self.rng.choice(CRASH_MODES)
             if not vis.startswith(dur):
-                mode = "lose_unsynced"  # rewritten in place: fall back to the durable copy
+                # rewritten in place without fsync (a best-effort file): old, new or garbage
+                mode = self.rng.choice(["overwrite_old", "overwrite_new", "overwrite_garbage"])
+                if mode == "overwrite_old":
+                    new = dur
+                elif mode == "overwrite_new":
+                    new = vis
+                else:
+                    new = bytes(self.rng.randrange(256) for _ in range(len(vis)))
+                node.visible = bytearray(new)
+                node.durable = new
+                applied[path] = mode
+                self._count(f"crash_{mode}")
+                continue
+            mode = self.rng.choice(CRASH_MODES)
             extra = vis[len(dur):]
             if mode == "lose_unsynced" or not extra:
                 new = dur
@@ -286,3 +300,154 @@ class SimFS:
             for n in sorted(self._dirs[d]):
                 out.append((posixpath.join(d, n), bytes(self._inodes[self._dirs[d][n]].visible)))
         return out
+
+
+# -- the JournalNode's storage interface on SimFS ------------------------------------------------
+
+from qjournal.errors import JournalError, JournalLockedError  # noqa: E402
+from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage  # noqa: E402
+
+#: crash points a fault plan may arm on a SimJournalStorage (beyond SimFS's own)
+STORAGE_CRASH_POINTS = ["write", "before_fsync", "after_fsync", "rename", "before_fsync_dir",
+                        "before_persist_paxos", "after_persist_paxos"]
+
+
+class SimJournalStorage(JournalStorage):
+    """The JournalNode's ``JournalStorage`` on a :class:`SimFS` (one journal id).
+
+    Every durable step of the interface maps to one SimFS step, so a crash can
+    fall between any two of them: ``write_atomic`` is create tmp → append →
+    fsync → rename → fsync(dir), with crash points between each; the paxos
+    file adds ``before_persist_paxos`` / ``after_persist_paxos`` around it
+    (reference §6.4, the HDFS-3955 window).
+
+    Args:
+        fs: the node's simulated disk.
+        journal_dir: ``/<node>/<jid>``; ``current/`` lives inside it.
+        on_crash: called (before :class:`SimulatedCrash` propagates) when an
+            armed crash point fires, so the cluster can take the node down at once.
+    """
+
+    def __init__(self, fs: SimFS, journal_dir: str, on_crash=None) -> None:
+        self.fs = fs
+        self.journal_dir = posixpath.normpath("/" + journal_dir.lstrip("/"))
+        self.current = posixpath.join(self.journal_dir, "current")
+        self.where = f"{fs.name}:{self.current}"
+        self.on_crash = on_crash
+        self._locked = False
+
+    def _path(self, name: str) -> str:
+        if not name or name.startswith("/") or ".." in name.split("/"):
+            raise JournalError(f"{self.where}: bad file name {name!r}", path=name)
+        return posixpath.join(self.current, name)
+
+    def _dir_of(self, name: str) -> str:
+        return posixpath.dirname(self._path(name))
+
+    def _guard(self, fn, *args):
+        try:
+            return fn(*args)
+        except SimulatedCrash:
+            if self.on_crash is not None:
+                self.on_crash()
+            raise
+
+    def _point(self, point: str, name: str) -> None:
+        self._guard(self.fs._passing, point, name)
+
+    # --- lifecycle -----------------------------------------------------------------
+    def lock(self) -> None:
+        holders = self.fs.__dict__.setdefault("_sim_locks", {})
+        if holders.get(self.journal_dir):
+            raise JournalLockedError(f"Cannot lock storage {self.where}: the directory is already "
+                                     f"locked", path=self.journal_dir)
+        self.fs.makedirs(posixpath.join(self.current, PAXOS_DIR))
+        holders[self.journal_dir] = True
+        self._locked = True
+
+    def close(self) -> None:
+        if self._locked:
+            self.fs.__dict__.setdefault("_sim_locks", {}).pop(self.journal_dir, None)
+            self._locked = False
+
+    def wipe(self) -> None:
+        for name in self.fs.listdir(self.current):
+            p = posixpath.join(self.current, name)
+            if p in self.fs._dirs:
+                for sub in self.fs.listdir(p):
+                    self.fs.remove(posixpath.join(p, sub))
+                self.fs.fsync_dir(p)
+            else:
+                self.fs.remove(p)
+        self.fs.makedirs(posixpath.join(self.current, PAXOS_DIR))
+        self.fs.fsync_dir(self.current)
+
+    # --- reading ---------------------------------------------------------------------
+    def list_files(self, subdir: str = "") -> list[str]:
+        d = posixpath.join(self.current, subdir) if subdir else self.current
+        if d not in self.fs._dirs:
+            return []
+        return sorted(n for n in self.fs._dirs[d])
+
+    def exists(self, name: str) -> bool:
+        p = self._path(name)
+        return self.fs.exists(p) and p not in self.fs._dirs
+
+    def size(self, name: str) -> int:
+        return self.fs.size(self._path(name))
+
+    def read(self, name: str, offset: int = 0, length: int = -1) -> bytes:
+        data = self.fs.read(self._path(name))
+        return data[offset:] if length < 0 else data[offset:offset + length]
+
+    def open_read(self, name: str):
+        import io
+        return io.BytesIO(self.fs.read(self._path(name)))
+
+    # --- content changes -----------------------------------------------------------------
+    def create(self, name: str, data: bytes) -> None:
+        self._guard(self.fs.create, self._path(name), b"")
+        if data:
+            self.append(name, data)
+
+    def append(self, name: str, data: bytes) -> None:
+        self._guard(self.fs.append, self._path(name), data)
+
+    def sync(self, name: str) -> None:
+        self._guard(self.fs.fsync, self._path(name))
+
+    def truncate(self, name: str, length: int) -> None:
+        self.fs.truncate(self._path(name), length)
+
+    # --- directory changes -----------------------------------------------------------------
+    def rename(self, src: str, dst: str) -> None:
+        self._guard(self.fs.rename, self._path(src), self._path(dst))
+
+    def delete(self, name: str) -> None:
+        try:
+            self.fs.remove(self._path(name))
+        except FileNotFoundError:
+            pass
+
+    def sync_dir(self, subdir: str = "") -> None:
+        self._guard(self.fs.fsync_dir, posixpath.join(self.current, subdir) if subdir else self.current)
+
+    # --- small durable values ------------------------------------------------------------
+    def write_atomic(self, name: str, data: bytes) -> None:
+        paxos = name.startswith(PAXOS_DIR + "/")
+        if paxos:
+            self._point("before_persist_paxos", name)
+        tmp = f"{name}.tmp"
+        self.create(tmp, data)
+        self.sync(tmp)
+        self.rename(tmp, name)  # the commit point
+        self.sync_dir(posixpath.dirname(name))
+        if paxos:
+            self._point("after_persist_paxos", name)
+
+    def write_best_effort(self, name: str, data: bytes) -> None:
+        p = self._path(name)
+        if not self.fs.exists(p):
+            self.fs.create(p)
+        node = self.fs._ino(p)
+        node.visible[:len(data)] = data
