@@ -1,0 +1,117 @@
+"""The NameNode's HA state machine: which transitions are allowed, which calls each state serves.
+
+Why pure: the rules that keep a standby from answering writes and a stopping
+NameNode from becoming active are small decisions, and a mistake in them is a
+split brain. They live here as functions of (state, request) with table tests;
+the daemon (``server.py``) asks them before doing anything.
+
+States (HDFS ``HAServiceState``): ``initializing`` (loading image and edits),
+``standby`` (tailing the shared journal, read-only at most), ``active``
+(serving writes), ``stopping`` (shutting down, or fenced: terminal).
+
+Invariants:
+
+1. Allowed transitions: initializing -> standby | active | stopping;
+   standby -> active | stopping; active -> standby | stopping. Nothing leaves
+   ``stopping``. A transition to the current state is a no-op (HDFS answers
+   success), except that ``initializing`` cannot be "re-entered".
+2. Only ``active`` serves writes. Reads are served by ``active``, and by
+   ``standby`` only when stale reads are allowed (``dfs.ha.allow.stale.reads``).
+   HA calls (status, health, transitions) are served in every state.
+3. With automatic failover enabled, a transition requested by ``user`` is
+   refused; ``zkfc`` and ``user_forced`` (``--forcemanual``) are accepted.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from qjournal.errors import ServiceFailedError, StandbyError
+
+
+class HAState(str, enum.Enum):
+    INITIALIZING = "initializing"
+    STANDBY = "standby"
+    ACTIVE = "active"
+    STOPPING = "stopping"
+
+
+class OpCategory(str, enum.Enum):
+    READ = "read"
+    WRITE = "write"
+    #: HA protocol calls: always served
+    UNCHECKED = "unchecked"
+    #: checkpoint image upload: the active only
+    CHECKPOINT = "checkpoint"
+
+
+class Transition(str, enum.Enum):
+    DO = "do"
+    NOOP = "noop"
+
+
+#: invariant 1
+ALLOWED: dict[HAState, tuple[HAState, ...]] = {
+    HAState.INITIALIZING: (HAState.STANDBY, HAState.ACTIVE, HAState.STOPPING),
+    HAState.STANDBY: (HAState.ACTIVE, HAState.STOPPING),
+    HAState.ACTIVE: (HAState.STANDBY, HAState.STOPPING),
+    HAState.STOPPING: (),
+}
+
+REQUEST_SOURCES = ("user", "zkfc", "user_forced")
+
+
+def check_transition(current: HAState, target: HAState, request_source: str = "user",
+                     automatic_failover: bool = False) -> Transition:
+    """Decide a transition request (invariants 1 and 3).
+
+    Args:
+        current: the state now.
+        target: the requested state.
+        request_source: ``user``, ``zkfc`` or ``user_forced``.
+        automatic_failover: ``dfs.ha.automatic-failover.enabled``.
+
+    Returns:
+        ``Transition.DO`` or ``Transition.NOOP`` (already there).
+
+    Raises:
+        ServiceFailedError: the transition is not allowed, or manual control is
+            refused under automatic failover, or the source is unknown.
+    """
+    if request_source not in REQUEST_SOURCES:
+        raise ServiceFailedError(f"unknown request source {request_source!r} "
+                                 f"(expected one of {', '.join(REQUEST_SOURCES)})")
+    if automatic_failover and request_source == "user" and target in (HAState.ACTIVE, HAState.STANDBY):
+        raise ServiceFailedError(
+            "Manual HA control for this NameNode is not allowed, because automatic HA is enabled "
+            "(dfs.ha.automatic-failover.enabled); use --forcemanual to override")
+    if current == target and current != HAState.INITIALIZING:
+        if current == HAState.STOPPING:
+            raise ServiceFailedError("the NameNode is stopping; no transition is possible")
+        return Transition.NOOP
+    if target not in ALLOWED[current]:
+        raise ServiceFailedError(f"transition from {current.value} to {target.value} is not allowed")
+    return Transition.DO
+
+
+def check_operation(state: HAState, category: OpCategory, allow_stale_reads: bool = False,
+                    method: str = "") -> None:
+    """Refuse a call the current state does not serve (invariant 2).
+
+    Raises:
+        StandbyError: ``Operation category <X> is not supported in state <s>``,
+            telling the client to try the other NameNode.
+    """
+    if category == OpCategory.UNCHECKED:
+        return
+    if state == HAState.ACTIVE:
+        return
+    if state == HAState.STANDBY and category == OpCategory.READ and allow_stale_reads:
+        return
+    what = f" ({method})" if method else ""
+    raise StandbyError(f"Operation category {category.value.upper()}{what} is not supported in state "
+                       f"{state.value}", state=state.value, category=category.value)
+
+
+__all__ = ["HAState", "OpCategory", "Transition", "ALLOWED", "REQUEST_SOURCES",
+           "check_transition", "check_operation"]

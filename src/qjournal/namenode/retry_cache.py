@@ -1,0 +1,141 @@
+"""The NameNode retry cache: a retried write gets the first answer instead of running twice.
+
+Why: a client that lost its connection (or whose NameNode failed over) cannot
+know whether its ``create`` or ``rename`` was applied. It retries with the same
+``(client_id, call_id)``. Without this cache, the retry of a successful
+``create`` would fail with "File exists", and a retried ``rename`` could fail
+or, worse, act again. HDFS solves it with the RetryCache; so do we.
+
+Theory of operation: every op in the edit log carries the client id and call
+id of the call that produced it. The active records the answer of each
+successful write under its key. The standby rebuilds the same entries while
+tailing: the answer of a write is a pure function of the ops it logged
+(:func:`answer_from_ops`), so after a failover the new active answers a retried
+call exactly as the old one did (or would have).
+
+Pure: no clock (``now_ms`` is passed in), no asyncio. The server keeps the
+futures of calls still in progress.
+
+Invariants:
+
+1. An entry is stored only for a call whose ops are durable (the caller records
+   after ``log_sync``) or, on the standby, that it read from the journal.
+2. Entries expire ``expiry_ms`` after they were recorded; the cache never holds
+   more than ``max_entries`` (the oldest go first).
+3. Calls without a client id (``NO_CLIENT_ID``) or with a negative call id are
+   never cached.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from qjournal.namenode.ops import NO_CLIENT_ID, CreateOp, EditOp, MkdirOp
+
+#: method name per opcode for rebuilding answers from ops (tailer side)
+_METHOD_BY_OP = {"OP_MKDIR": "mkdirs", "OP_CREATE": "create", "OP_DELETE": "delete",
+                 "OP_RENAME": "rename", "OP_SET_PERMISSION": "set_permission",
+                 "OP_SET_OWNER": "set_owner", "OP_SET_TIMES": "set_times",
+                 "OP_SET_REPLICATION": "set_replication"}
+
+
+def create_status(op: CreateOp) -> dict:
+    """The FileStatus a ``create`` answers, built from its op only."""
+    return {"path": op.path, "name": op.name, "type": "f", "permission": op.perm,
+            "owner": op.owner, "group": op.group, "mtime": op.mtime, "atime": op.atime,
+            "replication": op.replication, "block_size": op.block_size, "length": op.length,
+            "inode_id": op.inode, "children_num": 0}
+
+
+def answer_from_ops(method: str, ops: list[EditOp]) -> Any:
+    """The RPC answer of a successful write, as a function of its ops (theory of operation).
+
+    Args:
+        method: the RPC method (``mkdirs``, ``create``, ...).
+        ops: the ops the call logged (possibly none).
+    """
+    if method == "create":
+        for op in ops:
+            if isinstance(op, CreateOp):
+                return create_status(op)
+        return None
+    if method in ("mkdirs", "delete", "rename"):
+        return True
+    return None
+
+
+def method_of(op: EditOp) -> str | None:
+    """The RPC method that logs this op, or None for segment markers."""
+    return _METHOD_BY_OP.get(op.NAME)
+
+
+class RetryCache:
+    """``(client_id, call_id) -> answer`` with expiry and a size bound (invariant 2).
+
+    Args:
+        expiry_ms: ``dfs.namenode.retrycache.expirytime.millis``.
+        max_entries: ``qjournal.namenode.retrycache.max-entries``.
+    """
+
+    def __init__(self, expiry_ms: int = 600_000, max_entries: int = 1_000_000) -> None:
+        self.expiry_ms = expiry_ms
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple[bytes, int], tuple[int, str, Any]] = OrderedDict()
+        self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @staticmethod
+    def cacheable(client_id: bytes, call_id: int) -> bool:
+        """Invariant 3."""
+        return bool(client_id) and client_id != NO_CLIENT_ID and call_id >= 0
+
+    def lookup(self, client_id: bytes, call_id: int, method: str, now_ms: int) -> tuple[bool, Any]:
+        """``(True, answer)`` for a cached call of the same method, else ``(False, None)``."""
+        if not self.cacheable(client_id, call_id):
+            return False, None
+        self.expire(now_ms)
+        e = self._entries.get((client_id, call_id))
+        if e is None or e[1] != method:
+            return False, None
+        self.hits += 1
+        return True, e[2]
+
+    def record(self, client_id: bytes, call_id: int, method: str, answer: Any, now_ms: int) -> None:
+        """Store the answer of a successful, durable call (invariant 1)."""
+        if not self.cacheable(client_id, call_id):
+            return
+        key = (client_id, call_id)
+        self._entries.pop(key, None)
+        self._entries[key] = (now_ms, method, answer)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def record_op(self, op: EditOp, now_ms: int) -> None:
+        """Rebuild the entry of the call that logged ``op`` (tailer and replay side).
+
+        A call that logged several ops (``mkdirs -p``) gets the same answer
+        from each, so recording each is harmless.
+        """
+        method = method_of(op)
+        if method is None:
+            return
+        if isinstance(op, MkdirOp):
+            answer: Any = True
+        else:
+            answer = answer_from_ops(method, [op])
+        self.record(op.client_id, op.call_id, method, answer, now_ms)
+
+    def expire(self, now_ms: int) -> None:
+        """Drop entries recorded more than ``expiry_ms`` before ``now_ms``."""
+        limit = now_ms - self.expiry_ms
+        while self._entries:
+            key, (t, _m, _a) = next(iter(self._entries.items()))
+            if t > limit:
+                break
+            self._entries.popitem(last=False)
+
+
+__all__ = ["RetryCache", "answer_from_ops", "create_status", "method_of"]

@@ -1,0 +1,45 @@
+"""Retry cache: hits, method mismatch, expiry, size bound, rebuild from ops equals the live answer."""
+
+from qjournal.namenode.namespace import CallContext, Namespace
+from qjournal.namenode.ops import NO_CLIENT_ID
+from qjournal.namenode.retry_cache import RetryCache, answer_from_ops
+
+C1, C2 = b"\x01" * 16, b"\x02" * 16
+
+
+def test_hit_miss_and_method_must_match():
+    rc = RetryCache(expiry_ms=1000, max_entries=10)
+    rc.record(C1, 1, "create", {"x": 1}, now_ms=0)
+    assert rc.lookup(C1, 1, "create", 10) == (True, {"x": 1})
+    assert rc.lookup(C1, 1, "delete", 10) == (False, None)
+    assert rc.lookup(C2, 1, "create", 10) == (False, None)
+    assert rc.lookup(C1, 2, "create", 10) == (False, None)
+    assert rc.hits == 1
+
+
+def test_expiry_and_bound_and_uncacheable():
+    rc = RetryCache(expiry_ms=100, max_entries=3)
+    for i in range(5):
+        rc.record(C1, i, "delete", True, now_ms=i)
+    assert len(rc) == 3 and rc.lookup(C1, 0, "delete", 5)[0] is False
+    assert rc.lookup(C1, 4, "delete", 100)[0] is True
+    assert rc.lookup(C1, 4, "delete", 104)[0] is False  # expired
+    rc.record(NO_CLIENT_ID, 1, "delete", True, 0)
+    rc.record(C2, -2, "delete", True, 0)
+    assert len(rc) == 0
+
+
+def test_rebuilt_entries_answer_like_the_active():
+    ns = Namespace(superuser="nn")
+    ctx = CallContext("nn", (), C1, 7, ts=5)
+    ops = ns.create(ctx, "/f", perm=0o600, replication=2)
+    live = answer_from_ops("create", ops)
+    assert live == ns.get_file_info(ctx, "/f")  # the answer is the file's status
+    standby = RetryCache()
+    for op in ops:
+        standby.record_op(op, now_ms=0)
+    assert standby.lookup(C1, 7, "create", 1) == (True, live)
+    ops2 = ns.mkdirs(CallContext("nn", (), C2, 3, ts=6), "/a/b/c")
+    for op in ops2:
+        standby.record_op(op, 0)
+    assert standby.lookup(C2, 3, "mkdirs", 1) == (True, True)
