@@ -1,0 +1,240 @@
+"""Input-stream combinators: a chain of segments, and failover between copies of one segment.
+
+Why: a reader (a NameNode loading its log, a standby tailing it, the Spark
+decoder) asks for "txids from A to B" and must not care that they are spread
+over several segments, nor that one copy of a segment is damaged while another
+journal holds a good one (seed 003 §6.6-§6.7: on a bad record, drop that
+journal or reopen from the next txid elsewhere).
+
+* :class:`ChainedInputStream` reads ``(source, SegmentInfo)`` parts in order,
+  opening each lazily with ``source.open_segment(seg, from_txid)``, and checks
+  that txids stay consecutive across parts.
+* :class:`RedundantInputStream` holds several copies of the *same* segment
+  (same start txid), longest first. It reads from the first; on an error (or
+  an early end) it falls over to the next copy positioned just after the last
+  txid it returned, refusing a copy that ends earlier than the failed one
+  (reference §5.1: "all of the remaining edit log streams are shorter than the
+  current one"). Each copy is tried at most once.
+
+Invariants:
+
+1. Both streams return strictly consecutive txids; a part that breaks the
+   sequence raises ``CorruptRecordError``, never yields the record.
+2. A txid is returned at most once, even across a failover.
+3. ``RedundantInputStream`` never fails over to a copy shorter than the one
+   that failed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from qjournal.errors import CorruptRecordError, GapInTransactionsError, InvariantViolation, JournalError, QJournalError
+from qjournal.journal.base import EditLogInputStream, SegmentInfo
+from qjournal.protocol.segment import EditRecord
+
+log = logging.getLogger("qjournal.journal.streams")
+
+
+class ChainedInputStream(EditLogInputStream):
+    """Reads txids ``from_txid .. to_txid`` across segments in order.
+
+    Args:
+        parts: ``(source, SegmentInfo)`` pairs sorted by start txid; ``source``
+            has ``async open_segment(seg, from_txid)`` (a Journal, or a
+            redundant source built by JournalSet).
+        from_txid: first txid returned.
+        to_txid: last txid returned (inclusive); None reads to the end of the last part.
+    """
+
+    def __init__(self, parts: Sequence[tuple[Any, SegmentInfo]], from_txid: int,
+                 to_txid: int | None = None) -> None:
+        self._parts = list(parts)
+        self._from = from_txid
+        self._to = to_txid
+        self._index = 0
+        self._current: EditLogInputStream | None = None
+        self._next_txid = from_txid
+        self._version: int | None = None
+
+    @property
+    def first_txid(self) -> int:
+        return self._from
+
+    @property
+    def last_txid(self) -> int:
+        if self._to is not None:
+            return self._to
+        if self._parts:
+            return self._parts[-1][1].end_txid
+        return self._from - 1
+
+    @property
+    def version(self) -> int:
+        if self._current is not None:
+            return self._current.version
+        return super().version
+
+    async def read_next(self) -> EditRecord | None:
+        """The next txid of the range, or None at its end.
+
+        Raises:
+            CorruptRecordError: a part returned a txid out of sequence or is damaged.
+            GapInTransactionsError: the parts ran out before ``to_txid``.
+        """
+        while True:
+            if self._to is not None and self._next_txid > self._to:
+                await self.close()
+                return None
+            if self._current is None:
+                if self._index >= len(self._parts):
+                    if self._to is not None and self._next_txid <= self._to:
+                        raise GapInTransactionsError(
+                            f"transactions {self._next_txid}-{self._to} are not available: "
+                            f"the segments end at txid {self._next_txid - 1}",
+                            expected_txid=self._next_txid)
+                    return None
+                source, s = self._parts[self._index]
+                if s.end_txid < self._next_txid:
+                    self._index += 1
+                    continue
+                if s.start_txid > self._next_txid:
+                    raise GapInTransactionsError(
+                        f"{getattr(source, 'uri', source)}: gap in transactions: expected txid "
+                        f"{self._next_txid}, next segment starts at {s.start_txid}",
+                        expected_txid=self._next_txid, next_txid=s.start_txid)
+                self._current = await source.open_segment(s, self._next_txid)
+            rec = await self._current.read_next()
+            if rec is None:
+                s = self._parts[self._index][1]
+                if self._next_txid <= s.end_txid:
+                    raise CorruptRecordError(
+                        f"segment {s.start_txid}-{s.end_txid} ended at txid {self._next_txid - 1}, "
+                        f"before its listed end", txid=self._next_txid - 1, expected_txid=s.end_txid)
+                await self._current.close()
+                self._current = None
+                self._index += 1
+                continue
+            if rec.txid != self._next_txid:
+                raise CorruptRecordError(
+                    f"stream returned txid {rec.txid}, expected {self._next_txid}",
+                    txid=rec.txid, expected_txid=self._next_txid)
+            self._next_txid += 1
+            return rec
+
+    async def close(self) -> None:
+        if self._current is not None:
+            cur, self._current = self._current, None
+            await cur.close()
+        self._index = len(self._parts)
+
+
+class RedundantInputStream(EditLogInputStream):
+    """Several copies of one segment; reads the best and fails over on error.
+
+    Args:
+        candidates: ``(source, SegmentInfo)`` pairs, all with the same start txid.
+            They are ordered longest first (finalized before in-progress at equal
+            length); the caller's order breaks remaining ties (put local copies first).
+        from_txid: first txid returned.
+    """
+
+    def __init__(self, candidates: Sequence[tuple[Any, SegmentInfo]], from_txid: int | None = None) -> None:
+        if not candidates:
+            raise InvariantViolation("RedundantInputStream needs at least one candidate")
+        starts = sorted({c[1].start_txid for c in candidates})
+        if len(starts) != 1:
+            raise InvariantViolation(f"RedundantInputStream candidates start at different txids {starts}")
+        indexed = list(enumerate(candidates))
+        indexed.sort(key=lambda ic: (-ic[1][1].end_txid, ic[1][1].in_progress, ic[0]))
+        self._candidates = [c for _, c in indexed]
+        self._start = starts[0]
+        self._from = self._start if from_txid is None else from_txid
+        self._next_txid = self._from
+        self._index = 0
+        self._current: EditLogInputStream | None = None
+        self._errors: list[str] = []
+
+    @property
+    def first_txid(self) -> int:
+        return self._from
+
+    @property
+    def last_txid(self) -> int:
+        return self._candidates[0][1].end_txid
+
+    @property
+    def version(self) -> int:
+        if self._current is not None:
+            return self._current.version
+        return super().version
+
+    def _current_end(self) -> int:
+        return self._candidates[self._index][1].end_txid
+
+    async def _fail_over(self, err: BaseException) -> None:
+        source, s = self._candidates[self._index]
+        where = getattr(source, "uri", repr(source))
+        self._errors.append(f"{where}: {err}")
+        log.warning("edit log stream failed; failing over", extra={
+            "journal": where, "segment_txid": s.start_txid, "next_txid": self._next_txid,
+            "reason": str(err)})
+        if self._current is not None:
+            cur, self._current = self._current, None
+            try:
+                await cur.close()
+            except Exception:  # closing a broken stream is best effort
+                pass
+        failed_end = s.end_txid
+        self._index += 1
+        while self._index < len(self._candidates):
+            if self._candidates[self._index][1].end_txid < failed_end:
+                raise JournalError(
+                    f"segment {self._start}: got an error at txid {self._next_txid}; all of the remaining "
+                    f"copies end before txid {failed_end}, the end of the failed copy; refusing to continue "
+                    f"(metadata would be lost): {'; '.join(self._errors)}",
+                    segment_txid=self._start, txid=self._next_txid)
+            if self._candidates[self._index][1].end_txid >= self._next_txid:
+                return
+            self._index += 1
+        raise JournalError(
+            f"segment {self._start}: no copy left to read txid {self._next_txid} from: "
+            f"{'; '.join(self._errors)}", segment_txid=self._start, txid=self._next_txid)
+
+    async def read_next(self) -> EditRecord | None:
+        """The next record, failing over between copies on error.
+
+        Raises:
+            JournalError: every usable copy failed (their errors are listed).
+        """
+        while True:
+            if self._index >= len(self._candidates):
+                return None
+            if self._next_txid > self._current_end():
+                await self.close()
+                return None
+            try:
+                if self._current is None:
+                    source, s = self._candidates[self._index]
+                    self._current = await source.open_segment(s, self._next_txid)
+                rec = await self._current.read_next()
+                if rec is None:
+                    raise CorruptRecordError(
+                        f"premature end of file at txid {self._next_txid - 1}; expected the copy to "
+                        f"reach {self._current_end()}", txid=self._next_txid - 1,
+                        expected_txid=self._current_end())
+                if rec.txid != self._next_txid:
+                    raise CorruptRecordError(f"copy returned txid {rec.txid}, expected {self._next_txid}",
+                                             txid=rec.txid, expected_txid=self._next_txid)
+            except (QJournalError, OSError) as e:
+                await self._fail_over(e)
+                continue
+            self._next_txid += 1
+            return rec
+
+    async def close(self) -> None:
+        if self._current is not None:
+            cur, self._current = self._current, None
+            await cur.close()
+        self._index = len(self._candidates)
