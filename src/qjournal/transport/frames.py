@@ -1,0 +1,262 @@
+"""Wire framing of qjournal RPC: length-prefixed msgpack, sans I/O.
+
+Why this module exists: the TCP transport, the TLS transport and the in-memory
+network must cut a byte stream into messages in exactly the same way, so that a
+malformed or oversized frame is treated the same in tests, in the simulator
+and in production. This module never touches a socket, a clock or a loop: it
+turns messages into bytes (:func:`encode_frame`) and bytes into messages
+(:class:`FrameDecoder`), in the style of h11.
+
+Theory of operation
+-------------------
+A frame is ``u32 big-endian body length | msgpack body``. Bodies are packed
+with ``use_bin_type=True`` (``bytes`` travel as msgpack *bin*, ``str`` as
+*str*) and unpacked with ``raw=False``. Messages are msgpack arrays::
+
+    request   [0, request_id, method, kwargs]        kwargs: map str -> value
+    response  [1, request_id, True, result]
+              [1, request_id, False, {"type", "message", "fields"}]
+
+The decoder keeps the unconsumed tail of the stream between calls to
+:meth:`FrameDecoder.feed`; complete frames are decoded straight from the
+received buffer (no copy for the common case of whole frames per read).
+
+Invariants
+----------
+1. A frame whose declared body length exceeds ``max_frame_bytes`` is rejected
+   with :class:`FrameTooLargeError` as soon as its 4-byte header is seen, before
+   any of its body is buffered (a limit on memory per connection).
+2. A complete frame whose body is not exactly one msgpack object raises
+   :class:`ProtocolError`; the decoder is then unusable (the caller closes the
+   connection, since the stream position can no longer be trusted).
+3. Bytes after the last complete frame are kept, in order, for the next feed:
+   frame boundaries never depend on how the stream was split into reads.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgpack
+
+from qjournal.errors import FrameTooLargeError, InvalidRequestError, ProtocolError
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "FRAME_HEADER_BYTES",
+    "FrameDecoder",
+    "KIND_REQUEST",
+    "KIND_RESPONSE",
+    "decode_frame_bytes",
+    "encode_frame",
+    "encode_request",
+    "encode_response",
+    "check_request",
+]
+
+#: Hadoop's ``ipc.maximum.data.length`` default: 64 MiB.
+DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
+FRAME_HEADER_BYTES = 4
+KIND_REQUEST = 0
+KIND_RESPONSE = 1
+
+_HEADER = struct.Struct(">I")
+_unpack_header = _HEADER.unpack_from
+_pack_header = _HEADER.pack
+_packb = msgpack.packb
+_unpackb = msgpack.unpackb
+
+
+def encode_frame(obj: Any, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
+    """Encode one message as a frame.
+
+    Args:
+        obj: a msgpack-able value (None, bool, int, float, str, bytes, list,
+            tuple, dict).
+        max_frame_bytes: refuse bodies longer than this.
+
+    Returns:
+        ``u32 length | msgpack body``.
+
+    Raises:
+        FrameTooLargeError: the body exceeds ``max_frame_bytes``.
+        TypeError: ``obj`` holds a value msgpack cannot encode.
+    """
+    body = _packb(obj, use_bin_type=True)
+    if len(body) > max_frame_bytes:
+        raise FrameTooLargeError(
+            f"frame of {len(body)} bytes exceeds max_frame_bytes={max_frame_bytes} "
+            f"(config key ipc.maximum.data.length)",
+            frame_bytes=len(body),
+            max_frame_bytes=max_frame_bytes,
+        )
+    return _pack_header(len(body)) + body
+
+
+def encode_request(request_id: int, method: str, kwargs: dict, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
+    """Encode ``[0, request_id, method, kwargs]`` (see :func:`encode_frame`)."""
+    return encode_frame([KIND_REQUEST, request_id, method, kwargs], max_frame_bytes)
+
+
+def encode_response(request_id: int, ok: bool, payload: Any, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
+    """Encode ``[1, request_id, ok, payload]`` (see :func:`encode_frame`)."""
+    return encode_frame([KIND_RESPONSE, request_id, ok, payload], max_frame_bytes)
+
+
+def decode_frame_bytes(frame: bytes) -> Any:
+    """Decode one whole frame (header included), e.g. inside a fault hook.
+
+    Args:
+        frame: exactly one frame as produced by :func:`encode_frame`.
+
+    Returns:
+        The decoded message.
+
+    Raises:
+        ProtocolError: ``frame`` is not exactly one well-formed frame.
+    """
+    if len(frame) < FRAME_HEADER_BYTES:
+        raise ProtocolError(f"frame of {len(frame)} bytes is shorter than its 4-byte header")
+    (length,) = _unpack_header(frame, 0)
+    if length != len(frame) - FRAME_HEADER_BYTES:
+        raise ProtocolError(
+            f"frame header declares {length} body bytes but {len(frame) - FRAME_HEADER_BYTES} follow"
+        )
+    try:
+        return _unpackb(memoryview(frame)[FRAME_HEADER_BYTES:], raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise ProtocolError(f"undecodable frame body ({type(exc).__name__}: {exc})") from None
+
+
+class FrameDecoder:
+    """Incremental frame decoder for one byte stream (one direction of a connection).
+
+    Args:
+        max_frame_bytes: largest acceptable body length (invariant 1).
+        stream_name: used in error messages (e.g. the peer address).
+    """
+
+    __slots__ = ("max_frame_bytes", "stream_name", "_buf", "_offset", "_broken")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, stream_name: str = "stream") -> None:
+        if max_frame_bytes <= 0:
+            raise ValueError(f"max_frame_bytes must be positive, got {max_frame_bytes}")
+        self.max_frame_bytes = max_frame_bytes
+        self.stream_name = stream_name
+        self._buf = bytearray()
+        self._offset = 0  # stream offset of the start of self._buf, for messages
+        self._broken = False
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received but not yet part of a complete frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Any]:
+        """Add received bytes; return the messages of every frame now complete.
+
+        Args:
+            data: the next bytes of the stream (any split is fine, invariant 3).
+
+        Returns:
+            Decoded messages in stream order (possibly empty).
+
+        Raises:
+            FrameTooLargeError: a frame header declares more than
+                ``max_frame_bytes`` (invariant 1).
+            ProtocolError: a complete frame is not one msgpack object
+                (invariant 2), or the decoder already failed.
+        """
+        if self._broken:
+            raise ProtocolError(f"{self.stream_name}: decoder already failed; the connection must be closed")
+        buf = self._buf
+        if buf:
+            buf += data
+            src = buf
+        else:
+            src = data
+        n = len(src)
+        off = 0
+        out: list[Any] = []
+        limit = self.max_frame_bytes
+        try:
+            while n - off >= FRAME_HEADER_BYTES:
+                (length,) = _unpack_header(src, off)
+                if length > limit:
+                    raise FrameTooLargeError(
+                        f"{self.stream_name}: frame at stream offset {self._offset + off} declares "
+                        f"{length} bytes, more than max_frame_bytes={limit} "
+                        f"(config key ipc.maximum.data.length)",
+                        frame_bytes=length,
+                        max_frame_bytes=limit,
+                    )
+                end = off + FRAME_HEADER_BYTES + length
+                if end > n:
+                    break
+                try:
+                    with memoryview(src) as mv:
+                        obj = _unpackb(mv[off + FRAME_HEADER_BYTES:end], raw=False, strict_map_key=False)
+                except Exception as exc:  # msgpack raises several unrelated types
+                    raise ProtocolError(
+                        f"{self.stream_name}: undecodable frame of {length} bytes at stream offset "
+                        f"{self._offset + off} ({type(exc).__name__}: {exc})",
+                        frame_bytes=length,
+                    ) from None
+                out.append(obj)
+                off = end
+        except BaseException:
+            self._broken = True
+            self._buf = bytearray()
+            raise
+        self._offset += off
+        if src is buf:
+            if off:
+                del buf[:off]
+        elif off < n:
+            self._buf = bytearray(src[off:]) if off else bytearray(src)
+        return out
+
+
+def check_request(msg: Any) -> tuple[int, str, dict]:
+    """Validate the shape of a decoded request.
+
+    Args:
+        msg: a decoded frame received by a server.
+
+    Returns:
+        ``(request_id, method, kwargs)``.
+
+    Raises:
+        ProtocolError: not a request at all (no usable request id); the
+            connection cannot answer and must be closed.
+        InvalidRequestError: a request with a usable id but a bad method or
+            kwargs; ``fields['request_id']`` holds the id so it can be answered.
+    """
+    if type(msg) is not list or len(msg) != 4 or msg[0] != KIND_REQUEST:
+        raise ProtocolError(f"expected a request [0, id, method, kwargs], got {_describe(msg)}")
+    request_id = msg[1]
+    if type(request_id) is not int:
+        raise ProtocolError(f"request id must be an integer, got {_describe(request_id)}")
+    method = msg[2]
+    if type(method) is not str or not method.isidentifier():
+        raise InvalidRequestError(f"bad method name {_describe(method)} in request {request_id}", request_id=request_id)
+    kwargs = msg[3]
+    if type(kwargs) is not dict:
+        raise InvalidRequestError(
+            f"call {method}: arguments must be a map of names to values, got {_describe(kwargs)}",
+            request_id=request_id,
+        )
+    for key in kwargs:
+        if type(key) is not str:
+            raise InvalidRequestError(
+                f"call {method}: argument names must be strings, got {_describe(key)}", request_id=request_id
+            )
+    return request_id, method, kwargs
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"{type(value).__name__} {text}"
