@@ -250,3 +250,13 @@ define("ha.failover-controller.graceful-fence.connection.retries", 1, "int",
        "connection retries during graceful fencing")
 define("ha.failover-controller.new-active.rpc-timeout.ms", 60000, "duration",
        "transitionToActive timeout", unit="ms")
+# ZKFC / elector / fencing keys added by the failover part (not all are Hadoop keys; units last)
+define("ha.failover-controller.sleep-after-failure-to-become-active.ms", 1000, "duration",
+       "elector back-off after a failed fence or transition before re-joining", unit="ms")
+define("ha.failover-controller.active-standby-elector.zk.op.timeout.ms", 0, "duration",
+       "deadline of one elector ZooKeeper operation (0 = the session timeout)", unit="ms")
+define("dfs.ha.fencing.shell.timeout.ms", 30000, "duration", "shell(...) fencing command timeout", unit="ms")
+define("dfs.ha.fencing.pidfence.wait.ms", 10000, "duration",
+       "pidfence(...): how long to wait for the killed NameNode to exit", unit="ms")
+define("dfs.ha.zkfc.rpc-address.<ns>.<nn>", None, "address",
+       "RPC address of the ZKFC of NameNode <nn> (default: the NameNode host and dfs.ha.zkfc.port)")

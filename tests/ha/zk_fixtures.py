@@ -1,0 +1,99 @@
+"""Reusable ZooKeeper fixtures and helpers for tests that need a real ZooKeeper.
+
+Why a separate module: ``tests/ha`` and ``tests/cluster`` (and any other area)
+import these into their ``conftest.py`` with ``from tests.ha.zk_fixtures import *``
+or ``pytest_plugins``; one standalone server is shared by a whole test session
+(starting Java costs ~0.5 s and CPU the other engineers' tests need). Each test
+gets its own parent znode (``/qjtest-<uuid>``), so tests never see each other's
+election state.
+
+Helpers:
+
+* :func:`expire_zk_session` forces a real server-side session expiry: a second
+  client attaches to the session id/password and closes it (kazoo's old test
+  harness did the same).
+* :func:`drop_zk_connection` pauses the server (SIGSTOP) so every client goes
+  ``SUSPENDED`` without losing its session; use it as a context manager.
+* :func:`wait_until` waits on a condition with a deadline (no sleeps as
+  synchronisation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+import time
+import uuid
+from typing import Any, Awaitable, Callable, Iterator
+
+import pytest
+
+from qjournal.ha.elector import expire_session
+from qjournal.ha.zookeeper import ZooKeeperEnsemble
+
+__all__ = ["zookeeper", "zk_parent", "expire_zk_session", "drop_zk_connection", "wait_until",
+           "async_wait_until"]
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[ZooKeeperEnsemble]:
+    """One standalone ZooKeeper for the whole test session (stopped at the end, always)."""
+    run_dir = tempfile.mkdtemp(prefix="qj-zk-")
+    zk = ZooKeeperEnsemble(run_dir, size=1)
+    try:
+        zk.start(ready_timeout_s=60)
+        yield zk
+    finally:
+        zk.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def zk_parent() -> str:
+    """A fresh parent znode name for one test."""
+    return f"/qjtest-{uuid.uuid4().hex[:12]}"
+
+
+def expire_zk_session(quorum: str, client_id: tuple[int, bytes]) -> None:
+    """Expire the session ``client_id`` on the server (blocking)."""
+    expire_session(quorum, client_id)
+
+
+@contextlib.contextmanager
+def drop_zk_connection(zk: ZooKeeperEnsemble, server_id: int = 1) -> Iterator[None]:
+    """Pause a ZooKeeper server for the duration of the block (clients go SUSPENDED)."""
+    zk.pause(server_id)
+    try:
+        yield
+    finally:
+        zk.resume(server_id)
+
+
+def wait_until(cond: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.02) -> Any:
+    """Poll ``cond`` until truthy; fail the test naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(poll_s)
+
+
+async def async_wait_until(cond: Callable[[], Any | Awaitable[Any]], timeout_s: float, what: str,
+                           poll_s: float = 0.02) -> Any:
+    """Async :func:`wait_until`; ``cond`` may be a coroutine function."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        v = cond()
+        if asyncio.iscoroutine(v):
+            v = await v
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s}s waiting for {what}")
+        await asyncio.sleep(poll_s)
+
