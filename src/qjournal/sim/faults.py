@@ -1,0 +1,167 @@
+"""The fault model of the simulator: what can go wrong, how often, drawn from one seed.
+
+Why a module: the fault model is the part of a simulation a reader must trust
+first ("what did this run actually exercise?"). It lives in one place, every
+probability is a named, configurable field, and every injected fault is
+counted by kind so a soak run can report what it covered (docs/testing.md).
+
+Kinds (each with its own probability in :class:`FaultConfig`):
+
+Network, per frame, through the in-memory network's fault hook
+(``hook(src, dst, frame) -> delays``):
+
+* ``drop``: the frame is lost.
+* ``delay``: the frame arrives late (up to ``max_delay_ms``).
+* ``reorder``: a small random extra delay, so consecutive frames may swap.
+* ``duplicate``: the frame arrives twice (the second copy later).
+
+Cluster, per director step (see :mod:`qjournal.sim.workload`):
+
+* ``partition``: cut a random pair of nodes (JournalNode or writer) apart.
+* ``isolate_old_writer``: when a new writer takes over, cut the old one off
+  from a majority of JournalNodes while it keeps trying to write.
+* ``heal``: remove every partition.
+* ``jn_crash``: power-cut a JournalNode now (unsynced bytes lost or torn).
+* ``jn_crash_point``: arm a storage crash point on a JournalNode (between a
+  write and its fsync, before/after the paxos persist, before a rename or a
+  directory fsync), so it dies inside the next such step.
+* ``jn_restart``: restart a crashed JournalNode (it rescans its disk).
+* ``disk_full``: shrink a JournalNode's disk to just above its current use
+  (writes fail with ENOSPC, possibly leaving a partial record); ``disk_free``
+  gives the space back.
+* ``writer_takeover``: a new writer (a new ``QuorumJournalManager``) starts:
+  it fences the old one, recovers, and writes.
+* ``writer_crash``: the current writer stops dead (no finalize, no close).
+* ``read``: a reader reads every finalized segment.
+
+Invariants:
+
+1. Every decision draws from the ``random.Random`` passed in (the loop's), in
+   call order, so a seed replays the same faults.
+2. A config with every probability 0 injects nothing (the fault-free baseline).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass
+
+__all__ = ["FaultConfig", "NetworkFaults", "NETWORK_KINDS", "CLUSTER_KINDS"]
+
+NETWORK_KINDS = ["drop", "delay", "reorder", "duplicate"]
+CLUSTER_KINDS = ["partition", "isolate_old_writer", "heal", "jn_crash", "jn_crash_point",
+                 "jn_restart", "disk_full", "disk_free", "writer_takeover", "writer_crash", "read"]
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    """Probabilities of every fault kind (module docstring), plus latency shape.
+
+    Network probabilities apply per frame; cluster probabilities are relative
+    weights of the director's action at each step (the rest of the weight
+    ``write_weight`` is "let the writer write").
+    """
+
+    drop: float = 0.02
+    delay: float = 0.05
+    reorder: float = 0.05
+    duplicate: float = 0.02
+    base_latency_ms: float = 0.5
+    max_delay_ms: float = 3000.0
+    partition: float = 0.04
+    isolate_old_writer: float = 0.5  # probability, at each takeover
+    heal: float = 0.06
+    jn_crash: float = 0.04
+    jn_crash_point: float = 0.04
+    jn_restart: float = 0.08
+    disk_full: float = 0.02
+    disk_free: float = 0.04
+    writer_takeover: float = 0.06
+    writer_crash: float = 0.02
+    read: float = 0.05
+    write_weight: float = 0.5
+
+    def without(self, *kinds: str) -> "FaultConfig":
+        """A copy with the given kinds switched off (used to minimise a failing run)."""
+        return dataclasses.replace(self, **{k: 0.0 for k in kinds})
+
+    def enabled_kinds(self) -> list[str]:
+        """Kinds with a non-zero probability, in a fixed order."""
+        return [k for k in NETWORK_KINDS + CLUSTER_KINDS if getattr(self, k) > 0]
+
+    @classmethod
+    def parse(cls, spec: str | None) -> "FaultConfig":
+        """Build from ``kind=p,kind=p`` (unnamed kinds keep their default; ``none`` = all off).
+
+        Raises:
+            ValueError: unknown kind or a probability outside [0, 1] (message names it).
+        """
+        base = cls()
+        if not spec:
+            return base
+        if spec.strip() == "none":
+            return base.without(*(NETWORK_KINDS + CLUSTER_KINDS))
+        kw: dict[str, float] = {}
+        names = {f.name for f in dataclasses.fields(cls)}
+        for part in spec.split(","):
+            if not part.strip():
+                continue
+            k, _, v = part.partition("=")
+            k = k.strip()
+            if k not in names:
+                raise ValueError(f"--faults: unknown fault kind {k!r} (known: {sorted(names)})")
+            try:
+                p = float(v)
+            except ValueError:
+                raise ValueError(f"--faults: {k}={v!r} is not a number") from None
+            if k not in ("base_latency_ms", "max_delay_ms", "write_weight") and not 0 <= p <= 1:
+                raise ValueError(f"--faults: {k}={p} is not a probability in [0, 1]")
+            kw[k] = p
+        return dataclasses.replace(base, **kw)
+
+
+class NetworkFaults:
+    """The in-memory network's fault hook: per-frame drop, delay, reorder, duplicate.
+
+    Args:
+        config: the probabilities.
+        rng: the run's random generator (invariant 1).
+        observer: optional ``observer(src, dst, frame)`` called for every frame
+            before the decision (the simulator decodes responses there).
+
+    Attributes:
+        counts: frames affected, by kind.
+        enabled: False delivers every frame with base latency (the final,
+            fault-free phase of a run).
+    """
+
+    def __init__(self, config: FaultConfig, rng: random.Random, observer=None) -> None:
+        self.config = config
+        self.rng = rng
+        self.observer = observer
+        self.counts: dict[str, int] = {k: 0 for k in NETWORK_KINDS}
+        self.enabled = True
+
+    def __call__(self, src: str, dst: str, frame: bytes) -> list[float]:
+        if self.observer is not None:
+            self.observer(src, dst, frame)
+        c = self.config
+        rng = self.rng
+        base = c.base_latency_ms / 1000.0 * (0.5 + rng.random())
+        if not self.enabled:
+            return [base]
+        if c.drop and rng.random() < c.drop:
+            self.counts["drop"] += 1
+            return []
+        delay = base
+        if c.delay and rng.random() < c.delay:
+            self.counts["delay"] += 1
+            delay += rng.random() * c.max_delay_ms / 1000.0
+        if c.reorder and rng.random() < c.reorder:
+            self.counts["reorder"] += 1
+            delay += rng.random() * 5 * c.base_latency_ms / 1000.0
+        if c.duplicate and rng.random() < c.duplicate:
+            self.counts["duplicate"] += 1
+            return [delay, delay + rng.random() * c.max_delay_ms / 1000.0]
+        return [delay]
