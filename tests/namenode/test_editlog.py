@@ -1,0 +1,109 @@
+"""FSEditLog: group commit (one sync serves many callers), durability before return, fatal failure."""
+
+import asyncio
+
+import pytest
+
+from qjournal.errors import FencedError
+from qjournal.namenode.editlog import EditLogFatalError, FSEditLog
+from qjournal.namenode.namespace import CallContext, Namespace
+from qjournal.namenode.ops import OP_END_LOG_SEGMENT, OP_START_LOG_SEGMENT, decode_op
+
+from .fakes import MemoryJournal
+
+
+async def wait_for(cond, what, timeout_s=10.0):
+    """Wait on a condition with a deadline (yielding to the loop, not sleeping for time)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0)
+
+
+def make():
+    j = MemoryJournal()
+    fatal = []
+    el = FSEditLog(j, clock_ms=lambda: 1, user="nn", on_fatal=fatal.append)
+    return j, el, Namespace(superuser="nn"), fatal
+
+
+def test_group_commit_many_callers_share_one_sync():
+    async def main():
+        j, el, ns, _ = make()
+        await el.open_for_write(1)
+        j.gate = asyncio.Event()
+        returned = {}
+
+        async def client(i):
+            ctx = CallContext("nn", (), bytes([i]) * 16, i, ts=i)
+            txid, _ = await el.log_edit(lambda: ns.mkdirs(ctx, f"/d{i}"))
+            await el.log_sync(txid)
+            returned[i] = (txid, el.synced_txid)
+
+        tasks = [asyncio.ensure_future(client(i)) for i in range(64)]
+        # every client has written; one sync is in flight covering only the first writer
+        await wait_for(lambda: el.last_written_txid == 1 + 64, "all 64 writes")
+        await wait_for(lambda: len(j.sync_calls) == 2, "the first sync to be in flight")
+        assert returned == {}
+        j.gate.set()
+        await asyncio.gather(*tasks)
+        # the START sync, then at most two syncs for 64 callers (the one in flight + one more)
+        assert len(j.sync_calls) <= 3, j.sync_calls
+        for txid, synced in returned.values():
+            assert synced >= txid
+        assert el.max_batch_txns >= 63
+        txids = [r.txid for r in j.all_records()]
+        assert txids == list(range(1, 66))
+
+    asyncio.run(main())
+
+
+def test_replaying_the_durable_log_gives_the_same_namespace_and_rolls_are_well_formed():
+    async def main():
+        j, el, ns, _ = make()
+        await el.open_for_write(1)
+        ctx = CallContext("nn", ts=5)
+        for i in range(10):
+            txid, _ = await el.log_edit(lambda: ns.mkdirs(ctx, f"/a/b{i}"))
+            await el.log_sync(txid)
+            if i == 4:
+                assert await el.roll() is not None
+        await el.close()
+        # START, /a + /a/b0, b1..b4, END | START, b5..b9, END
+        assert sorted(j.finalized.items()) == [(1, 8), (9, 15)]
+        for start, end in j.finalized.items():
+            recs = j.durable[start]
+            assert recs[0].opcode == OP_START_LOG_SEGMENT and recs[-1].opcode == OP_END_LOG_SEGMENT
+            assert recs[-1].txid == end
+        replay = Namespace(superuser="nn")
+        for r in j.all_records():
+            replay.apply(decode_op(r.opcode, r.body, r.txid))
+        assert replay.snapshot() == ns.snapshot()
+
+    asyncio.run(main())
+
+
+def test_fenced_sync_fails_every_waiter_and_later_calls():
+    async def main():
+        j, el, ns, fatal = make()
+        await el.open_for_write(1)
+        j.gate = asyncio.Event()
+        j.fail_with = FencedError("IPC's epoch 1 is less than the last promised epoch 2")
+
+        async def client(i):
+            txid, _ = await el.log_edit(lambda: ns.mkdirs(CallContext("nn", ts=i), f"/x{i}"))
+            await el.log_sync(txid)
+
+        tasks = [asyncio.ensure_future(client(i)) for i in range(8)]
+        await wait_for(lambda: el.last_written_txid == 9, "8 writes")
+        j.gate.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(isinstance(r, EditLogFatalError) for r in results), results
+        assert len(fatal) == 1 and isinstance(fatal[0], FencedError)
+        with pytest.raises(EditLogFatalError, match="epoch 1 is less"):
+            await el.log_edit(lambda: ns.mkdirs(CallContext("nn"), "/y"))
+        assert el.synced_txid == 1  # nothing after the START marker was acknowledged
+
+    asyncio.run(main())
