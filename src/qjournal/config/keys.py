@@ -142,6 +142,14 @@ define("hadoop.tmp.dir", "/tmp/qjournal-${user.name}", doc="base for other tempo
 define("fs.defaultFS", "file:///", doc="default file system URI (accepted for Hadoop compatibility)")
 define("ipc.maximum.data.length", 64 * MiB, "bytes",
        "largest RPC frame accepted on the wire (transport max frame size)")
+define("ipc.client.connect.timeout", 20000, "duration", "RPC client TCP connect + TLS handshake timeout",
+       unit="ms")
+define("qjournal.rpc.server.max-queued-requests", 1024, "int",
+       "requests queued or running per RPC connection before the server stops reading it (back-pressure)")
+define("qjournal.rpc.tls.enabled", False, "bool", "mutual TLS on every RPC connection (server and client)")
+define("qjournal.rpc.tls.cert.file", None, "str", "PEM certificate of this process (RPC TLS)")
+define("qjournal.rpc.tls.key.file", None, "str", "PEM private key of this process (RPC TLS)")
+define("qjournal.rpc.tls.ca.file", None, "str", "PEM CA bundle that signs every peer certificate (RPC TLS)")
 define("qjournal.log.level", "INFO", doc="log level of daemons (DEBUG, INFO, WARNING, ERROR)")
 define("qjournal.log.json", True, "bool", "structured JSON-lines logs on stderr (false: plain text)")
 
@@ -174,6 +182,23 @@ define("dfs.namenode.checkpoint.period", 3600, "duration", "checkpoint at least 
 define("dfs.namenode.num.checkpoints.retained", 2, "int", "fsimages kept")
 define("dfs.namenode.num.extra.edits.retained", 1000000, "int",
        "txns kept beyond the oldest retained image")
+define("dfs.namenode.checkpoint.check.period", 60, "duration",
+       "how often the checkpointer checks whether a checkpoint is due", unit="s")
+define("dfs.namenode.edit.log.autoroll.multiplier.threshold", 0.5, "float",
+       "roll the edit log once a segment holds this times dfs.namenode.checkpoint.txns txns")
+define("dfs.permissions.enabled", True, "bool", "check owner/group/other permission bits")
+define("dfs.permissions.superusergroup", "supergroup", doc="members of this group are superusers")
+define("dfs.namenode.resource.du.reserved", 100 * MiB, "bytes",
+       "monitor-health fails when a name or edits directory has less free space than this")
+define("dfs.ha.allow.stale.reads", False, "bool", "the standby NameNode serves reads")
+define("dfs.namenode.retrycache.expirytime.millis", 600000, "duration",
+       "how long the retry cache keeps an answer", unit="ms")
+define("qjournal.namenode.retrycache.max-entries", 1000000, "int", "retry cache size bound")
+define("qjournal.namenode.superuser", "${user.name}", doc="the NameNode's user (the HDFS superuser)")
+define("qjournal.namenode.rpc-bind-host", None, "str", "overrides the host of the rpc-address when binding")
+define("qjournal.client.rpc-timeout.ms", 60000, "duration", "DFS client per-call deadline", unit="ms")
+define("qjournal.namenode.checkpoint.upload.timeout.ms", 60000, "duration",
+       "standby -> active checkpoint image upload RPC timeout", unit="ms")
 
 # --- JournalNode -------------------------------------------------------------------
 define("dfs.journalnode.edits.dir", "/tmp/hadoop/dfs/journalnode/", "str",
