@@ -1,0 +1,1018 @@
+"""The per-journal acceptor of a JournalNode: a plain synchronous object.
+
+Why synchronous and storage-injected (STYLE principle 1): every rule of the
+JournalNode (fencing, txid contiguity, the Paxos acceptor of segment
+recovery, crash recovery on open) lives here, with no asyncio, socket, clock
+or fsync inside. Storage comes in through :class:`JournalStorage`, whose every
+durable step is a separate call, so the simulator can crash the node between
+any two of them and check that the reopened ``Journal`` is consistent. The
+daemon (``node.py``) runs one ``Journal`` per journal id on its own worker
+thread and does the networking (including the HTTP download of
+accept-recovery, which is why that call is split in a plan and a commit).
+
+Theory of operation (HDFS-3077, seed 000 §2; reference §3):
+
+* Durable state: ``VERSION`` (the namespace), ``last-promised-epoch`` (the
+  Paxos promise), ``last-writer-epoch`` (the epoch that last started a
+  segment; recovery compares it, seed 000 §2.4), ``committed-txid`` (best
+  effort, never needed for safety), the segment files and ``paxos/<start>``
+  (the value accepted for a segment under recovery).
+* Write path: ``start_log_segment`` opens ``edits_inprogress_<txid>`` (header
+  fsynced), ``journal`` validates a batch with ``scan_batch`` and appends it
+  with one write and one fdatasync, ``finalize_log_segment`` renames it.
+* Recovery path: ``new_epoch`` (promise), ``prepare_recovery`` (phase 1b:
+  report accepted value or on-disk state), ``accept_recovery_plan`` /
+  ``accept_recovery_commit`` (phase 2b: make the segment equal to the chosen
+  one, persisting the paxos data as the commit point).
+* Read path: ``get_edit_log_manifest`` and ``open_segment_for_read`` answer
+  from an in-memory index of segment extents (valid length, last txid), so
+  no request rescans a segment (HDFS-16793).
+
+Invariants (cited in the code as [In]):
+
+1. Every epoch-checked call passes one gate, ``_check`` ->
+   :func:`~qjournal.protocol.jn_rules.check_request`; a newer epoch is
+   persisted (write_atomic) before anything else happens and before the reply.
+2. ``last_writer_epoch`` changes only in ``start_log_segment`` (and is reset by
+   ``format``); it is durable before the segment file is created.
+3. A ``journal`` batch is acknowledged only after its records were validated
+   (checksums, consecutive txids starting at the writer's next txid, count)
+   and appended, and (unless every txid in it is already known committed,
+   HDFS-3885) fdatasynced. Records of the open segment have consecutive txids.
+4. The in-memory index of a segment (``_Extent``) always describes bytes that
+   are on the file and acknowledged: ``valid_length`` ends at a record
+   boundary, ``last_txid`` is the txid of the record before it. It is updated
+   only after the append (and sync) succeeded.
+5. An in-progress segment with no valid txn counts as absent: it is moved
+   aside to ``.empty`` whenever it is scanned (seed 000 §2.10.5).
+6. ``start_log_segment(txid)`` may overwrite an in-progress segment at ``txid``
+   only if it holds at most one txn; never a finalized one (reference §2.4).
+7. Paxos data is written by atomic replace and is the commit point of
+   ``accept_recovery``: the downloaded tmp file is durable (data and directory
+   entry) before it, and the rename of the tmp file over the in-progress file
+   comes after it. Reopening, ``prepare_recovery`` and ``accept_recovery``
+   roll a half-done accept forward (HDFS-3955); a tmp file without matching
+   paxos data is deleted (the commit point was not reached).
+8. Accepted epochs only grow: an accept in an epoch lower than the one already
+   accepted is ``InvariantViolation`` ("Bad paxos transition").
+9. Recovery never discards a txn this node knows is committed ("would discard
+   already-committed txn") and never replaces a finalized segment by another
+   length; both are ``InvariantViolation``.
+10. A finalized segment is never un-finalized, and re-finalizing it with
+    another end txid is ``InvariantViolation``.
+11. Torn tails: after a crash an in-progress segment may end in a partial
+    record. It is truncated at the last valid record on open when that is
+    safe, i.e. when nothing decodable follows the damage (a partial record
+    was never acknowledged: a batch is acked only after its whole write and
+    fsync, [I3]). A segment with damage followed by valid-looking records is
+    left untouched for the operator; its extent ends at the damage.
+12. A failed append or sync leaves no half-written bytes in the index: the file
+    is cut back to the indexed length and the segment is closed, so the writer
+    is out of sync until its next ``start_log_segment``.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass
+from typing import BinaryIO, Callable
+
+from qjournal.errors import (EpochError, InvalidRequestError, InvariantViolation, JournalError,
+                             JournalAlreadyFormattedError, JournalNotFormattedError,
+                             JournalOutOfSyncError, NamespaceMismatchError, SegmentNotFoundError)
+from qjournal.journal.base import NamespaceInfo
+from qjournal.journalnode.metrics import JournalMetrics
+from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage
+from qjournal.protocol import jn_rules
+from qjournal.protocol.messages import (JournalState, Manifest, NewEpochResponse, PersistedPaxosData,
+                                        PrepareRecoveryResponse, RequestInfo, SegmentState)
+from qjournal.protocol.segment import (DEFAULT_MAX_RECORD_BYTES, HEADER_SIZE, INVALID_TXID,
+                                       encode_header, parse_segment_file_name, scan_batch,
+                                       scan_segment, segment_file_name)
+
+__all__ = ["Journal", "AcceptRecoveryPlan", "ReadableSegment", "FAULT_POINTS"]
+
+log = logging.getLogger(__name__)
+
+VERSION_FILE = "VERSION"
+LAST_PROMISED_EPOCH = "last-promised-epoch"
+LAST_WRITER_EPOCH = "last-writer-epoch"
+COMMITTED_TXID = "committed-txid"
+_LONG = struct.Struct(">q")
+
+#: Named points where ``fault_hook(name)`` is called (the simulator raises a crash there).
+FAULT_POINTS = (
+    "after_promise",            # new epoch persisted, reply not sent
+    "after_append",             # batch bytes written, not yet fsynced
+    "after_sync",               # batch durable, index not yet updated / not acked
+    "before_finalize_rename",
+    "after_finalize_rename",    # renamed, directory not yet fsynced, paxos not deleted
+    "after_download_tmp",       # tmp file durable, paxos not yet written
+    "before_persist_paxos",
+    "after_persist_paxos",      # commit point passed, tmp not yet renamed
+    "after_accept_rename",      # renamed, directory not yet fsynced
+)
+
+
+@dataclass
+class _Extent:
+    """What is known about one segment file [I4]."""
+
+    first_txid: int        # INVALID_TXID when no valid txn
+    last_txid: int         # INVALID_TXID when no valid txn
+    valid_length: int      # end of the last valid record (HEADER_SIZE when none)
+
+    @property
+    def num_txns(self) -> int:
+        return 0 if self.last_txid == INVALID_TXID else self.last_txid - self.first_txid + 1
+
+
+@dataclass
+class _OpenSegment:
+    """The segment the current writer appends to."""
+
+    start_txid: int
+    name: str
+    next_txid: int
+    layout_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptRecoveryPlan:
+    """What ``accept_recovery_plan`` decided; handed back to ``accept_recovery_commit``.
+
+    Attributes:
+        segment_state: the value to accept.
+        epoch: the epoch of the accepting request.
+        download: whether the segment must be fetched from the source URL.
+        tmp_name: the file the download is written to (``edits_inprogress_<s>.epoch=<e>``).
+    """
+
+    segment_state: SegmentState
+    epoch: int
+    download: bool
+    tmp_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadableSegment:
+    """A segment opened for reading (``/getJournal``).
+
+    Attributes:
+        file_name: the segment file's name.
+        length: bytes to serve: the whole file if finalized, the acknowledged
+            valid prefix if in progress.
+        in_progress: whether the segment is still in progress.
+        stream: an open binary file; the caller closes it.
+    """
+
+    file_name: str
+    length: int
+    in_progress: bool
+    stream: BinaryIO
+
+
+def _tmp_accept_name(segment_txid: int, epoch: int) -> str:
+    return f"{segment_file_name(segment_txid)}.epoch={epoch}"
+
+
+def _parse_tmp_accept_name(name: str) -> tuple[int, int] | None:
+    base, sep, epoch = name.partition(".epoch=")
+    if not sep or not epoch.isdigit():
+        return None
+    seg = parse_segment_file_name(base)
+    if seg is None or not seg.in_progress:
+        return None
+    return seg.start_txid, int(epoch)
+
+
+def encode_version(ns: NamespaceInfo) -> bytes:
+    """VERSION file content (java-properties style, as reference §2.1)."""
+    return (f"namespaceID={ns.namespace_id}\nclusterID={ns.cluster_id}\n"
+            f"layoutVersion={ns.layout_version}\nstorageType=JOURNAL_NODE\n").encode("utf-8")
+
+
+def decode_version(raw: bytes, where: str) -> NamespaceInfo:
+    """Parse a VERSION file.
+
+    Raises:
+        JournalError: naming ``where`` when a field is missing or malformed.
+    """
+    props: dict[str, str] = {}
+    for line in raw.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        k, _, v = line.partition("=")
+        props[k.strip()] = v.strip()
+    try:
+        return NamespaceInfo(int(props["namespaceID"]), props["clusterID"],
+                             int(props.get("layoutVersion", "1")))
+    except (KeyError, ValueError) as e:
+        raise JournalError(f"{where}: malformed VERSION file ({e})", path=where) from e
+
+
+class Journal:
+    """One journal id on one JournalNode (the Paxos acceptor of HDFS-3077).
+
+    Not thread-safe: the daemon calls it from one worker thread at a time.
+
+    Args:
+        jid: the journal id (validated).
+        storage: the journal's storage (locked here, released by ``close``).
+        clock: seconds, for metrics only (last journal time, sync durations);
+            None records no timing.
+        fault_hook: called with a name from :data:`FAULT_POINTS`; may raise to
+            simulate a crash at that point.
+        max_record_bytes: ceiling on one record's body (``dfs.namenode.max.op.size``).
+
+    Raises:
+        InvalidRequestError: bad jid.
+        JournalLockedError: the storage is in use by another Journal.
+        JournalError: the storage's durable files are unreadable.
+    """
+
+    def __init__(self, jid: str, storage: JournalStorage, *,
+                 clock: Callable[[], float] | None = None,
+                 fault_hook: Callable[[str], None] | None = None,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                 slow_sync_warn_s: float = 1.0) -> None:
+        self.jid = jn_rules.validate_jid(jid)
+        self.storage = storage
+        self.clock = clock
+        self.fault_hook = fault_hook
+        self.max_record_bytes = max_record_bytes
+        self.slow_sync_warn_s = slow_sync_warn_s
+        self.metrics = JournalMetrics()
+        self.ns_info: NamespaceInfo | None = None
+        self.last_promised_epoch = 0
+        self.last_writer_epoch = 0
+        self.committed_txid = INVALID_TXID
+        self.current_ipc_serial = -1
+        self.highest_written_txid = 0
+        self._cur: _OpenSegment | None = None
+        self._extents: dict[str, _Extent] = {}
+        self._closed = False
+        storage.lock()
+        try:
+            self._load()
+        except BaseException:
+            storage.close()
+            raise
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _hook(self, name: str) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(name)
+
+    def _now(self) -> float | None:
+        return self.clock() if self.clock is not None else None
+
+    def _load(self) -> None:
+        """Read the durable state and repair what a crash may have left (on open)."""
+        st = self.storage
+        raw = st.read_small(VERSION_FILE)
+        self.ns_info = None if raw is None else decode_version(raw, f"{st.where}/{VERSION_FILE}")
+        self.last_promised_epoch = st.read_long(LAST_PROMISED_EPOCH, 0)
+        self.last_writer_epoch = st.read_long(LAST_WRITER_EPOCH, 0)
+        raw = st.read_small(COMMITTED_TXID)
+        # Best effort [module doc]: a missing or torn value just means "unknown".
+        self.committed_txid = _LONG.unpack(raw)[0] if raw is not None and len(raw) == 8 else INVALID_TXID
+        if self.committed_txid < 0:
+            self.committed_txid = INVALID_TXID
+        # Leftovers of write_atomic: the target still holds the old (valid) value.
+        removed = False
+        for sub in ("", PAXOS_DIR):
+            for name in st.list_files(sub):
+                if name.endswith(".tmp"):
+                    st.delete(f"{sub}/{name}" if sub else name)
+                    removed = True
+        if removed:
+            st.sync_dir()
+            st.sync_dir(PAXOS_DIR)
+        # Half-done accept-recovery downloads [I7].
+        for name in st.list_files():
+            parsed = _parse_tmp_accept_name(name)
+            if parsed is not None:
+                self._roll_forward_accept(parsed[0])
+        self._scan_storage()
+
+    def _scan_storage(self) -> int | None:
+        """Scan segments newest first; set ``highest_written_txid``.
+
+        Returns:
+            The start txid of the newest segment holding at least one txn, or None.
+        """
+        for start, end, name in reversed(self._list_segments()):
+            if end is not None:
+                self.highest_written_txid = end
+                return start
+            ext = self._extent(name)
+            if ext is None:
+                continue  # empty: moved aside [I5]
+            self.highest_written_txid = ext.last_txid
+            return start
+        return None
+
+    def _list_segments(self) -> list[tuple[int, int | None, str]]:
+        """Segment files as (start, end or None, name), sorted by start; a finalized
+        segment hides an in-progress file with the same start."""
+        by_start: dict[int, tuple[int, int | None, str]] = {}
+        for name in self.storage.list_files():
+            seg = parse_segment_file_name(name)
+            if seg is None:
+                continue
+            prev = by_start.get(seg.start_txid)
+            if prev is None or (prev[1] is None and seg.end_txid is not None):
+                by_start[seg.start_txid] = (seg.start_txid, seg.end_txid, name)
+        return [by_start[k] for k in sorted(by_start)]
+
+    def _extent(self, name: str) -> _Extent | None:
+        """The extent of an in-progress segment file from the index (scanning once).
+
+        An empty one is moved aside and None returned [I5]. On open, a torn
+        tail is truncated when safe [I11] (files this process wrote are always indexed,
+        so only files left by a crash are ever scanned).
+        """
+        ext = self._extents.get(name)
+        if ext is None:
+            seg = parse_segment_file_name(name)
+            assert seg is not None
+            buf = self.storage.read(name)
+            res = scan_segment(buf, expected_first_txid=seg.start_txid,
+                               max_record_bytes=self.max_record_bytes)
+            if not res.header_ok:
+                ext = _Extent(INVALID_TXID, INVALID_TXID, 0)
+            else:
+                ext = _Extent(res.first_txid, res.last_txid, res.valid_length)
+                kinds = [p.kind for p in res.problems]
+                if ext.num_txns and kinds and res.valid_length < len(buf):
+                    # [I11]: one problem and nothing decodable after it = a torn final write.
+                    if len(kinds) == 1 and kinds[0] in ("torn-tail", "trailing-garbage", "corrupt"):
+                        log.warning("journal %s: truncating torn tail of %s at byte %d (file had %d "
+                                    "bytes; %s)", self.jid, name, res.valid_length, len(buf),
+                                    res.problems[0].detail)
+                        self.storage.truncate(name, res.valid_length)
+                        self.storage.sync(name)
+                    else:
+                        log.error("journal %s: %s is damaged after txid %d at byte %d; left as is: %s",
+                                  self.jid, name, res.last_txid, res.valid_length,
+                                  "; ".join(p.detail for p in res.problems[:3]))
+            self._extents[name] = ext
+        if ext.num_txns == 0:
+            if self._cur is not None and self._cur.name == name:
+                return None  # the writer's own fresh segment: not moved aside
+            self._move_aside(name, ".empty")
+            return None
+        return ext
+
+    def _move_aside(self, name: str, suffix: str) -> None:
+        log.info("journal %s: moving %s aside to %s%s", self.jid, name, name, suffix)
+        self._extents.pop(name, None)
+        self.storage.rename(name, name + suffix)
+        self.storage.sync_dir()
+
+    def _require_formatted(self) -> NamespaceInfo:
+        if self.ns_info is None:
+            raise JournalNotFormattedError(f"Journal {self.storage.where} (journal {self.jid}) not formatted",
+                                           jid=self.jid)
+        return self.ns_info
+
+    def _check(self, req: RequestInfo) -> None:
+        """The request gate of every epoch-checked call [I1]."""
+        if req.jid != self.jid:
+            raise InvalidRequestError(f"request for journal {req.jid!r} reached journal {self.jid!r}",
+                                      jid=req.jid)
+        self._require_formatted()
+        self._apply(jn_rules.check_request(self.last_promised_epoch, self.current_ipc_serial,
+                                           self.committed_txid, req))
+
+    def _apply(self, d: jn_rules.RequestDecision) -> None:
+        if d.adopt_epoch:
+            log.info("journal %s: updating last promised epoch from %d to %d",
+                     self.jid, self.last_promised_epoch, d.epoch)
+            self.storage.write_durable_long(LAST_PROMISED_EPOCH, d.epoch)  # durable before reply [I1]
+            self.last_promised_epoch = d.epoch
+            self._hook("after_promise")
+        self.current_ipc_serial = d.ipc_serial
+        if d.committed_changed:
+            self.committed_txid = d.committed_txid
+            self.storage.write_best_effort(COMMITTED_TXID, _LONG.pack(d.committed_txid))
+
+    def _abort_cur(self, why: str) -> None:
+        if self._cur is not None:
+            log.info("journal %s: aborting open segment %s (%s)", self.jid, self._cur.name, why)
+            self._cur = None
+
+    def _segment_state(self, segment_txid: int) -> SegmentState | None:
+        """On-disk state of the segment starting at ``segment_txid`` (empty -> None) [I5]."""
+        fin = None
+        inprog = None
+        for start, end, name in self._list_segments():
+            if start == segment_txid:
+                if end is not None:
+                    fin = end
+                else:
+                    inprog = name
+        if fin is not None:
+            return SegmentState(segment_txid, fin, False)
+        if inprog is None:
+            return None
+        ext = self._extent(inprog)
+        if ext is None:
+            return None
+        return SegmentState(segment_txid, ext.last_txid, True)
+
+    def _load_paxos(self, segment_txid: int) -> PersistedPaxosData | None:
+        raw = self.storage.read_paxos(segment_txid)
+        if raw is None:
+            return None
+        where = f"{self.storage.where}/{PAXOS_DIR}/{segment_txid}"
+        try:
+            data = PersistedPaxosData.from_bytes(raw, where=where)
+        except InvalidRequestError as e:
+            raise JournalError(f"journal {self.jid}: {e.message}", jid=self.jid, path=where) from e
+        if data.segment_state.start_txid != segment_txid:
+            raise JournalError(f"journal {self.jid}: {where} describes segment "
+                               f"{data.segment_state}, not {segment_txid}", jid=self.jid, path=where)
+        return data
+
+    def _roll_forward_accept(self, segment_txid: int) -> None:
+        """Finish or undo a half-done accept-recovery of a segment [I7]."""
+        st = self.storage
+        paxos = self._load_paxos(segment_txid)
+        for name in st.list_files():
+            parsed = _parse_tmp_accept_name(name)
+            if parsed is None or parsed[0] != segment_txid:
+                continue
+            if paxos is not None and parsed[1] == paxos.accepted_in_epoch:
+                target = segment_file_name(segment_txid)
+                log.info("journal %s: rolling forward accepted recovery of segment %d (epoch %d): "
+                         "%s -> %s", self.jid, segment_txid, parsed[1], name, target)
+                self._extents.pop(target, None)
+                st.rename(name, target)
+            else:
+                log.info("journal %s: deleting %s (its accept-recovery never reached the commit point)",
+                         self.jid, name)
+                st.delete(name)
+            st.sync_dir()
+
+    def _update_highest_after_recovery(self, state: SegmentState) -> None:
+        segs = self._list_segments()
+        if segs and segs[-1][0] == state.start_txid:
+            self.highest_written_txid = state.end_txid
+        else:
+            self.highest_written_txid = max(self.highest_written_txid, state.end_txid)
+
+    # --- formatting and state ----------------------------------------------------------------
+
+    def is_formatted(self) -> bool:
+        """Whether the journal has a VERSION file."""
+        return self.ns_info is not None
+
+    def has_some_data(self) -> bool:
+        """Whether the journal is formatted or holds any file at all."""
+        return self.ns_info is not None or bool(self.storage.list_files())
+
+    def format(self, ns_info: NamespaceInfo, force: bool = False) -> None:
+        """Wipe the journal and write VERSION; epochs go back to 0.
+
+        Args:
+            ns_info: the namespace to record.
+            force: format even if the journal already holds data.
+
+        Raises:
+            JournalAlreadyFormattedError: it holds data and ``force`` is False.
+            InvalidRequestError: an unusable ``ns_info``.
+        """
+        if not ns_info.cluster_id or "\n" in ns_info.cluster_id or "=" in ns_info.cluster_id:
+            raise InvalidRequestError(f"journal {self.jid}: bad cluster id {ns_info.cluster_id!r}",
+                                      jid=self.jid)
+        if not force and self.has_some_data():
+            raise JournalAlreadyFormattedError(
+                f"journal {self.jid}: {self.storage.where} already holds data (formatted for "
+                f"namespace {self.ns_info.namespace_id if self.ns_info else '?'}); use force to reformat",
+                jid=self.jid)
+        log.info("journal %s: formatting %s with %s", self.jid, self.storage.where, ns_info)
+        self._cur = None
+        self._extents.clear()
+        self.storage.wipe()
+        self.storage.write_atomic(VERSION_FILE, encode_version(ns_info))
+        self.ns_info = ns_info
+        self.last_promised_epoch = 0
+        self.last_writer_epoch = 0
+        self.committed_txid = INVALID_TXID
+        self.current_ipc_serial = -1
+        self.highest_written_txid = 0
+
+    def get_journal_state(self) -> JournalState:
+        """The promise (the daemon fills in the HTTP address).
+
+        Raises:
+            JournalNotFormattedError
+        """
+        self._require_formatted()
+        return JournalState(self.last_promised_epoch)
+
+    def check_namespace(self, namespace_id: int, cluster_id: str) -> None:
+        """Compare a caller's namespace with the journal's.
+
+        Raises:
+            JournalNotFormattedError
+            NamespaceMismatchError: naming both values.
+        """
+        ns = self._require_formatted()
+        if namespace_id != ns.namespace_id:
+            raise NamespaceMismatchError(
+                f"Incompatible namespaceID for journal {self.jid}: NameNode has nsId {namespace_id} but "
+                f"storage has nsId {ns.namespace_id}", jid=self.jid)
+        if cluster_id != ns.cluster_id:
+            raise NamespaceMismatchError(
+                f"Incompatible clusterID for journal {self.jid}: NameNode has clusterId {cluster_id!r} "
+                f"but storage has clusterId {ns.cluster_id!r}", jid=self.jid)
+
+    def new_epoch(self, ns_info: NamespaceInfo, epoch: int) -> NewEpochResponse:
+        """Promise ``epoch`` (Paxos phase 1 of the writer's election) [jn_rules I5].
+
+        Aborts the open segment and reports the newest segment holding a txn.
+
+        Raises:
+            JournalNotFormattedError, NamespaceMismatchError, EpochError
+        """
+        self.check_namespace(ns_info.namespace_id, ns_info.cluster_id)
+        jn_rules.check_new_epoch(self.jid, self.last_promised_epoch, epoch)
+        log.info("journal %s: new epoch %d (last promise %d)", self.jid, epoch, self.last_promised_epoch)
+        self.storage.write_durable_long(LAST_PROMISED_EPOCH, epoch)  # durable before reply [I1]
+        self.last_promised_epoch = epoch
+        self.current_ipc_serial = -1
+        self._hook("after_promise")
+        self._abort_cur("new epoch")
+        return NewEpochResponse(self._scan_storage())
+
+    # --- write path -------------------------------------------------------------------------
+
+    def start_log_segment(self, req: RequestInfo, txid: int, layout_version: int) -> None:
+        """Open ``edits_inprogress_<txid>`` for the writer of ``req.epoch``.
+
+        Raises:
+            EpochError, JournalOutOfSyncError, JournalNotFormattedError, InvalidRequestError
+        """
+        self._check(req)
+        if txid < 1 or not 0 <= layout_version <= 0xFFFFFFFF:
+            raise InvalidRequestError(f"journal {self.jid}: bad segment start txid {txid} or layout "
+                                      f"version {layout_version}", jid=self.jid, txid=txid)
+        if self._cur is not None:
+            log.warning("journal %s: client is requesting a new log segment %d though we are already "
+                        "writing %s; aborting it (a finalize was probably missed)", self.jid, txid,
+                        self._cur.name)
+            self._abort_cur("new segment requested")
+        name = segment_file_name(txid)
+        existing = self._segment_state(txid)  # also moves an empty one aside [I5]
+        if existing is not None:
+            if not existing.in_progress:
+                raise JournalOutOfSyncError(
+                    f"journal {self.jid}: Already have a finalized segment {existing} beginning at "
+                    f"txid {txid}", jid=self.jid, txid=txid)
+            if existing.num_txns > 1:  # [I6]
+                raise JournalOutOfSyncError(
+                    f"journal {self.jid}: the log file {name} seems to contain valid transactions "
+                    f"({existing}); refusing to start a segment over it", jid=self.jid, txid=txid)
+            log.warning("journal %s: overwriting %s which holds one txn (writer crashed after its "
+                        "first record)", self.jid, name)
+        if self.last_writer_epoch != req.epoch:  # [I2]
+            log.info("journal %s: updating last writer epoch from %d to %d", self.jid,
+                     self.last_writer_epoch, req.epoch)
+            self.storage.write_durable_long(LAST_WRITER_EPOCH, req.epoch)
+            self.last_writer_epoch = req.epoch
+        # A writer starting this segment proves any earlier recovery of it was aborted.
+        self.storage.delete_paxos(txid)
+        self._extents.pop(name, None)
+        self.storage.create(name, encode_header(layout_version))
+        self.storage.sync(name)
+        self.storage.sync_dir()
+        self._extents[name] = _Extent(INVALID_TXID, INVALID_TXID, HEADER_SIZE)
+        self._cur = _OpenSegment(txid, name, txid, layout_version)
+
+    def journal(self, req: RequestInfo, segment_txid: int, first_txid: int, num_txns: int,
+                records: bytes) -> None:
+        """Append a batch of framed records to the open segment [I3].
+
+        Args:
+            req: request header (epoch must be the last writer's).
+            segment_txid: the segment the writer thinks it writes.
+            first_txid: txid of the first record.
+            num_txns: number of records (0: only carries the committed txid).
+            records: the framed records (``segment.encode_records``).
+
+        Raises:
+            EpochError, JournalOutOfSyncError, JournalNotFormattedError,
+            CorruptRecordError (bad batch), JournalError (storage failure).
+        """
+        if req.jid != self.jid:
+            raise InvalidRequestError(f"request for journal {req.jid!r} reached journal {self.jid!r}",
+                                      jid=req.jid)
+        self._require_formatted()
+        self._apply(jn_rules.check_write_request(self.last_promised_epoch, self.current_ipc_serial,
+                                                 self.committed_txid, self.last_writer_epoch, req))
+        if num_txns == 0:
+            if records:
+                raise InvalidRequestError(f"journal {self.jid}: a batch of 0 txns carries "
+                                          f"{len(records)} bytes", jid=self.jid)
+            return
+        cur = self._cur
+        if cur is None:
+            raise JournalOutOfSyncError(f"journal {self.jid}: Can't write txid {first_txid}, no segment "
+                                        f"open", jid=self.jid, txid=first_txid)
+        if segment_txid != cur.start_txid:
+            self._abort_cur("writer out of sync")
+            raise JournalOutOfSyncError(
+                f"journal {self.jid}: Writer out of sync: it thinks it is writing segment "
+                f"{segment_txid} but current segment is {cur.start_txid}",
+                jid=self.jid, segment_txid=segment_txid, current_segment_txid=cur.start_txid)
+        if first_txid != cur.next_txid:
+            raise JournalOutOfSyncError(
+                f"journal {self.jid}: Can't write txid {first_txid} expecting nextTxId={cur.next_txid}",
+                jid=self.jid, txid=first_txid, next_txid=cur.next_txid)
+        if num_txns < 0:
+            raise InvalidRequestError(f"journal {self.jid}: negative txn count {num_txns}", jid=self.jid)
+        last = scan_batch(records, first_txid, num_txns, max_record_bytes=self.max_record_bytes,
+                          where=f"journal {self.jid} batch {first_txid}-{first_txid + num_txns - 1}")
+        lagging = self.committed_txid != INVALID_TXID and last <= self.committed_txid
+        ext = self._extents[cur.name]
+        try:
+            self.storage.append(cur.name, records)
+            self._hook("after_append")
+            if not lagging:  # HDFS-3885: a batch known committed needs no fsync
+                t0 = self._now()
+                self.storage.sync(cur.name)
+                if t0 is not None:
+                    t1 = self._now()
+                    self.metrics.record_sync(t1, t1 - t0)
+                    if t1 - t0 > self.slow_sync_warn_s:
+                        log.warning("journal %s: Sync of transaction range %d-%d took %.0f ms", self.jid,
+                                    first_txid, last, (t1 - t0) * 1000)
+            self._hook("after_sync")
+        except (OSError, JournalError) as e:
+            self._fail_segment(cur, ext, e)
+            raise JournalError(f"journal {self.jid}: writing txns {first_txid}-{last} to {cur.name} "
+                               f"failed: {e}", jid=self.jid, txid=first_txid) from e
+        ext.valid_length += len(records)  # [I4]
+        if ext.first_txid == INVALID_TXID:
+            ext.first_txid = first_txid
+        ext.last_txid = last
+        cur.next_txid = last + 1
+        self.highest_written_txid = last
+        m = self.metrics
+        m.batches_written += 1
+        m.txns_written += num_txns
+        m.bytes_written += len(records)
+        if lagging:
+            m.batches_written_while_lagging += 1
+        else:
+            m.num_edit_logs_synced += 1
+        now = self._now()
+        if now is not None:
+            m.last_journal_timestamp = now
+
+    def _fail_segment(self, cur: _OpenSegment, ext: _Extent, err: BaseException) -> None:
+        """Cut the file back to the acknowledged length and close the segment [I12]."""
+        log.error("journal %s: storage failure on %s: %s; closing the segment", self.jid, cur.name, err)
+        self._cur = None
+        try:
+            self.storage.truncate(cur.name, ext.valid_length)
+            self.storage.sync(cur.name)
+        except (OSError, JournalError) as e2:
+            log.error("journal %s: could not cut %s back to %d bytes: %s (forgetting its index)",
+                      self.jid, cur.name, ext.valid_length, e2)
+            self._extents.pop(cur.name, None)
+
+    def heartbeat(self, req: RequestInfo) -> None:
+        """Only the request gate: fences older writers, records the committed txid.
+
+        Raises:
+            EpochError, JournalOutOfSyncError, JournalNotFormattedError
+        """
+        self._check(req)
+
+    def finalize_log_segment(self, req: RequestInfo, start_txid: int, end_txid: int) -> None:
+        """Finalize the segment ``start_txid`` at ``end_txid`` (idempotent) [I10].
+
+        Raises:
+            EpochError, JournalOutOfSyncError, JournalNotFormattedError,
+            InvariantViolation (already finalized at another end).
+        """
+        self._check(req)
+        if end_txid < start_txid:
+            raise InvalidRequestError(f"journal {self.jid}: cannot finalize segment {start_txid} at "
+                                      f"end txid {end_txid}", jid=self.jid)
+        need_validation = True
+        if self._cur is not None and self._cur.start_txid == start_txid:
+            cur = self._cur
+            self._cur = None
+            if cur.next_txid != end_txid + 1:
+                raise JournalOutOfSyncError(
+                    f"journal {self.jid}: Trying to finalize in-progress log segment {start_txid} to end "
+                    f"at txid {end_txid} but only written up to txid {cur.next_txid - 1}",
+                    jid=self.jid, start_txid=start_txid, end_txid=end_txid)
+            need_validation = False
+        fin_name = inprog_name = None
+        fin_end = None
+        for start, end, name in self._list_segments():
+            if start == start_txid:
+                if end is None:
+                    inprog_name = name
+                else:
+                    fin_name, fin_end = name, end
+        for name in self.storage.list_files():  # an in-progress file hidden by a finalized one
+            if name == segment_file_name(start_txid):
+                inprog_name = name
+        if fin_name is not None:
+            if fin_end != end_txid:
+                raise InvariantViolation(
+                    f"journal {self.jid}: Trying to re-finalize already finalized log {fin_name} with "
+                    f"different endTxId {end_txid}")
+            if inprog_name is not None:  # a crash left both: the finalized one is the decision
+                self._extents.pop(inprog_name, None)
+                self.storage.delete(inprog_name)
+                self.storage.sync_dir()
+        elif inprog_name is None:
+            raise JournalOutOfSyncError(f"journal {self.jid}: No log file to finalize at transaction ID "
+                                        f"{start_txid}", jid=self.jid, start_txid=start_txid)
+        else:
+            ext = self._extent(inprog_name)
+            on_disk = ext.last_txid if ext is not None else start_txid - 1
+            if need_validation and on_disk != end_txid:
+                raise JournalOutOfSyncError(
+                    f"journal {self.jid}: Trying to finalize in-progress log segment {start_txid} to end "
+                    f"at txid {end_txid} but log {inprog_name} on disk only contains up to txid {on_disk}",
+                    jid=self.jid, start_txid=start_txid, end_txid=end_txid)
+            if ext is None:
+                raise JournalOutOfSyncError(f"journal {self.jid}: No log file to finalize at transaction "
+                                            f"ID {start_txid}", jid=self.jid, start_txid=start_txid)
+            if self.storage.size(inprog_name) > ext.valid_length:
+                # Bytes past the agreed end are never data; a finalized file ends cleanly.
+                self.storage.truncate(inprog_name, ext.valid_length)
+                self.storage.sync(inprog_name)
+            self._hook("before_finalize_rename")
+            self._extents.pop(inprog_name, None)
+            self.storage.rename(inprog_name, segment_file_name(start_txid, end_txid))
+            self._hook("after_finalize_rename")
+            self.storage.sync_dir()
+        # A finalized segment is a decided value; its paxos data is no longer needed.
+        self.storage.delete_paxos(start_txid)
+
+    def purge_logs_older_than(self, req: RequestInfo, min_txid_to_keep: int) -> list[str]:
+        """Delete segments wholly below ``min_txid_to_keep`` and their paxos files.
+
+        Returns:
+            The names deleted (sorted).
+
+        Raises:
+            EpochError, JournalOutOfSyncError, JournalNotFormattedError
+        """
+        self._check(req)
+        segs = self._list_segments()
+        newest = segs[-1][0] if segs else None
+        deleted: list[str] = []
+        cur_name = self._cur.name if self._cur is not None else None
+        for name in self.storage.list_files():
+            base = name
+            for suffix in (".empty", ".corrupt", ".stale", ".trash"):
+                if name.endswith(suffix):
+                    base = name[: -len(suffix)]
+            parsed = parse_segment_file_name(base)
+            tmp = _parse_tmp_accept_name(name)
+            if parsed is not None and base != name:      # moved aside: never data
+                doomed = parsed.start_txid < min_txid_to_keep
+            elif parsed is not None and parsed.end_txid is not None:
+                doomed = parsed.end_txid < min_txid_to_keep
+            elif parsed is not None:                     # in progress: keep the newest one
+                doomed = (parsed.start_txid < min_txid_to_keep and parsed.start_txid != newest
+                          and name != cur_name)
+            elif tmp is not None:
+                doomed = tmp[0] < min_txid_to_keep and tmp[0] != newest
+            else:
+                continue
+            if doomed:
+                self._extents.pop(name, None)
+                self.storage.delete(name)
+                deleted.append(name)
+        for name in self.storage.list_files(PAXOS_DIR):
+            if name.isdigit() and int(name) < min_txid_to_keep:
+                self.storage.delete(f"{PAXOS_DIR}/{name}")
+                deleted.append(f"{PAXOS_DIR}/{name}")
+        if deleted:
+            self.storage.sync_dir()
+            self.storage.sync_dir(PAXOS_DIR)
+            log.info("journal %s: purged %d files below txid %d", self.jid, len(deleted), min_txid_to_keep)
+        return deleted
+
+    # --- read path ----------------------------------------------------------------------------
+
+    def get_edit_log_manifest(self, since_txid: int, in_progress_ok: bool) -> Manifest:
+        """Segments holding txids >= ``since_txid``, sorted, and the committed txid.
+
+        Only the newest segment may be listed in progress (when ``in_progress_ok``),
+        with its end at the highest acknowledged txid; an older in-progress file
+        (left by a missed finalize) is stale and never advertised.
+
+        Raises:
+            JournalNotFormattedError
+        """
+        self._require_formatted()
+        segs = self._list_segments()
+        out: list[SegmentState] = []
+        for i, (start, end, name) in enumerate(segs):
+            if end is None:
+                if not in_progress_ok or i != len(segs) - 1:
+                    continue
+                ext = self._extent(name)
+                if ext is None:
+                    continue
+                end_txid, ip = ext.last_txid, True
+            else:
+                end_txid, ip = end, False
+            if start >= since_txid or start <= since_txid <= end_txid:
+                out.append(SegmentState(start, end_txid, ip))
+        return Manifest(tuple(out), self.committed_txid)
+
+    def open_segment_for_read(self, segment_txid: int, in_progress_ok: bool) -> ReadableSegment:
+        """Open the segment starting at ``segment_txid`` for ``/getJournal``.
+
+        An in-progress segment is served up to its acknowledged valid length.
+
+        Raises:
+            JournalNotFormattedError
+            SegmentNotFoundError: "No edit log found starting at txid N".
+        """
+        self._require_formatted()
+        for start, end, name in self._list_segments():
+            if start != segment_txid:
+                continue
+            if end is not None:
+                f = self.storage.open_read(name)
+                return ReadableSegment(name, self.storage.size(name), False, f)
+            if in_progress_ok:
+                ext = self._extent(name)
+                if ext is not None:
+                    return ReadableSegment(name, ext.valid_length, True, self.storage.open_read(name))
+        raise SegmentNotFoundError(f"journal {self.jid}: No edit log found starting at txid {segment_txid}",
+                                   jid=self.jid, txid=segment_txid)
+
+    # --- recovery path ---------------------------------------------------------------------
+
+    def prepare_recovery(self, req: RequestInfo, segment_txid: int) -> PrepareRecoveryResponse:
+        """Paxos phase 1b for the segment ``segment_txid``.
+
+        Returns the accepted value (with its epoch) if this node accepted one
+        and the segment is not finalized, otherwise the on-disk state.
+
+        Raises:
+            EpochError, JournalOutOfSyncError, JournalNotFormattedError,
+            InvariantViolation (on-disk segment differs from the accepted value).
+        """
+        self._check(req)
+        self._abort_cur("prepare recovery")
+        self._roll_forward_accept(segment_txid)  # [I7]
+        paxos = self._load_paxos(segment_txid)
+        state = self._segment_state(segment_txid)
+        committed = None if self.committed_txid == INVALID_TXID else self.committed_txid
+        if paxos is not None and (state is None or state.in_progress):
+            if state is None or state.end_txid != paxos.segment_state.end_txid:
+                raise InvariantViolation(
+                    f"journal {self.jid}: paxos data says segment {paxos.segment_state} was accepted in "
+                    f"epoch {paxos.accepted_in_epoch}, but the on-disk segment is {state}")
+            return PrepareRecoveryResponse(paxos.segment_state, paxos.accepted_in_epoch,
+                                           self.last_writer_epoch, committed)
+        return PrepareRecoveryResponse(state, None, self.last_writer_epoch, committed)
+
+    def accept_recovery_plan(self, req: RequestInfo, segment_state: SegmentState) -> AcceptRecoveryPlan:
+        """Checks of Paxos phase 2 before any download [I8, I9].
+
+        Raises:
+            EpochError, JournalOutOfSyncError, JournalNotFormattedError,
+            InvalidRequestError (bad recovery state), InvariantViolation.
+        """
+        self._check(req)
+        self._abort_cur("accept recovery")
+        s = segment_state
+        if s.end_txid <= 0 or s.end_txid < s.start_txid or s.start_txid <= 0:
+            raise InvalidRequestError(f"journal {self.jid}: bad recovery state for segment {s}",
+                                      jid=self.jid)
+        self._roll_forward_accept(s.start_txid)
+        old = self._load_paxos(s.start_txid)
+        if old is not None and old.accepted_in_epoch > req.epoch:
+            raise InvariantViolation(
+                f"journal {self.jid}: Bad paxos transition, out-of-order epochs: segment {s} in epoch "
+                f"{req.epoch} after {old.segment_state} was accepted in epoch {old.accepted_in_epoch}")
+        current = self._segment_state(s.start_txid)
+        download = False
+        if current is None:
+            download = True
+        elif current.end_txid != s.end_txid:
+            c = self.committed_txid
+            if c != INVALID_TXID and current.start_txid <= c <= current.end_txid and \
+                    not s.start_txid <= c <= s.end_txid:
+                raise InvariantViolation(
+                    f"journal {self.jid}: cannot replace segment {current} with {s}: would discard "
+                    f"already-committed txn {c}")
+            if not current.in_progress:
+                raise InvariantViolation(
+                    f"journal {self.jid}: Should never be asked to synchronize a different log {s} on top "
+                    f"of an already-finalized segment {current}")
+            download = True
+        else:
+            log.info("journal %s: accept recovery of %s: already have the same length, no download",
+                     self.jid, s)
+        return AcceptRecoveryPlan(s, req.epoch, download, _tmp_accept_name(s.start_txid, req.epoch))
+
+    def accept_recovery_commit(self, plan: AcceptRecoveryPlan, data: bytes | None) -> None:
+        """Paxos phase 2b: store the downloaded segment, persist the paxos data (the commit
+        point), then move the segment into place [I7].
+
+        Args:
+            plan: from :meth:`accept_recovery_plan`.
+            data: the downloaded segment bytes (checksum already verified by the
+                caller) when ``plan.download``; ignored otherwise.
+
+        Raises:
+            EpochError: a newer epoch was promised while downloading.
+            JournalError: the downloaded bytes do not hold the agreed txids.
+        """
+        s = plan.segment_state
+        if self.last_promised_epoch > plan.epoch:
+            raise EpochError(
+                f"journal {self.jid}: IPC's epoch {plan.epoch} is less than the last promised epoch "
+                f"{self.last_promised_epoch} (promised while accept-recovery of {s} was downloading)",
+                jid=self.jid, epoch=plan.epoch, last_promised_epoch=self.last_promised_epoch)
+        target = segment_file_name(s.start_txid)
+        ext = None
+        if plan.download:
+            if data is None:
+                raise InvalidRequestError(f"journal {self.jid}: accept recovery of {s} needs the segment",
+                                          jid=self.jid)
+            res = scan_segment(data, expected_first_txid=s.start_txid, stop_after_txid=s.end_txid,
+                               max_record_bytes=self.max_record_bytes)
+            if not res.header_ok or res.first_txid != s.start_txid or res.last_txid != s.end_txid:
+                raise JournalError(
+                    f"journal {self.jid}: downloaded segment for {s} holds txids "
+                    f"{res.first_txid}-{res.last_txid} (header {'ok' if res.header_ok else 'bad'}), "
+                    f"expected {s.start_txid}-{s.end_txid}", jid=self.jid)
+            body = data[:res.valid_length] if res.valid_length < len(data) else data
+            st = self.storage
+            try:
+                st.create(plan.tmp_name, body)
+                st.sync(plan.tmp_name)
+                st.sync_dir()  # the tmp entry must be durable before the commit point [I7]
+            except OSError as e:
+                st.delete(plan.tmp_name)
+                raise JournalError(f"journal {self.jid}: storing the downloaded segment {s} in "
+                                   f"{plan.tmp_name} failed: {e}", jid=self.jid) from e
+            self._hook("after_download_tmp")
+            ext = _Extent(s.start_txid, s.end_txid, res.valid_length)
+        self._hook("before_persist_paxos")
+        self.storage.write_paxos(s.start_txid, PersistedPaxosData(s, plan.epoch).to_bytes())  # COMMIT
+        self._hook("after_persist_paxos")
+        if plan.download:
+            self._extents.pop(target, None)
+            self.storage.rename(plan.tmp_name, target)
+            self._hook("after_accept_rename")
+            self.storage.sync_dir()
+            self._extents[target] = ext  # type: ignore[assignment]
+        self._update_highest_after_recovery(s)
+        log.info("journal %s: accepted recovery of segment %s in epoch %d", self.jid, s, plan.epoch)
+
+    # --- lifecycle / status ----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the storage. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._cur = None
+            self.storage.close()
+
+    def status(self) -> dict:
+        """A snapshot for the status page and ``/jmx``."""
+        segs = self._list_segments()
+        return {
+            "jid": self.jid,
+            "formatted": self.is_formatted(),
+            "namespace_id": self.ns_info.namespace_id if self.ns_info else None,
+            "cluster_id": self.ns_info.cluster_id if self.ns_info else None,
+            "last_promised_epoch": self.last_promised_epoch,
+            "last_writer_epoch": self.last_writer_epoch,
+            "committed_txid": self.committed_txid,
+            "highest_written_txid": self.highest_written_txid,
+            "open_segment": self._cur.start_txid if self._cur else None,
+            "segments": [[s, e, e is None] for s, e, _ in segs],
+        }
+
+    def metrics_snapshot(self) -> dict:
+        """The ``Journal-<jid>`` bean (Hadoop metric names)."""
+        return self.metrics.snapshot(last_writer_epoch=self.last_writer_epoch,
+                                     last_promised_epoch=self.last_promised_epoch,
+                                     last_written_txid=self.highest_written_txid,
+                                     committed_txid=self.committed_txid, now_s=self._now())
+
