@@ -216,6 +216,14 @@ define("dfs.edit.log.transfer.timeout", 30000, "duration", "HTTP segment transfe
 define("dfs.edit.log.transfer.bandwidthPerSec", 0, "bytes", "segment transfer throttle (0 = none)")
 define("dfs.journalnode.edit-cache-size.bytes", None, "bytes", "in-progress edits cache size")
 define("dfs.journalnode.handler.count", 5, "int", "RPC handler count (accepted for compatibility)")
+define("qjournal.journalnode.max-journals", 1024, "int",
+       "journal ids one JournalNode serves (created lazily; a limit on everything)")
+define("qjournal.journalnode.slow-sync.warn.ms", 1000, "duration",
+       "log a WARN when one batch fsync takes longer (Hadoop: 1 s)", unit="ms")
+define("qjournal.journalnode.recovery-download.max.bytes", 2 * 1024 * MiB, "bytes",
+       "largest segment accept-recovery downloads from a peer")
+define("qjournal.journalnode.fsync", True, "bool",
+       "fsync segments and metadata (false only for tests, as Hadoop's skip-fsync-for-testing)")
 
 # --- QuorumJournalManager client (reference §4.7) ------------------------------------
 define("dfs.qjournal.start-segment.timeout.ms", 20000, "duration", "startLogSegment quorum", unit="ms")
