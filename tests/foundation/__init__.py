@@ -1,0 +1,1 @@
+"""Tests of the foundation: configuration, segment format, FileJournal, JournalSet, registry, oev."""
