@@ -306,6 +306,7 @@ class ActiveStandbyElector:
         self._holder_session: int | None = None  # session that created our lock, if we hold it
         self._driver: asyncio.Task | None = None
         self._changed = asyncio.Condition()
+        self._step_lock = asyncio.Lock()  # one election decision at a time (driver or quit)
         #: (wall time, event name, details) for logs, status and the failover benchmark
         self.events: list[tuple[float, str, dict]] = []
         self.max_events = 200
@@ -315,7 +316,8 @@ class ActiveStandbyElector:
         """Connect to ZooKeeper and start the driver task (not yet in the election).
 
         Raises:
-            ElectorError: no connection within ``connect_timeout_s`` (default: 3 session timeouts).
+            ElectorError: no connection within ``connect_timeout_s`` (default: 3 session timeouts),
+                or the nameservice znode does not exist (run ``zkfc -formatZK``).
         """
         self._loop = asyncio.get_running_loop()
         self.zk = make_kazoo_client(self.settings)
@@ -330,6 +332,16 @@ class ActiveStandbyElector:
         self._conn_state = KazooState.CONNECTED
         self._session_id = self._current_session()
         self._record("zk_connected", session=self._session_hex())
+        try:
+            parent = await self._op(self.zk.exists_async(self.settings.znode_dir))
+        except Exception:
+            await self._close_client()
+            raise
+        if parent is None:
+            await self._close_client()
+            raise ElectorError(f"elector {self.name}: parent znode {self.settings.znode_dir} does not exist "
+                               f"on {self.settings.quorum}; run `qjournal zkfc -formatZK`",
+                               path=self.settings.znode_dir)
         self._driver = self._loop.create_task(self._drive(), name=f"elector-{self.name}")
         self._kick()
 
@@ -350,9 +362,10 @@ class ActiveStandbyElector:
         """
         self._record("quit_election", need_fence=need_fence)
         self._wants_election = False
-        was_active = self.state is ElectorState.ACTIVE
-        await self._release(delete_breadcrumb=was_active and not need_fence)
-        await self._set_state(ElectorState.INIT)
+        async with self._step_lock:
+            was_active = self.state is ElectorState.ACTIVE
+            await self._release(delete_breadcrumb=was_active and not need_fence)
+            await self._set_state(ElectorState.INIT)
         self._kick()
 
     def hold_off(self, delay_ms: int) -> None:
@@ -455,7 +468,7 @@ class ActiveStandbyElector:
             pass
 
     def _on_watch_in_loop(self, event_type: str) -> None:
-        self._record("lock_watch", event=str(event_type))
+        self._record("lock_watch", watch_event=str(event_type))
         self._kick()
 
     def _kick(self) -> None:
@@ -522,12 +535,14 @@ class ActiveStandbyElector:
             if self._closed:
                 return
             try:
-                await self._step()
+                async with self._step_lock:
+                    await self._step()
             except asyncio.CancelledError:
                 raise
             except (KazooException, ElectorError, QJournalError) as e:
                 # ZooKeeper hiccup: try again on the next event or shortly after
                 self._record("step_error", error=repr(e))
+                log.warning("elector %s: %s", self.name, e)
                 self._schedule_kick(min(1.0, self.settings.session_timeout_ms / 4000.0))
 
     def _schedule_kick(self, delay_s: float) -> None:

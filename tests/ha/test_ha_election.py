@@ -1,0 +1,179 @@
+"""Election, fencing and health against a real ZooKeeper with in-process controllers and fake NameNodes.
+
+Each test uses its own parent znode on the session's ZooKeeper; every wait is a
+condition with a deadline. The shared transition log of the fake services is
+replayed at the end of each test to check that two services were never active
+at the same instant.
+"""
+
+import asyncio
+
+import pytest
+
+from qjournal.ha.elector import ElectorState, expire_session
+
+from .fake_ha import Harness
+from .zk_fixtures import async_wait_until, drop_zk_connection
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
+
+DEADLINE_S = 20.0
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def _one_active(h: Harness) -> str:
+    await async_wait_until(lambda: len(h.actives()) == 1 and h.elector_actives() == h.actives(),
+                           DEADLINE_S, "exactly one active")
+    return h.actives()[0]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_election_with_contenders_and_takeover_after_session_expiry(zookeeper, zk_parent, n):
+    async def main():
+        h = Harness(zookeeper.connect_string, zk_parent, n)
+        try:
+            await h.start_all()
+            first = await _one_active(h)
+            others = [nn for nn in sorted(h.services) if nn != first]
+            await async_wait_until(
+                lambda: all(h.zkfcs[o].elector.state is ElectorState.STANDBY for o in others),
+                DEADLINE_S, "the others standby")
+            # the lock and breadcrumb name the winner
+            el = h.zkfcs[first].elector
+            assert b'"nn_id":"%s"' % first.encode() in await el.read_active_data()
+            assert await el.read_active_data() == await el.read_breadcrumb()
+            # expire the active's ZooKeeper session (server side)
+            await asyncio.to_thread(expire_session, zookeeper.connect_string, el.client_id())
+            await async_wait_until(lambda: h.actives() and h.actives() != [first], DEADLINE_S,
+                                   "another node takes over")
+            second = await _one_active(h)
+            assert second != first
+            # the old active was fenced gracefully (made standby) by the new one
+            assert h.services[first].state == "standby"
+            z2 = h.zkfcs[second]
+            assert any(e[1] == "fence_old_active_done" and e[2].get("target") == first
+                       for e in z2.events), z2.events
+            # the expired controller rejoined with a new session and is standby now
+            await async_wait_until(lambda: h.zkfcs[first].elector.state is ElectorState.STANDBY,
+                                   DEADLINE_S, "old active rejoins as standby")
+            h.check_never_two_actives()
+        finally:
+            await h.stop_all()
+    run(main())
+
+
+def test_unhealthy_namenode_gives_up_the_lock(zookeeper, zk_parent):
+    async def main():
+        h = Harness(zookeeper.connect_string, zk_parent, 2)
+        try:
+            await h.start_all()
+            first = await _one_active(h)
+            h.services[first].healthy = False
+            await async_wait_until(lambda: h.actives() and h.actives() != [first], DEADLINE_S,
+                                   "the healthy node takes over")
+            second = await _one_active(h)
+            assert h.zkfcs[first].elector.state is ElectorState.INIT  # out of the election
+            # the unhealthy one stays out; once healthy again it rejoins as standby
+            h.services[first].healthy = True
+            await async_wait_until(lambda: h.zkfcs[first].elector.state is ElectorState.STANDBY,
+                                   DEADLINE_S, "recovered node rejoins as standby")
+            assert h.actives() == [second]
+            h.check_never_two_actives()
+        finally:
+            await h.stop_all()
+    run(main())
+
+
+def test_failed_fence_keeps_candidate_from_becoming_active(zookeeper, zk_parent, tmp_path):
+    allow = tmp_path / "allow-fence"
+    fencing = f"shell(test -e {allow})"
+
+    async def main():
+        h = Harness(zookeeper.connect_string, zk_parent, 2, fencing=fencing)
+        try:
+            await h.start_all()
+            first = await _one_active(h)
+            second = [nn for nn in sorted(h.services) if nn != first][0]
+            # the active becomes unreachable (graceful fencing cannot work) and loses its session
+            h.services[first].reachable = False
+            await asyncio.to_thread(expire_session, zookeeper.connect_string,
+                                    h.zkfcs[first].elector.client_id())
+            z2 = h.zkfcs[second]
+            await async_wait_until(
+                lambda: sum(e[1] == "fence_old_active_failed" for e in z2.events) >= 2,
+                DEADLINE_S, "candidate fails to fence twice")
+            assert h.services[second].state == "standby"      # never became active
+            assert not any(e[1] == "transition_to_active_start" for e in z2.events)
+            # every failed attempt released the lock (invariant 3 of the elector)
+            releases = [e for e in z2.events if e[1] == "lock_released"]
+            assert len(releases) >= 1
+            # once fencing can succeed, the candidate takes over
+            allow.write_text("")
+            await async_wait_until(lambda: h.services[second].state == "active", DEADLINE_S,
+                                   "candidate active after a successful fence")
+            assert any(e[1] == "fence_old_active_done" and e[2].get("method") == fencing
+                       for e in z2.events)
+        finally:
+            h.services[first].reachable = True
+            await h.stop_all()
+    run(main())
+
+
+def test_graceful_failover_through_the_controllers(zookeeper, zk_parent):
+    async def main():
+        h = Harness(zookeeper.connect_string, zk_parent, 2)
+        try:
+            await h.start_all()
+            first = await _one_active(h)
+            second = [nn for nn in sorted(h.services) if nn != first][0]
+            result = await h.zkfcs[second].rpc_graceful_failover()
+            assert result["active"] == second and result["previous"] == first
+            assert await _one_active(h) == second
+            # clean hand-over: the old active ceded (standby by request), nobody was fenced
+            assert not any(e[1] == "fence_old_active_start" for e in h.zkfcs[second].events)
+            assert h.services[first].state == "standby"
+            h.check_never_two_actives()
+        finally:
+            await h.stop_all()
+    run(main())
+
+
+def test_transition_refused_releases_lock_and_other_wins(zookeeper, zk_parent):
+    async def main():
+        h = Harness(zookeeper.connect_string, zk_parent, 2)
+        h.services["nn1"].refuse_active = True
+        h.services["nn2"].refuse_active = True
+        try:
+            await h.start_all()
+            await async_wait_until(
+                lambda: all(any(e[1] == "transition_to_active_failed" for e in z.events)
+                            for z in h.zkfcs.values()),
+                DEADLINE_S, "both fail to become active at least once")
+            assert h.actives() == []
+            h.services["nn2"].refuse_active = False
+            await async_wait_until(lambda: h.actives() == ["nn2"], DEADLINE_S, "nn2 active")
+            h.check_never_two_actives()
+        finally:
+            await h.stop_all()
+    run(main())
+
+
+def test_suspended_connection_enters_neutral_mode(zookeeper, zk_parent):
+    async def main():
+        h = Harness(zookeeper.connect_string, zk_parent, 2)
+        try:
+            await h.start_all()
+            first = await _one_active(h)
+            el = h.zkfcs[first].elector
+            with drop_zk_connection(zookeeper):
+                await el.wait_for_state((ElectorState.NEUTRAL,), DEADLINE_S)
+                assert any(e[1] == "neutral_mode" for e in h.zkfcs[first].events)
+            # after the server is back: either the same session (lock still held) or expiry + re-election
+            await _one_active(h)
+            h.check_never_two_actives()
+        finally:
+            await h.stop_all()
+    run(main())
