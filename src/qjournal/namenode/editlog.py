@@ -69,17 +69,19 @@ class FSEditLog:
         user: the NameNode's user (segment marker ops).
         roll_txns: roll once a segment holds this many txns (0 = never by size).
         on_fatal: called once with the error when the journal fails.
+        lock: the namespace lock to use (shared with the tailer); a new one by default.
     """
 
     def __init__(self, journal: Journal, *, clock_ms: Callable[[], int], user: str = "root",
-                 roll_txns: int = 0, on_fatal: Callable[[BaseException], None] | None = None) -> None:
+                 roll_txns: int = 0, on_fatal: Callable[[BaseException], None] | None = None,
+                 lock: asyncio.Lock | None = None) -> None:
         self.journal = journal
         self.clock_ms = clock_ms
         self.user = user
         self.roll_txns = roll_txns
         self.on_fatal = on_fatal
         #: held while applying a mutation and appending its ops (invariant 1)
-        self.lock = asyncio.Lock()
+        self.lock = lock if lock is not None else asyncio.Lock()
         self._stream: EditLogOutputStream | None = None
         self.segment_txid = 0
         self.last_written_txid = 0

@@ -1,0 +1,166 @@
+"""EditLogTailer: the standby NameNode follows the shared journal.
+
+Why: a standby that already holds (almost) the whole namespace can become
+active in the time it takes to read the last few segments, instead of
+replaying the log from the last checkpoint. HDFS's ``EditLogTailer``; reference
+§5.1.
+
+Theory of operation: every ``dfs.ha.tail-edits.period`` the tailer asks the
+shared journal for the *finalized* segments after the last applied txid
+(``open_input(last + 1, in_progress_ok=False)``; the active rolls its segment
+every ``dfs.ha.log-roll.period``, so finalized segments keep appearing), and
+applies each op to the namespace and to the retry cache. The same routine
+(``catch_up``) is used at start-up replay and, after fencing, by
+transition-to-active to read every remaining edit.
+
+Invariants:
+
+1. Ops are applied in txid order with no gap: an op whose txid is not
+   ``last_applied_txid + 1`` stops the round with ``GapInTransactionsError``
+   (the next round retries), nothing is skipped.
+2. An op is applied under the NameNode's namespace lock, and
+   ``last_applied_txid`` advances with it, so a checkpoint snapshot taken
+   under the lock is exactly "the image at last_applied_txid".
+3. Every op with a client id rebuilds its retry-cache entry
+   (``retry_cache.py``) so a call retried after a failover gets its answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from qjournal.errors import GapInTransactionsError, InvariantViolation, QJournalError
+from qjournal.journal.base import Journal
+from qjournal.namenode.namespace import Namespace
+from qjournal.namenode.ops import decode_op
+from qjournal.namenode.retry_cache import RetryCache
+
+log = logging.getLogger(__name__)
+
+
+class EditLogTailer:
+    """Applies finalized edits of ``journal`` to ``namespace`` (module docstring).
+
+    Args:
+        namespace: the namespace to keep up to date.
+        retry_cache: rebuilt from the ops' client ids.
+        lock: the NameNode's namespace lock (shared with FSEditLog).
+        last_applied_txid: txid already in the namespace (image txid + replayed).
+        clock_ms: "now" for retry cache entries.
+        period_ms: ``dfs.ha.tail-edits.period``.
+    """
+
+    def __init__(self, namespace: Namespace, retry_cache: RetryCache, lock: asyncio.Lock,
+                 last_applied_txid: int, clock_ms: Callable[[], int], period_ms: int) -> None:
+        self.namespace = namespace
+        self.retry_cache = retry_cache
+        self.lock = lock
+        self.last_applied_txid = last_applied_txid
+        self.clock_ms = clock_ms
+        self.period_ms = period_ms
+        self._task: asyncio.Task | None = None
+        self._wake = asyncio.Event()
+        self.journal: Journal | None = None
+        self.rounds = 0
+        self.last_error: str = ""
+        #: txids applied per round, for the bench (tail lag)
+        self.applied_total = 0
+
+    async def catch_up(self, journal: Journal, in_progress_ok: bool = False,
+                       to_txid: int | None = None) -> int:
+        """Apply every available edit after ``last_applied_txid``.
+
+        Args:
+            journal: where to read (the shared journal, or the local one in non-HA mode).
+            in_progress_ok: also read in-progress segments (after fencing they are all finalized).
+            to_txid: stop after this txid.
+
+        Returns:
+            The number of ops applied.
+
+        Raises:
+            GapInTransactionsError: the journal has a hole after ``last_applied_txid``.
+            CorruptRecordError: a record failed its checksum or did not decode.
+        """
+        start = self.last_applied_txid + 1
+        if to_txid is not None and to_txid < start:
+            return 0
+        stream = await journal.open_input(start, to_txid, in_progress_ok)
+        n = 0
+        try:
+            while True:
+                rec = await stream.read_next()
+                if rec is None:
+                    break
+                if rec.txid <= self.last_applied_txid:
+                    continue  # a redundant copy re-delivering an applied txid
+                if rec.txid != self.last_applied_txid + 1:
+                    raise GapInTransactionsError(
+                        f"{journal.uri}: expected txid {self.last_applied_txid + 1}, read {rec.txid}",
+                        expected_txid=self.last_applied_txid + 1, next_txid=rec.txid)
+                op = decode_op(rec.opcode, rec.body, rec.txid)
+                async with self.lock:
+                    self.namespace.apply(op)
+                    self.last_applied_txid = rec.txid
+                    self.namespace.last_applied_txid = rec.txid
+                self.retry_cache.record_op(op, self.clock_ms())
+                n += 1
+        finally:
+            await stream.close()
+        self.applied_total += n
+        return n
+
+    # ------------------------------------------------------------- the loop
+    def start(self, journal: Journal) -> None:
+        """Start tailing ``journal`` every ``period_ms`` (idempotent)."""
+        self.journal = journal
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+
+    def trigger(self) -> None:
+        """Tail now instead of at the end of the period."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                assert self.journal is not None
+                await self.catch_up(self.journal)
+                self.last_error = ""
+            except asyncio.CancelledError:
+                raise
+            except InvariantViolation:
+                raise
+            except QJournalError as e:
+                self.last_error = str(e)
+                log.warning("edit log tailing failed, will retry: %s", e)
+            except OSError as e:
+                self.last_error = str(e)
+                log.warning("edit log tailing failed (I/O), will retry: %s", e)
+            self.rounds += 1
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.period_ms / 1000.0)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def stop(self) -> None:
+        """Stop the loop; waits for an in-flight round to end (it is cancelled)."""
+        t, self._task = self._task, None
+        if t is not None and not t.done():
+            t.cancel()
+            try:
+                await t
+            except asyncio.CancelledError:
+                pass
+        elif t is not None and t.done() and not t.cancelled() and t.exception() is not None:
+            raise t.exception()  # type: ignore[misc]
+
+
+__all__ = ["EditLogTailer"]
