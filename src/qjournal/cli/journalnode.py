@@ -1,0 +1,97 @@
+"""``qjournal journalnode``: run a JournalNode daemon in the foreground.
+
+Why a separate module: each role owns its CLI (see ``cli/main.py``). The
+daemon follows the process conventions of docs/architecture.md: configuration
+from ``--conf``/``-D`` (``dfs.journalnode.edits.dir``, ``dfs.journalnode.rpc-address``,
+``dfs.journalnode.http-address``), overridable by flags; structured logs on
+stderr; one ``READY {json}`` line on stdout once serving; ``--pid-file``;
+SIGTERM or SIGINT stop it cleanly (exit status 0). A start-up failure (bad
+directory, address in use) exits with status 1 and a message naming the cause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+
+log = logging.getLogger("qjournal.journalnode")
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host or "0.0.0.0", int(port)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``journalnode`` subcommand."""
+    p = subparsers.add_parser("journalnode", help="run a JournalNode (the quorum's storage daemon)",
+                              description=__doc__.splitlines()[0])
+    p.add_argument("--edits-dir", help="journal directory (dfs.journalnode.edits.dir)")
+    p.add_argument("--rpc-address", type=_address, metavar="HOST:PORT",
+                   help="RPC address, port 0 = any (dfs.journalnode.rpc-address, default port 8485)")
+    p.add_argument("--http-address", type=_address, metavar="HOST:PORT",
+                   help="HTTP address, port 0 = any (dfs.journalnode.http-address, default port 8480)")
+    p.add_argument("--pid-file", help="write the process id here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run until SIGTERM/SIGINT. Returns the exit status."""
+    from qjournal.config import Configuration
+    from qjournal.errors import QJournalError
+
+    try:
+        conf = Configuration.from_args(args)
+    except QJournalError as e:
+        print(f"journalnode: {e}", file=sys.stderr)
+        return 1
+    try:
+        from qjournal.util.logs import setup_logging
+        setup_logging("journalnode", conf.get("qjournal.log.level"), json=conf.get_bool("qjournal.log.json"))
+    except ImportError:  # pragma: no cover - the logs module is another part's
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    try:
+        return asyncio.run(_serve(conf, args))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def _serve(conf, args: argparse.Namespace) -> int:
+    from qjournal.errors import QJournalError
+    from qjournal.journalnode.node import JournalNode
+
+    node = JournalNode(conf, edits_dir=args.edits_dir, rpc_address=args.rpc_address,
+                       http_address=args.http_address)
+    try:
+        ready = await node.start()
+    except (QJournalError, OSError) as e:
+        log.error("JournalNode failed to start: %s", e)
+        print(f"journalnode: failed to start: {e}", file=sys.stderr)
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if args.pid_file:
+        with open(args.pid_file, "w") as f:
+            f.write(f"{os.getpid()}\n")
+    ready = {k: ready[k] for k in ("role", "rpc", "http", "pid")}
+    print(f"READY {json.dumps(ready)}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        log.info("JournalNode stopping")
+        await node.stop()
+        if args.pid_file:
+            try:
+                os.unlink(args.pid_file)
+            except OSError:
+                pass
+    return 0

@@ -1,0 +1,240 @@
+"""The JournalNode's HTTP server (aiohttp): segment downloads, /jmx, /metrics and a status page.
+
+Why HTTP beside RPC: segments can be large, and recovering peers and
+readers stream them (reference §1.3, ``GetJournalEditServlet``). The body of
+``/getJournal`` is the segment file exactly as stored (for an in-progress
+segment, only its acknowledged valid prefix), with ``Content-Length``,
+``X-Qjournal-Segment`` and ``X-Qjournal-Crc32c`` (hex CRC32C of the body), which
+the downloader verifies before trusting a byte.
+
+Checks of ``GET /getJournal?jid=&segmentTxId=&storageInfo=&inProgressOk=``, in
+order: jid valid (else 400), segmentTxId an integer (else 400), the journal
+exists and is formatted (else 404), storageInfo (``NSID:CLUSTERID`` or Hadoop's
+``LV:NSID:CTIME:CLUSTERID``) matches (else 403), the segment exists (else 404).
+``inProgressOk`` defaults to true; only the literal ``false`` turns it off.
+
+The body is sent in two passes over one open file descriptor (opened on the
+journal's thread, so a concurrent finalize or purge cannot pull the file away):
+the first computes the CRC for the header, the second streams the bytes. Both
+read exactly ``length`` bytes, a prefix that never changes while the
+descriptor is open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import logging
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from qjournal.errors import (InvalidRequestError, JournalNotFormattedError, NamespaceMismatchError,
+                             QJournalError, SegmentNotFoundError)
+from qjournal.protocol.segment import crc32c
+
+if TYPE_CHECKING:
+    from qjournal.journalnode.node import JournalNode
+
+__all__ = ["JournalNodeHttpServer", "CHUNK_BYTES"]
+
+log = logging.getLogger(__name__)
+
+#: read/stream granularity of /getJournal
+CHUNK_BYTES = 1 << 20
+
+
+class JournalNodeHttpServer:
+    """aiohttp application of one :class:`JournalNode`."""
+
+    def __init__(self, node: "JournalNode") -> None:
+        self.node = node
+        self.app = web.Application()
+        self.app.router.add_get("/getJournal", self.get_journal)
+        self.app.router.add_get("/jmx", self.jmx)
+        self.app.router.add_get("/metrics", self.metrics)
+        self.app.router.add_get("/", self.index)
+        self._runner: web.AppRunner | None = None
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen (port 0 picks a free port).
+
+        Returns:
+            The bound (host, port).
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        await site.start()
+        sock = site._server.sockets[0]  # type: ignore[union-attr]
+        bound = sock.getsockname()
+        return bound[0], bound[1]
+
+    async def stop(self) -> None:
+        """Stop listening. Idempotent."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # --- /getJournal ---------------------------------------------------------------------
+
+    async def get_journal(self, request: web.Request) -> web.StreamResponse:
+        q = request.query
+        jid = q.get("jid", "")
+        try:
+            from qjournal.protocol.jn_rules import validate_jid  # noqa: PLC0415
+            validate_jid(jid)
+            try:
+                segment_txid = int(q.get("segmentTxId", ""))
+            except ValueError:
+                raise InvalidRequestError(f"journal {jid}: bad segmentTxId {q.get('segmentTxId')!r}")
+            in_progress_ok = q.get("inProgressOk", "true") != "false"
+            slot = await self.node.journal_slot(jid, create=False)
+            storage_info = q.get("storageInfo")
+            journal = slot.journal
+            if storage_info:
+                from qjournal.journalnode.node import parse_storage_info  # noqa: PLC0415
+                ns_id, cluster = parse_storage_info(storage_info)
+                await slot.run(journal.check_namespace, ns_id, cluster)
+            rs = await slot.run(journal.open_segment_for_read, segment_txid, in_progress_ok)
+        except InvalidRequestError as e:
+            return web.Response(status=400, text=f"{e.message}\n")
+        except NamespaceMismatchError as e:
+            return web.Response(status=403, text=f"{e.message}\n")
+        except (SegmentNotFoundError, JournalNotFormattedError) as e:
+            return web.Response(status=404, text=f"{e.message}\n")
+        except QJournalError as e:
+            log.warning("getJournal %s failed: %s", request.query_string, e)
+            return web.Response(status=500, text=f"getedit failed. {e.message}\n")
+        try:
+            loop = asyncio.get_running_loop()
+            crc = await loop.run_in_executor(None, _crc_of_prefix, rs.stream, rs.length)
+            resp = web.StreamResponse(status=200, headers={
+                "Content-Type": "application/octet-stream",
+                "X-Qjournal-Crc32c": f"{crc:08x}",
+                "X-Qjournal-Segment": rs.file_name,
+            })
+            resp.content_length = rs.length
+            await resp.prepare(request)
+            rs.stream.seek(0)
+            left = rs.length
+            while left > 0:
+                chunk = await loop.run_in_executor(None, rs.stream.read, min(CHUNK_BYTES, left))
+                if not chunk:
+                    raise OSError(f"{rs.file_name}: file shrank while being served ({left} bytes missing)")
+                await resp.write(chunk)
+                left -= len(chunk)
+            await resp.write_eof()
+            return resp
+        finally:
+            rs.stream.close()
+
+    # --- /jmx ------------------------------------------------------------------------------
+
+    async def jmx(self, request: web.Request) -> web.Response:
+        snap = await self.node.snapshot()
+        beans: list[dict] = []
+        status = {jid: {"Formatted": "true" if v["status"].get("formatted") else "false"}
+                  for jid, v in sorted(snap.items())}
+        beans.append({
+            "name": "Hadoop:service=JournalNode,name=JournalNodeInfo",
+            "modelerType": "JournalNodeInfo",
+            "JournalsStatus": json.dumps(status, sort_keys=True),
+            "HostAndPort": self.node.rpc_bound,
+            "HttpAddress": self.node.http_bound,
+            "EditsDir": self.node.edits_dir,
+            "JNStartedTimeInMillis": int(self.node.started_at * 1000),
+        })
+        for jid, v in sorted(snap.items()):
+            bean = {"name": f"Hadoop:service=JournalNode,name=Journal-{jid}", "modelerType": f"Journal-{jid}",
+                    "tag.JournalId": jid}
+            bean.update(v["metrics"])
+            beans.append(bean)
+        qry = request.query.get("qry")
+        if qry:
+            import fnmatch  # noqa: PLC0415
+            beans = [b for b in beans if fnmatch.fnmatchcase(b["name"], qry)]
+        return web.json_response({"beans": beans}, dumps=lambda o: json.dumps(o, indent=1))
+
+    # --- /metrics (prometheus) -------------------------------------------------------------
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        from prometheus_client import CollectorRegistry, generate_latest  # noqa: PLC0415
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # noqa: PLC0415
+
+        snap = await self.node.snapshot()
+        counters = [("BatchesWritten", "batches_written", "journal batches written"),
+                    ("BatchesWrittenWhileLagging", "batches_written_while_lagging",
+                     "batches already known committed (written without fsync)"),
+                    ("TxnsWritten", "txns_written", "transactions written"),
+                    ("BytesWritten", "bytes_written", "bytes of records written"),
+                    ("NumEditLogsSynced", "edit_logs_synced", "batch fsyncs")]
+        gauges = [("LastWriterEpoch", "last_writer_epoch", "epoch of the last writer"),
+                  ("LastPromisedEpoch", "last_promised_epoch", "promised epoch"),
+                  ("LastWrittenTxId", "last_written_txid", "highest txid written"),
+                  ("CurrentLagTxns", "current_lag_txns", "committed txid minus highest written txid"),
+                  ("Syncs60s99thPercentileLatencyMicros", "sync_60s_p99_micros",
+                   "99th percentile batch fsync time over 60 s")]
+
+        class _Collector:
+            def collect(self):  # noqa: ANN202 - prometheus collector protocol
+                for key, name, doc in counters:
+                    fam = CounterMetricFamily(f"qjournal_journalnode_{name}", doc, labels=["jid"])
+                    for jid, v in sorted(snap.items()):
+                        fam.add_metric([jid], float(v["metrics"].get(key, 0)))
+                    yield fam
+                for key, name, doc in gauges:
+                    fam = GaugeMetricFamily(f"qjournal_journalnode_{name}", doc, labels=["jid"])
+                    for jid, v in sorted(snap.items()):
+                        fam.add_metric([jid], float(v["metrics"].get(key, 0)))
+                    yield fam
+
+        registry = CollectorRegistry()
+        registry.register(_Collector())
+        return web.Response(body=generate_latest(registry),
+                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+    # --- / -------------------------------------------------------------------------------------
+
+    async def index(self, request: web.Request) -> web.Response:
+        snap = await self.node.snapshot()
+        e = html.escape
+        rows = []
+        for jid, v in sorted(snap.items()):
+            st = v["status"]
+            segs = ", ".join(f"{s}-{'…' if ip else t}" if ip else f"{s}-{t}"
+                             for s, t, ip in st.get("segments", [])[-8:])
+            rows.append(
+                f"<tr><td>{e(jid)}</td><td>{e(str(st.get('formatted')))}</td>"
+                f"<td>{e(str(st.get('namespace_id')))}/{e(str(st.get('cluster_id')))}</td>"
+                f"<td>{st.get('last_promised_epoch')}</td><td>{st.get('last_writer_epoch')}</td>"
+                f"<td>{st.get('highest_written_txid')}</td><td>{st.get('committed_txid')}</td>"
+                f"<td>{e(str(st.get('open_segment')))}</td><td>{e(segs)}</td></tr>")
+        body = (
+            "<!doctype html><html><head><meta charset='utf-8'><title>JournalNode</title></head><body>"
+            f"<h1>JournalNode {e(self.node.name)}</h1>"
+            f"<p>RPC {e(str(self.node.rpc_bound))} &middot; HTTP {e(str(self.node.http_bound))} &middot; "
+            f"edits dir {e(self.node.edits_dir)}</p>"
+            "<table border='1' cellpadding='4'><tr><th>journal</th><th>formatted</th><th>namespace</th>"
+            "<th>promised epoch</th><th>writer epoch</th><th>highest txid</th><th>committed txid</th>"
+            "<th>open segment</th><th>segments (last 8)</th></tr>"
+            + "".join(rows) + "</table>"
+            "<p><a href='/jmx'>/jmx</a> &middot; <a href='/metrics'>/metrics</a></p></body></html>")
+        return web.Response(text=body, content_type="text/html")
+
+
+def _crc_of_prefix(stream, length: int) -> int:
+    stream.seek(0)
+    crc = 0
+    left = length
+    while left > 0:
+        chunk = stream.read(min(CHUNK_BYTES, left))
+        if not chunk:
+            raise OSError(f"file is shorter than the {length} bytes to serve")
+        crc = crc32c(chunk, crc)
+        left -= len(chunk)
+    return crc

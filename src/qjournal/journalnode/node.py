@@ -1,0 +1,520 @@
+"""The JournalNode daemon: an asyncio shell around one synchronous ``Journal`` per journal id.
+
+Why a thin shell: every rule lives in :class:`~qjournal.journalnode.journal.Journal`
+(pure, storage-injected). This module only turns RPC calls into Journal calls
+(validating argument types first), keeps the event loop free of blocking
+fsyncs, downloads segments for accept-recovery, and serves HTTP
+(``http.py``).
+
+Theory of operation:
+
+* One :class:`_JournalSlot` per journal id, created lazily on the first call
+  that names it (up to ``qjournal.journalnode.max-journals``). Each slot owns a
+  single worker thread; every call of that journal runs there, so the calls of
+  one journal stay serialized in arrival order while other journals, and HTTP
+  reads, proceed. With ``threaded=False`` (the simulator, with a simulated
+  disk) calls run inline on the event loop instead.
+* The RPC handler is :class:`JournalNodeRpcHandler`: ``rpc_<method>`` per row
+  of the QJournalProtocol table in docs/architecture.md. The transport runs
+  the calls of one connection in FIFO order (write ordering of one writer);
+  read-only calls are listed in ``rpc_concurrent``.
+* ``accept_recovery`` is split: ``accept_recovery_plan`` on the journal's
+  thread, the download on the event loop (verifying the ``X-Qjournal-Crc32c``
+  header), then ``accept_recovery_commit`` on the journal's thread.
+* Errors: a ``QJournalError`` or ``InvariantViolation`` from the Journal goes
+  back typed. A storage ``OSError`` becomes ``JournalError`` naming the
+  journal. Nothing a client sends can stop the daemon.
+
+Invariants:
+
+1. All calls of one journal id execute one at a time, in the order the
+   node's event loop dispatched them.
+2. A reply is sent only after the Journal call returned (so after every
+   fsync the call made).
+3. Bad arguments (types, journal ids) are refused with ``InvalidRequestError``
+   before any Journal is touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Awaitable, Callable
+from urllib.parse import parse_qs, urlsplit
+
+from qjournal.errors import (InvalidRequestError, JournalError, QJournalError, SegmentNotFoundError,
+                             TransportError)
+from qjournal.journal.base import NamespaceInfo
+from qjournal.journalnode.journal import Journal
+from qjournal.journalnode.storage import DiskJournalStorage, JournalStorage
+from qjournal.protocol import jn_rules
+from qjournal.protocol.messages import RequestInfo, SegmentState, wire_bool, wire_int, wire_str
+from qjournal.protocol.segment import DEFAULT_MAX_RECORD_BYTES, LAYOUT_VERSION, crc32c
+
+__all__ = ["JournalNode", "JournalNodeRpcHandler", "fetch_memory_segment", "parse_storage_info"]
+
+log = logging.getLogger(__name__)
+
+#: in-process nodes serving ``mem://<name>/getJournal?...`` URLs (no HTTP server)
+_MEMORY_NODES: dict[str, "JournalNode"] = {}
+
+#: fetcher(url) -> (body, crc32c or None); replaces HTTP for accept-recovery downloads
+SegmentFetcher = Callable[[str], Awaitable[tuple[bytes, "int | None"]]]
+
+
+def _conf(conf: Any):
+    if conf is not None:
+        return conf
+    from qjournal.config import Configuration  # noqa: PLC0415 - optional dependency at call time
+    return Configuration()
+
+
+def parse_storage_info(text: str) -> tuple[int, str]:
+    """``NSID:CLUSTERID`` (ours) or Hadoop's ``LV:NSID:CTIME:CLUSTERID`` -> (namespace id, cluster id).
+
+    Raises:
+        InvalidRequestError: anything else.
+    """
+    parts = text.split(":")
+    try:
+        if len(parts) == 2:
+            return int(parts[0]), parts[1]
+        if len(parts) == 4:
+            return int(parts[1]), parts[3]
+    except ValueError:
+        pass
+    raise InvalidRequestError(f"bad storageInfo {text[:80]!r}: expected NSID:CLUSTERID", storage_info=text[:80])
+
+
+def _ns_from_wire(v: Any, jid: str) -> NamespaceInfo:
+    if not isinstance(v, dict):
+        raise InvalidRequestError(f"journal {jid}: ns_info must be a map", jid=jid)
+    try:
+        ns = NamespaceInfo.from_wire(v)
+    except (KeyError, ValueError, TypeError) as e:
+        raise InvalidRequestError(f"journal {jid}: malformed ns_info ({e})", jid=jid) from e
+    return ns
+
+
+class _JournalSlot:
+    """A Journal and the single thread its calls run on (invariant 1)."""
+
+    def __init__(self, journal: Journal, executor: ThreadPoolExecutor | None) -> None:
+        self.journal = journal
+        self.executor = executor
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.executor is None:
+            return _call(self.journal.jid, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(
+            self.executor, _call, self.journal.jid, fn, *args)
+
+
+def _call(jid: str, fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except OSError as e:
+        raise JournalError(f"journal {jid}: storage error: {e}", jid=jid) from e
+
+
+class JournalNode:
+    """A JournalNode: many journals, one RPC server, one HTTP server.
+
+    Args:
+        conf: a :class:`qjournal.config.Configuration` (defaults when None).
+        edits_dir: overrides ``dfs.journalnode.edits.dir``.
+        rpc_address: ``(host, port)``, overrides ``dfs.journalnode.rpc-address`` (port 0 = any).
+        http_address: ``(host, port)``, overrides ``dfs.journalnode.http-address``; ignored
+            when ``http`` is False.
+        http: run the aiohttp server (False: segments are served to in-process
+            peers through ``mem://<name>`` URLs).
+        network: a :class:`~qjournal.transport.MemoryNetwork`; when given, RPC
+            listens there as ``name`` instead of TCP.
+        name: this node's name on the memory network (and in logs).
+        threaded: run each journal's calls on its own worker thread (False:
+            inline on the loop, for a simulated disk).
+        storage_factory: ``(edits_dir, jid) -> JournalStorage`` (default: a disk).
+        fault_hook: passed to every Journal (simulator crash points).
+        segment_fetcher: replaces the HTTP download of accept-recovery.
+        clock: seconds for metrics (default ``time.time``).
+        ssl: server TLS context for RPC.
+
+    Raises:
+        ConfigError: a malformed key.
+    """
+
+    def __init__(self, conf: Any = None, *, edits_dir: str | None = None,
+                 rpc_address: tuple[str, int] | None = None,
+                 http_address: tuple[str, int] | None = None, http: bool = True,
+                 network: Any = None, name: str | None = None, threaded: bool = True,
+                 storage_factory: Callable[[str, str], JournalStorage] | None = None,
+                 fault_hook: Callable[[str], None] | None = None,
+                 segment_fetcher: SegmentFetcher | None = None,
+                 clock: Callable[[], float] | None = time.time, ssl: Any = None) -> None:
+        self.conf = c = _conf(conf)
+        self.edits_dir = os.path.abspath(edits_dir or c.get("dfs.journalnode.edits.dir"))
+        self.rpc_address = rpc_address or c.get_address("dfs.journalnode.rpc-address")
+        self.http_address = http_address or c.get_address("dfs.journalnode.http-address")
+        self.http_enabled = http
+        self.network = network
+        self.name = name or "journalnode"
+        self.threaded = threaded
+        self.fault_hook = fault_hook
+        self.segment_fetcher = segment_fetcher
+        self.clock = clock
+        self.ssl = ssl
+        self.max_journals = c.get_int("qjournal.journalnode.max-journals")
+        self.max_record_bytes = c.get_bytes("dfs.namenode.max.op.size") or DEFAULT_MAX_RECORD_BYTES
+        self.max_frame_bytes = c.get_bytes("ipc.maximum.data.length")
+        self.slow_sync_warn_s = c.get_duration_ms("qjournal.journalnode.slow-sync.warn.ms") / 1000.0
+        self.download_max_bytes = c.get_bytes("qjournal.journalnode.recovery-download.max.bytes")
+        self.transfer_timeout_s = c.get_duration_ms("dfs.edit.log.transfer.timeout") / 1000.0
+        fsync = c.get_bool("qjournal.journalnode.fsync")
+        self._disk_storage = storage_factory is None
+        self.storage_factory = storage_factory or (
+            lambda d, jid: DiskJournalStorage(os.path.join(d, jid), fsync=fsync))
+        self.journals: dict[str, _JournalSlot] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
+        self.rpc_server: Any = None
+        self.http_server: Any = None
+        self.rpc_bound: str | None = None
+        self.http_bound: str | None = None
+        self.http_url: str = ""
+        self._session: Any = None
+        self.started_at = 0.0
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> dict:
+        """Create the edits dir, start HTTP then RPC.
+
+        Returns:
+            ``{"role": "journalnode", "rpc": "h:p" or memory name, "http": "h:p" or None,
+            "http_url": ..., "pid": N}`` (the READY payload).
+
+        Raises:
+            JournalError: the edits dir is unusable.
+            TransportError: an address cannot be bound.
+        """
+        from qjournal.transport import RpcServer  # noqa: PLC0415
+
+        self._check_edits_dir()
+        self.started_at = time.time()
+        try:
+            if self.http_enabled:
+                from qjournal.journalnode.http import JournalNodeHttpServer  # noqa: PLC0415
+                self.http_server = JournalNodeHttpServer(self)
+                host, port = await self.http_server.start(*self.http_address)
+                self.http_bound = f"{host}:{port}"
+                self.http_url = f"http://{host}:{port}"
+            self.rpc_server = RpcServer(JournalNodeRpcHandler(self), max_frame_bytes=self.max_frame_bytes,
+                                        name=f"journalnode {self.name}")
+            if self.network is not None:
+                self.rpc_bound = await self.rpc_server.start_memory(self.network, self.name)
+            else:
+                host, port = await self.rpc_server.start_tcp(*self.rpc_address, ssl=self.ssl)
+                self.rpc_bound = f"{host}:{port}"
+                if self.name == "journalnode":
+                    self.name = f"journalnode@{self.rpc_bound}"
+            if not self.http_enabled:
+                self.http_url = f"mem://{self.name}"
+                _MEMORY_NODES[self.name] = self
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("JournalNode %s serving RPC on %s, HTTP on %s, edits in %s", self.name, self.rpc_bound,
+                 self.http_bound, self.edits_dir)
+        return self.ready_info()
+
+    def ready_info(self) -> dict:
+        """The READY payload."""
+        return {"role": "journalnode", "rpc": self.rpc_bound, "http": self.http_bound,
+                "http_url": self.http_url, "pid": os.getpid()}
+
+    def _check_edits_dir(self) -> None:
+        d = self.edits_dir
+        if not os.path.isabs(d):
+            raise JournalError(f"dfs.journalnode.edits.dir {d!r} is not an absolute path", path=d)
+        if os.path.exists(d) and not os.path.isdir(d):
+            raise JournalError(f"dfs.journalnode.edits.dir {d!r} is not a directory", path=d)
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError as e:
+            raise JournalError(f"dfs.journalnode.edits.dir {d!r} cannot be created: {e}", path=d) from e
+        if not os.access(d, os.W_OK | os.X_OK):
+            raise JournalError(f"dfs.journalnode.edits.dir {d!r} is not writable", path=d)
+
+    async def stop(self) -> None:
+        """Stop serving, close every journal. Idempotent."""
+        if self.rpc_server is not None:
+            await self.rpc_server.stop()
+            self.rpc_server = None
+        if self.http_server is not None:
+            await self.http_server.stop()
+            self.http_server = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        _MEMORY_NODES.pop(self.name, None)
+        slots, self.journals = self.journals, {}
+        for jid in sorted(slots):
+            slot = slots[jid]
+            try:
+                await slot.run(slot.journal.close)
+            except Exception as e:  # noqa: BLE001 - closing must go on for the others
+                log.warning("journal %s: close failed: %s", jid, e)
+            if slot.executor is not None:
+                slot.executor.shutdown(wait=False)
+
+    # --- journals ---------------------------------------------------------------------------
+
+    async def journal_slot(self, jid: Any, *, create: bool = True) -> _JournalSlot:
+        """The slot of ``jid``, opening the journal on first use.
+
+        Args:
+            jid: the journal id (validated).
+            create: False: only journals that exist on disk (HTTP reads).
+
+        Raises:
+            InvalidRequestError: bad jid or too many journals.
+            SegmentNotFoundError: ``create`` is False and the journal does not exist.
+            JournalLockedError, JournalError: the journal cannot be opened.
+        """
+        jid = jn_rules.validate_jid(jid)
+        slot = self.journals.get(jid)
+        if slot is not None:
+            return slot
+        lock = self._opening.setdefault(jid, asyncio.Lock())
+        async with lock:
+            slot = self.journals.get(jid)
+            if slot is not None:
+                return slot
+            if not create and self._disk_storage and not os.path.isdir(os.path.join(self.edits_dir, jid)):
+                raise SegmentNotFoundError(f"journal {jid}: no such journal on this node", jid=jid)
+            if len(self.journals) >= self.max_journals:
+                raise InvalidRequestError(
+                    f"journal {jid}: this node already serves {len(self.journals)} journals, the limit "
+                    f"of qjournal.journalnode.max-journals", jid=jid)
+            executor = ThreadPoolExecutor(1, thread_name_prefix=f"jn-{jid}") if self.threaded else None
+
+            def _open() -> Journal:
+                return Journal(jid, self.storage_factory(self.edits_dir, jid), clock=self.clock,
+                               fault_hook=self.fault_hook, max_record_bytes=self.max_record_bytes,
+                               slow_sync_warn_s=self.slow_sync_warn_s)
+            try:
+                if executor is None:
+                    journal = _call(jid, _open)
+                else:
+                    journal = await asyncio.get_running_loop().run_in_executor(executor, _call, jid, _open)
+            except BaseException:
+                if executor is not None:
+                    executor.shutdown(wait=False)
+                raise
+            slot = _JournalSlot(journal, executor)
+            self.journals[jid] = slot
+            self._opening.pop(jid, None)
+            log.info("journal %s: opened (formatted=%s, promised epoch %d, writer epoch %d, highest txid "
+                     "%d)", jid, journal.is_formatted(), journal.last_promised_epoch,
+                     journal.last_writer_epoch, journal.highest_written_txid)
+            return slot
+
+    async def run(self, jid: Any, method: str, *args: Any) -> Any:
+        """Call ``Journal.<method>(*args)`` of ``jid`` on its thread."""
+        slot = await self.journal_slot(jid)
+        return await slot.run(getattr(slot.journal, method), *args)
+
+    # --- accept-recovery download -----------------------------------------------------------
+
+    async def download_segment(self, url: str, jid: str) -> bytes:
+        """Fetch a segment for accept-recovery and verify its CRC32C header.
+
+        Raises:
+            JournalError: the fetch failed, was too large, or the checksum does not match.
+        """
+        try:
+            if self.segment_fetcher is not None:
+                body, crc = await self.segment_fetcher(url)
+            elif url.startswith("mem://"):
+                body, crc = await fetch_memory_segment(url)
+            elif url.startswith(("http://", "https://")):
+                body, crc = await self._http_fetch(url, jid)
+            else:
+                raise InvalidRequestError(f"journal {jid}: unsupported recovery URL {url[:200]!r}",
+                                          jid=jid, url=url[:200])
+        except (QJournalError, OSError) as e:
+            if isinstance(e, InvalidRequestError):
+                raise
+            raise JournalError(f"journal {jid}: download of {url} for accept-recovery failed: {e}",
+                               jid=jid, url=url) from e
+        if crc is None:
+            raise JournalError(f"journal {jid}: {url} sent no X-Qjournal-Crc32c header", jid=jid, url=url)
+        actual = crc32c(body)
+        if actual != crc:
+            raise JournalError(f"journal {jid}: checksum mismatch downloading {url}: header {crc:08x}, "
+                               f"body {actual:08x} ({len(body)} bytes)", jid=jid, url=url)
+        return body
+
+    async def _http_fetch(self, url: str, jid: str) -> tuple[bytes, int | None]:
+        import aiohttp  # noqa: PLC0415
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        timeout = aiohttp.ClientTimeout(total=None, connect=self.transfer_timeout_s,
+                                        sock_read=self.transfer_timeout_s)
+        try:
+            async with self._session.get(url, timeout=timeout) as resp:
+                if resp.status != 200:
+                    text = (await resp.text())[:200]
+                    raise TransportError(f"status {resp.status}: {text}", url=url, status=resp.status)
+                length = resp.content_length
+                if length is None or length > self.download_max_bytes:
+                    raise TransportError(
+                        f"Content-Length {length} missing or over the limit of {self.download_max_bytes} "
+                        f"bytes (qjournal.journalnode.recovery-download.max.bytes)", url=url)
+                body = await resp.content.readexactly(length) if length else b""
+                crc = resp.headers.get("X-Qjournal-Crc32c")
+                return body, (int(crc, 16) if crc else None)
+        except (aiohttp.ClientError, asyncio.IncompleteReadError, ValueError) as e:
+            raise TransportError(f"{type(e).__name__}: {e}", url=url) from e
+        except asyncio.TimeoutError as e:
+            raise TransportError(f"timed out after {self.transfer_timeout_s}s", url=url) from e
+
+    # --- status -----------------------------------------------------------------------------
+
+    async def snapshot(self) -> dict[str, dict]:
+        """Per journal: status and metrics, sorted by jid (for /jmx, /metrics, /)."""
+        out: dict[str, dict] = {}
+        for jid in sorted(self.journals):
+            slot = self.journals.get(jid)
+            if slot is None:
+                continue
+            try:
+                status, metrics = await slot.run(lambda j=slot.journal: (j.status(), j.metrics_snapshot()))
+            except Exception as e:  # noqa: BLE001 - a page must render even if one journal fails
+                status, metrics = {"jid": jid, "error": str(e)}, {}
+            out[jid] = {"status": status, "metrics": metrics}
+        return out
+
+
+async def fetch_memory_segment(url: str) -> tuple[bytes, int | None]:
+    """Serve a ``mem://<node>/getJournal?jid=&segmentTxId=&inProgressOk=`` URL from an in-process node.
+
+    Raises:
+        TransportError: no such node; SegmentNotFoundError: no such segment.
+    """
+    parts = urlsplit(url)
+    node = _MEMORY_NODES.get(parts.netloc)
+    if node is None:
+        raise TransportError(f"no in-process JournalNode named {parts.netloc!r} for {url}", url=url)
+    q = {k: v[0] for k, v in sorted(parse_qs(parts.query).items())}
+    try:
+        seg = int(q.get("segmentTxId", ""))
+    except ValueError as e:
+        raise InvalidRequestError(f"bad segmentTxId in {url}", url=url) from e
+    slot = await node.journal_slot(q.get("jid"), create=False)
+    if q.get("storageInfo"):
+        ns_id, cluster = parse_storage_info(q["storageInfo"])
+        await slot.run(slot.journal.check_namespace, ns_id, cluster)
+    in_progress_ok = q.get("inProgressOk", "true") != "false"
+
+    def _read() -> bytes:
+        rs = slot.journal.open_segment_for_read(seg, in_progress_ok)
+        with rs.stream as f:
+            return f.read(rs.length)
+    body = await slot.run(_read)
+    return body, crc32c(body)
+
+
+class JournalNodeRpcHandler:
+    """QJournalProtocol over :class:`~qjournal.transport.RpcServer` (one method per table row)."""
+
+    #: read-only calls that need not queue behind a connection's writes
+    rpc_concurrent = ("get_edit_log_manifest", "get_journal_state", "is_formatted")
+
+    def __init__(self, node: JournalNode) -> None:
+        self.node = node
+
+    @staticmethod
+    def _req(req: Any) -> RequestInfo:
+        return RequestInfo.from_wire(req)
+
+    async def rpc_is_formatted(self, jid: Any) -> bool:
+        return await self.node.run(jid, "is_formatted")
+
+    async def rpc_format(self, jid: Any, ns_info: Any, force: Any = False) -> None:
+        jid = jn_rules.validate_jid(jid)
+        await self.node.run(jid, "format", _ns_from_wire(ns_info, jid), wire_bool(force, "format", "force"))
+
+    async def rpc_get_journal_state(self, jid: Any) -> dict:
+        slot = await self.node.journal_slot(jid)
+        st = await slot.run(slot.journal.get_journal_state)
+        ns = slot.journal.ns_info
+        port = 0
+        if self.node.http_bound:
+            port = int(self.node.http_bound.rsplit(":", 1)[1])
+        return {"last_promised_epoch": st.last_promised_epoch, "http_port": port,
+                "http_url": self.node.http_url, "ns_info": ns.to_wire() if ns else None}
+
+    async def rpc_new_epoch(self, jid: Any, ns_info: Any, epoch: Any) -> dict:
+        jid = jn_rules.validate_jid(jid)
+        resp = await self.node.run(jid, "new_epoch", _ns_from_wire(ns_info, jid),
+                                   wire_int(epoch, "new_epoch", "epoch"))
+        return resp.to_wire()
+
+    async def rpc_start_log_segment(self, req: Any, txid: Any, layout_version: Any = LAYOUT_VERSION) -> None:
+        r = self._req(req)
+        await self.node.run(r.jid, "start_log_segment", r, wire_int(txid, "start_log_segment", "txid"),
+                            wire_int(layout_version, "start_log_segment", "layout_version"))
+
+    async def rpc_journal(self, req: Any, segment_txid: Any, first_txid: Any, num_txns: Any,
+                          records: Any) -> None:
+        r = self._req(req)
+        if not isinstance(records, (bytes, bytearray, memoryview)):
+            raise InvalidRequestError(f"journal {r.jid}: records must be bytes, got {type(records).__name__}",
+                                      jid=r.jid)
+        w = "journal"
+        await self.node.run(r.jid, "journal", r, wire_int(segment_txid, w, "segment_txid"),
+                            wire_int(first_txid, w, "first_txid"), wire_int(num_txns, w, "num_txns"),
+                            bytes(records) if not isinstance(records, bytes) else records)
+
+    async def rpc_heartbeat(self, req: Any) -> None:
+        r = self._req(req)
+        await self.node.run(r.jid, "heartbeat", r)
+
+    async def rpc_finalize_log_segment(self, req: Any, start_txid: Any, end_txid: Any) -> None:
+        r = self._req(req)
+        w = "finalize_log_segment"
+        await self.node.run(r.jid, "finalize_log_segment", r, wire_int(start_txid, w, "start_txid"),
+                            wire_int(end_txid, w, "end_txid"))
+
+    async def rpc_purge_logs(self, req: Any, min_txid_to_keep: Any) -> None:
+        r = self._req(req)
+        await self.node.run(r.jid, "purge_logs_older_than", r,
+                            wire_int(min_txid_to_keep, "purge_logs", "min_txid_to_keep"))
+
+    async def rpc_get_edit_log_manifest(self, jid: Any, since_txid: Any, in_progress_ok: Any = False) -> dict:
+        w = "get_edit_log_manifest"
+        slot = await self.node.journal_slot(jid)
+        m = await slot.run(slot.journal.get_edit_log_manifest, wire_int(since_txid, w, "since_txid"),
+                           wire_bool(in_progress_ok, w, "in_progress_ok"))
+        out = m.to_wire()
+        out["last_writer_epoch"] = slot.journal.last_writer_epoch
+        return out
+
+    async def rpc_prepare_recovery(self, req: Any, segment_txid: Any) -> dict:
+        r = self._req(req)
+        resp = await self.node.run(r.jid, "prepare_recovery", r,
+                                   wire_int(segment_txid, "prepare_recovery", "segment_txid"))
+        return resp.to_wire()
+
+    async def rpc_accept_recovery(self, req: Any, segment_state: Any, from_url: Any) -> None:
+        r = self._req(req)
+        state = SegmentState.from_wire(segment_state)
+        url = wire_str(from_url, "accept_recovery", "from_url")
+        slot = await self.node.journal_slot(r.jid)
+        plan = await slot.run(slot.journal.accept_recovery_plan, r, state)
+        data = await self.node.download_segment(url, r.jid) if plan.download else None
+        await slot.run(slot.journal.accept_recovery_commit, plan, data)

@@ -1,0 +1,237 @@
+"""The JournalNode daemon in-process: RPC over real TCP and over the memory network,
+HTTP /getJournal, /jmx, /metrics, /, accept-recovery downloads between two nodes, and
+a node that keeps serving through malformed requests."""
+
+import asyncio
+import json
+import socket
+import struct
+
+import aiohttp
+import msgpack
+import pytest
+
+from qjournal.errors import (CorruptRecordError, EpochError, InvalidRequestError, JournalError,
+                             JournalNotFormattedError, JournalOutOfSyncError)
+from qjournal.journalnode.node import JournalNode
+from qjournal.protocol.segment import crc32c, encode_header
+from qjournal.transport import MemoryNetwork, RpcClient
+
+from .jn_helpers import NS, Writer, batch
+
+JID = "nodetest"
+LOOPBACK = ("127.0.0.1", 0)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+async def start_node(tmp_path, name="jn", **kw):
+    node = JournalNode(edits_dir=str(tmp_path / name), rpc_address=LOOPBACK, http_address=LOOPBACK, **kw)
+    info = await node.start()
+    host, port = info["rpc"].rsplit(":", 1)
+    client = await RpcClient.connect_tcp(host, int(port))
+    return node, client
+
+
+async def write_epoch(client, epoch, start, n, finalize=True):
+    """Become writer `epoch`, write segment start..start+n-1; return the Writer."""
+    await client.call("new_epoch", jid=JID, ns_info=NS.to_wire(), epoch=epoch)
+    w = Writer(JID, epoch)
+    await client.call("start_log_segment", req=w.req().to_wire(), txid=start, layout_version=1)
+    await client.call("journal", req=w.req().to_wire(), segment_txid=start, first_txid=start,
+                      num_txns=n, records=batch(start, n))
+    if finalize:
+        await client.call("finalize_log_segment", req=w.req().to_wire(), start_txid=start,
+                          end_txid=start + n - 1)
+    return w
+
+
+def test_write_path_over_tcp_and_http(tmp_path):
+    async def main():
+        node, c = await start_node(tmp_path)
+        try:
+            assert await c.call("is_formatted", jid=JID) is False
+            with pytest.raises(JournalNotFormattedError):
+                await c.call("get_journal_state", jid=JID)
+            await c.call("format", jid=JID, ns_info=NS.to_wire(), force=False)
+            st = await c.call("get_journal_state", jid=JID)
+            assert st["last_promised_epoch"] == 0 and st["http_url"] == f"http://{node.http_bound}"
+            w = await write_epoch(c, 1, 1, 3)
+            await c.call("start_log_segment", req=w.req().to_wire(), txid=4, layout_version=1)
+            await c.call("journal", req=w.req().to_wire(), segment_txid=4, first_txid=4, num_txns=2,
+                         records=batch(4, 2))
+            m = await c.call("get_edit_log_manifest", jid=JID, since_txid=0, in_progress_ok=True)
+            assert m["segments"] == [[1, 3, False], [4, 5, True]] and m["last_writer_epoch"] == 1
+            with pytest.raises(EpochError):
+                await c.call("heartbeat", req=Writer(JID, 0).req().to_wire())
+            base = f"http://{node.http_bound}"
+            async with aiohttp.ClientSession() as s:
+                url = f"{base}/getJournal?jid={JID}&segmentTxId=4&storageInfo=12345:cluster-a"
+                async with s.get(url) as r:
+                    body = await r.read()
+                    assert r.status == 200
+                    assert body == encode_header(1) + batch(4, 2)
+                    assert int(r.headers["X-Qjournal-Crc32c"], 16) == crc32c(body)
+                    assert r.headers["X-Qjournal-Segment"] == "edits_inprogress_0000000000000000004"
+                async with s.get(f"{base}/getJournal?jid={JID}&segmentTxId=4&inProgressOk=false") as r:
+                    assert r.status == 404
+                async with s.get(f"{base}/getJournal?jid={JID}&segmentTxId=2") as r:
+                    assert r.status == 404 and "No edit log found starting at txid 2" in await r.text()
+                async with s.get(f"{base}/getJournal?jid={JID}&segmentTxId=1&storageInfo=1:x") as r:
+                    assert r.status == 403 and "Incompatible namespaceID" in await r.text()
+                async with s.get(f"{base}/getJournal?jid=..%2Fx&segmentTxId=1") as r:
+                    assert r.status == 400
+                async with s.get(f"{base}/getJournal?jid={JID}&segmentTxId=abc") as r:
+                    assert r.status == 400
+                async with s.get(f"{base}/getJournal?jid=nosuch&segmentTxId=1") as r:
+                    assert r.status == 404
+                async with s.get(f"{base}/jmx") as r:
+                    beans = {b["name"]: b for b in (await r.json())["beans"]}
+                bean = beans[f"Hadoop:service=JournalNode,name=Journal-{JID}"]
+                assert bean["TxnsWritten"] == 5 and bean["LastWrittenTxId"] == 5
+                assert bean["LastPromisedEpoch"] == 1 and bean["BatchesWritten"] == 2
+                assert json.loads(beans["Hadoop:service=JournalNode,name=JournalNodeInfo"]["JournalsStatus"]) \
+                    == {JID: {"Formatted": "true"}}
+                async with s.get(f"{base}/metrics") as r:
+                    text = await r.text()
+                assert f'qjournal_journalnode_txns_written_total{{jid="{JID}"}} 5.0' in text
+                async with s.get(f"{base}/") as r:
+                    assert JID in await r.text()
+        finally:
+            await c.close()
+            await node.stop()
+    run(main())
+
+
+def test_malformed_requests_are_answered_and_node_keeps_serving(tmp_path):
+    async def main():
+        node, c = await start_node(tmp_path)
+        try:
+            await c.call("format", jid=JID, ns_info=NS.to_wire())
+            bad_calls = [
+                ("is_formatted", {"jid": "../x"}, InvalidRequestError),
+                ("is_formatted", {"jid": ""}, InvalidRequestError),
+                ("is_formatted", {"jid": 7}, InvalidRequestError),
+                ("no_such_call", {}, InvalidRequestError),
+                ("new_epoch", {"jid": JID, "ns_info": "x", "epoch": 1}, InvalidRequestError),
+                ("new_epoch", {"jid": JID, "ns_info": {}, "epoch": 1}, InvalidRequestError),
+                ("new_epoch", {"jid": JID, "ns_info": NS.to_wire(), "epoch": "1"}, InvalidRequestError),
+                ("heartbeat", {"req": {"jid": JID}}, InvalidRequestError),
+                ("heartbeat", {"req": None}, InvalidRequestError),
+                ("journal", {"req": Writer(JID, 1).req().to_wire(), "segment_txid": 1, "first_txid": 1,
+                             "num_txns": 1, "records": "text"}, InvalidRequestError),
+                ("accept_recovery", {"req": Writer(JID, 1).req().to_wire(), "segment_state": [1],
+                                     "from_url": "x"}, InvalidRequestError),
+                ("heartbeat", {}, InvalidRequestError),
+            ]
+            for method, kw, err in bad_calls:
+                with pytest.raises(err):
+                    await c.call(method, **kw)
+            # an oversized / garbage frame on a raw socket closes only that connection
+            host, port = node.rpc_bound.rsplit(":", 1)
+            for payload in (struct.pack(">I", 0x7FFFFFFF) + b"x", struct.pack(">I", 3) + b"\xc1\xc1\xc1",
+                            struct.pack(">I", 2) + msgpack.packb([9, 9])):
+                r, wr = await asyncio.open_connection(host, int(port))
+                wr.write(payload)
+                await wr.drain()
+                assert await asyncio.wait_for(r.read(), 10) == b"" or True
+                wr.close()
+            # a corrupt batch is refused, the journal is unchanged and the writer can go on
+            w = await write_epoch(c, 1, 1, 2, finalize=False)
+            bad = bytearray(batch(3, 2))
+            bad[20] ^= 0xFF
+            with pytest.raises(CorruptRecordError):
+                await c.call("journal", req=w.req().to_wire(), segment_txid=1, first_txid=3, num_txns=2,
+                             records=bytes(bad))
+            await c.call("journal", req=w.req().to_wire(), segment_txid=1, first_txid=3, num_txns=2,
+                         records=batch(3, 2))
+            with pytest.raises(JournalOutOfSyncError):
+                await c.call("journal", req=w.req().to_wire(), segment_txid=1, first_txid=9, num_txns=1,
+                             records=batch(9, 1))
+            assert await c.call("is_formatted", jid=JID) is True
+        finally:
+            await c.close()
+            await node.stop()
+    run(main())
+
+
+def test_accept_recovery_downloads_from_peer_over_http(tmp_path):
+    async def main():
+        a, ca = await start_node(tmp_path, "a")
+        b, cb = await start_node(tmp_path, "b")
+        try:
+            for c in (ca, cb):
+                await c.call("format", jid=JID, ns_info=NS.to_wire())
+            # epoch 1 wrote 1-5 to a, only 1-2 to b
+            wa = await write_epoch(ca, 1, 1, 5, finalize=False)
+            wb = await write_epoch(cb, 1, 1, 2, finalize=False)
+            del wa, wb
+            # writer of epoch 2 recovers: a is the source
+            w2 = Writer(JID, 2)
+            for c in (ca, cb):
+                await c.call("new_epoch", jid=JID, ns_info=NS.to_wire(), epoch=2)
+            ra = await ca.call("prepare_recovery", req=w2.req().to_wire(), segment_txid=1)
+            rb = await cb.call("prepare_recovery", req=w2.req().to_wire(), segment_txid=1)
+            assert ra["segment_state"] == [1, 5, True] and rb["segment_state"] == [1, 2, True]
+            url = f"http://{a.http_bound}/getJournal?jid={JID}&segmentTxId=1&storageInfo=12345:cluster-a"
+            for c in (ca, cb):
+                await c.call("accept_recovery", req=w2.req().to_wire(), segment_state=[1, 5, True],
+                             from_url=url)
+            rb = await cb.call("prepare_recovery", req=w2.req().to_wire(), segment_txid=1)
+            assert rb["segment_state"] == [1, 5, True] and rb["accepted_in_epoch"] == 2
+            for c in (ca, cb):
+                await c.call("finalize_log_segment", req=w2.req().to_wire(), start_txid=1, end_txid=5)
+                m = await c.call("get_edit_log_manifest", jid=JID, since_txid=0, in_progress_ok=True)
+                assert m["segments"] == [[1, 5, False]]
+            # a download from a dead URL is an error, not a crash
+            with pytest.raises(JournalError, match="download"):
+                await cb.call("accept_recovery", req=w2.req().to_wire(), segment_state=[6, 9, True],
+                              from_url=f"http://127.0.0.1:{_free_port()}/getJournal?jid={JID}&segmentTxId=6")
+        finally:
+            for c in (ca, cb):
+                await c.close()
+            await a.stop()
+            await b.stop()
+    run(main())
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_memory_network_mode_without_http(tmp_path):
+    async def main():
+        net = MemoryNetwork()
+        nodes = []
+        for name in ("jn1", "jn2"):
+            n = JournalNode(edits_dir=str(tmp_path / name), network=net, name=name, http=False)
+            info = await n.start()
+            assert info["rpc"] == name and info["http_url"] == f"mem://{name}"
+            nodes.append(n)
+        c1 = await RpcClient.connect_memory(net, "jn1", src="nn")
+        c2 = await RpcClient.connect_memory(net, "jn2", src="nn")
+        try:
+            for c in (c1, c2):
+                await c.call("format", jid=JID, ns_info=NS.to_wire())
+            await write_epoch(c1, 1, 1, 4, finalize=False)
+            await c2.call("new_epoch", jid=JID, ns_info=NS.to_wire(), epoch=1)
+            w2 = Writer(JID, 2)
+            await c2.call("accept_recovery", req=w2.req().to_wire(), segment_state=[1, 4, True],
+                          from_url=f"mem://jn1/getJournal?jid={JID}&segmentTxId=1")
+            m = await c2.call("get_edit_log_manifest", jid=JID, since_txid=0, in_progress_ok=True)
+            assert m["segments"] == [[1, 4, True]]
+            with pytest.raises(JournalError, match="no in-process JournalNode named 'nosuch'"):
+                await c2.call("accept_recovery", req=w2.req().to_wire(), segment_state=[1, 5, True],
+                              from_url=f"mem://nosuch/getJournal?jid={JID}&segmentTxId=1")
+        finally:
+            await c1.close()
+            await c2.close()
+            for n in nodes:
+                await n.stop()
+    run(main())
