@@ -1,0 +1,105 @@
+"""``qjournal zkfc``: the ZKFailoverController daemon, and ``qjournal zkfc -formatZK``.
+
+Why a subcommand: one controller process runs beside each NameNode
+(seed 004). It prints ``READY {json}`` once it is connected to ZooKeeper and
+serving its RPC port, exits 0 on SIGTERM/SIGINT after a clean stop, and exits
+non-zero if its health monitor fails. ``-formatZK`` creates the nameservice's
+parent znode (refusing to clobber an existing one unless ``-force``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+
+from qjournal.errors import QJournalError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("zkfc", help="ZooKeeper failover controller for one NameNode")
+    p.add_argument("--nn-id", help="NameNode id (default: dfs.ha.namenode.id)")
+    p.add_argument("--nameservice", help="nameservice id (default: first of dfs.nameservices)")
+    p.add_argument("--pid-file", help="write this process's pid here")
+    p.add_argument("-formatZK", "--format-zk", dest="format_zk", action="store_true",
+                   help="create the nameservice znode in ZooKeeper and exit")
+    p.add_argument("-force", "--force", dest="force", action="store_true",
+                   help="with -formatZK: delete an existing znode first")
+    p.add_argument("-nonInteractive", "--non-interactive", dest="non_interactive", action="store_true",
+                   help="with -formatZK: never prompt (the default here; kept for Hadoop compatibility)")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from qjournal.config.conf import Configuration
+    from qjournal.util.logs import setup_logging
+
+    try:
+        conf = Configuration.from_args(args)
+        setup_logging("zkfc", conf.get("qjournal.log.level") or "INFO",
+                      json=bool(conf.get_bool("qjournal.log.json")))
+        if args.format_zk:
+            return _format_zk(conf, args)
+        return asyncio.run(_serve(conf, args))
+    except QJournalError as e:
+        print(f"zkfc: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+def _format_zk(conf, args: argparse.Namespace) -> int:
+    from qjournal.ha.elector import ElectorError, ElectorSettings, format_zk
+    from qjournal.ha.zkfc import resolve_ha_addresses
+
+    ns = args.nameservice
+    if not ns:
+        nss = conf.get_list("dfs.nameservices")
+        ns = nss[0] if nss else None
+    if not ns:
+        ns, *_ = resolve_ha_addresses(conf, args.nn_id, None)
+    try:
+        print(format_zk(ElectorSettings.from_conf(conf, ns), force=args.force))
+    except ElectorError as e:
+        print(f"zkfc -formatZK: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+async def _serve(conf, args: argparse.Namespace) -> int:
+    from qjournal.ha.zkfc import ZKFailoverController, ZKFCSettings
+
+    settings = ZKFCSettings.from_conf(conf, args.nn_id, args.nameservice)
+    zkfc = ZKFailoverController(settings)
+    await zkfc.start(serve_rpc=True)
+    if args.pid_file:
+        tmp = args.pid_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{os.getpid()}\n")
+        os.replace(tmp, args.pid_file)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    ready = {"role": "zkfc", "nn_id": settings.nn_id, "nameservice": settings.nameservice,
+             "rpc": f"{settings.zkfc_host}:{settings.zkfc_port}",
+             "namenode": f"{settings.nn_host}:{settings.nn_port}",
+             "zk_session": f"{zkfc.elector.session_id:#x}" if zkfc.elector.session_id else None,
+             "pid": os.getpid()}
+    print("READY " + json.dumps(ready), flush=True)
+    failed = asyncio.ensure_future(zkfc.failed.wait())
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([failed, stopped], return_when=asyncio.FIRST_COMPLETED)
+    for t in (failed, stopped):
+        t.cancel()
+    await zkfc.stop()
+    if args.pid_file:
+        try:
+            os.unlink(args.pid_file)
+        except FileNotFoundError:
+            pass
+    if zkfc.failure:
+        print(f"zkfc {settings.nn_id}: {zkfc.failure}", file=sys.stderr)
+        return 3
+    return 0
