@@ -1,0 +1,507 @@
+"""Local cluster launcher: ZooKeeper, three JournalNodes, two NameNodes and two ZKFCs as real processes.
+
+Why it exists: the demo, the failover benchmark, the chaos tests and a developer
+trying the system all need the same thing: a complete HA deployment on one
+machine, on free loopback ports, with Hadoop-style configuration files, logs and
+pid files in one run directory, that can be inspected (``status``), broken
+(``kill NAME``), repaired (``restart NAME``) and torn down without leaving a
+process behind (``down``).
+
+Theory of operation:
+
+* ``up`` picks every port from the kernel, writes ``<run>/conf/{core-site,hdfs-site}.xml``
+  (one configuration for every process; per-process values such as the NameNode id
+  and name dir are passed as ``-D`` overrides so clients can share the same conf
+  dir), then starts, in dependency order, ZooKeeper -> JournalNodes -> ``namenode
+  -format`` (nn1) -> nn1 -> ``namenode -bootstrapStandby`` (nn2) -> nn2 ->
+  ``zkfc -formatZK`` -> both ZKFCs, waiting on each daemon's ``READY`` line, and
+  finally waits until exactly one NameNode is active.
+* Every started process is recorded in ``<run>/cluster.json`` (argv, pid, log,
+  address) *before* the next one starts, so a failed ``up`` can still be torn down.
+* Processes are started in their own sessions, so they outlive ``qjournal cluster up``;
+  later commands find them through the state file. A pid is only signalled if
+  its command line still looks like the process we started (pid reuse guard).
+
+Invariants:
+
+1. ``down`` returns only when no process recorded in the state file is alive
+   (it raises :class:`ClusterError` otherwise).
+2. The state file is rewritten atomically after every change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from qjournal.errors import QJournalError
+from qjournal.ha.zookeeper import ZooKeeperEnsemble, free_ports, pid_alive, server_mode
+from qjournal.util.proc import qjournal_argv, start_daemon
+
+__all__ = ["LocalCluster", "ClusterError", "ProcessRecord", "CLUSTER_STATE_FILE"]
+
+CLUSTER_STATE_FILE = "cluster.json"
+NAMESERVICE = "ns1"
+NN_IDS = ["nn1", "nn2"]
+JN_NAMES = ["jn1", "jn2", "jn3"]
+
+
+class ClusterError(QJournalError):
+    """The local cluster could not be started, inspected or stopped (names the process / run dir)."""
+
+
+@dataclass
+class ProcessRecord:
+    """One daemon of the cluster as recorded in the state file."""
+
+    name: str
+    kind: str                  # zookeeper | journalnode | namenode | zkfc
+    argv: list[str]
+    log: str
+    pid: int | None = None
+    address: str = ""
+    ready: dict = field(default_factory=dict)
+
+    def alive(self) -> bool:
+        return self.pid is not None and pid_alive(self.pid) and _cmdline_matches(self.pid, self.argv)
+
+
+def _cmdline_matches(pid: int, argv: list[str]) -> bool:
+    """Guard against pid reuse: the live process must run our command."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().split(b"\0")
+    except OSError:
+        return False
+    want = [a.encode() for a in argv if a.startswith(("journalnode", "namenode", "zkfc"))]
+    return bool(cmd) and all(w in cmd for w in want)
+
+
+class LocalCluster:
+    """A local HA cluster rooted at ``run_dir``.
+
+    Args:
+        run_dir: where configuration, data, logs, pid files and the state file live.
+        zk_servers: ZooKeeper ensemble size (1 or 3).
+        session_timeout_ms: ``ha.zookeeper.session-timeout.ms`` of the ZKFCs.
+        extra_conf: more configuration keys for every process.
+        out: progress printer (``print`` by default; ``lambda s: None`` to silence).
+    """
+
+    def __init__(self, run_dir: str, zk_servers: int = 1, session_timeout_ms: int = 2000,
+                 extra_conf: dict[str, str] | None = None, out: Callable[[str], None] = print) -> None:
+        self.run_dir = os.path.abspath(run_dir)
+        self.zk_servers = zk_servers
+        self.session_timeout_ms = session_timeout_ms
+        self.extra_conf = dict(extra_conf or {})
+        self.out = out
+        self.conf_dir = os.path.join(self.run_dir, "conf")
+        self.procs: dict[str, ProcessRecord] = {}
+        self.zk: ZooKeeperEnsemble | None = None
+        self._daemons: dict[str, Any] = {}  # name -> util.proc.Daemon (only in the starting process)
+
+    # ------------------------------------------------------------------ state file
+    @property
+    def state_path(self) -> str:
+        return os.path.join(self.run_dir, CLUSTER_STATE_FILE)
+
+    def _save(self) -> None:
+        state = {"run_dir": self.run_dir, "conf_dir": self.conf_dir, "nameservice": NAMESERVICE,
+                 "zk_servers": self.zk_servers, "session_timeout_ms": self.session_timeout_ms,
+                 "quorum": self.zk.connect_string if self.zk else "",
+                 "processes": [vars(p) for p in self.procs.values()]}
+        tmp = self.state_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(state, f, indent=1)
+        os.replace(tmp, self.state_path)  # invariant 2
+
+    @classmethod
+    def open(cls, run_dir: str, out: Callable[[str], None] = print) -> "LocalCluster":
+        """Attach to a cluster started by ``up`` (possibly by another process).
+
+        Raises:
+            ClusterError: no state file in ``run_dir``.
+        """
+        path = os.path.join(os.path.abspath(run_dir), CLUSTER_STATE_FILE)
+        try:
+            with open(path) as f:
+                state = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ClusterError(f"no cluster state in {path} (run `qjournal cluster up` first): {e}") from e
+        c = cls(run_dir, zk_servers=state.get("zk_servers", 1),
+                session_timeout_ms=state.get("session_timeout_ms", 2000), out=out)
+        for d in state.get("processes", []):
+            c.procs[d["name"]] = ProcessRecord(**d)
+        zk_dir = os.path.join(c.run_dir, "zookeeper")
+        if os.path.exists(os.path.join(zk_dir, "zookeeper.json")):
+            c.zk = ZooKeeperEnsemble.from_state(zk_dir)
+        return c
+
+    # ------------------------------------------------------------------ configuration
+    def _write_conf(self, ports: dict[str, int]) -> None:
+        from qjournal.config.conf import Configuration
+
+        assert self.zk is not None
+        conf = Configuration()
+        jn_uri = ";".join(f"127.0.0.1:{ports[f'{jn}.rpc']}" for jn in JN_NAMES)
+        values = {
+            "dfs.nameservices": NAMESERVICE,
+            f"dfs.ha.namenodes.{NAMESERVICE}": ",".join(NN_IDS),
+            "dfs.namenode.shared.edits.dir": f"qjournal://{jn_uri}/{NAMESERVICE}",
+            "dfs.ha.automatic-failover.enabled": "true",
+            "dfs.ha.fencing.methods": f"pidfence({self.run_dir})\nshell(/bin/true)",
+            "dfs.ha.tail-edits.period": "1s",
+            "dfs.ha.tail-edits.in-progress": "true",
+            "ha.zookeeper.quorum": self.zk.connect_string,
+            "ha.zookeeper.session-timeout.ms": str(self.session_timeout_ms),
+            "ha.health-monitor.check-interval.ms": "500",
+            "ha.health-monitor.rpc-timeout.ms": "5000",
+            "ha.health-monitor.connect-retry-interval.ms": "500",
+            "ha.failover-controller.graceful-fence.rpc-timeout.ms": "1000",
+            "ha.failover-controller.sleep-after-failure-to-become-active.ms": "500",
+            "dfs.client.failover.sleep.base.millis": "50",
+            "dfs.client.failover.sleep.max.millis": "500",
+            "dfs.client.failover.max.attempts": "100",
+            "ipc.client.connect.timeout": "1000",
+            "qjournal.client.rpc-timeout.ms": "10000",
+        }
+        for nn in NN_IDS:
+            values[f"dfs.namenode.rpc-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'{nn}.rpc']}"
+            values[f"dfs.ha.zkfc.rpc-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'zkfc.{nn}']}"
+        values.update(self.extra_conf)
+        for k, v in sorted(values.items()):
+            conf.set(k, v)
+        os.makedirs(self.conf_dir, exist_ok=True)
+        conf.write_xml(os.path.join(self.conf_dir, "hdfs-site.xml"))
+        Configuration().write_xml(os.path.join(self.conf_dir, "core-site.xml"))
+
+    def _nn_overrides(self, nn: str) -> list[str]:
+        d = os.path.join(self.run_dir, nn)
+        return ["-D", f"dfs.namenode.name.dir=file://{d}/name", "-D", f"dfs.namenode.edits.dir=file://{d}/edits",
+                "-D", f"dfs.ha.namenode.id={nn}"]
+
+    # ------------------------------------------------------------------ up
+    def up(self, ready_timeout_s: float = 60.0) -> None:
+        """Start the whole cluster and wait for one active NameNode.
+
+        Raises:
+            ClusterError: a step failed; everything started so far is stopped again.
+        """
+        if os.path.exists(self.state_path):
+            try:
+                old = LocalCluster.open(self.run_dir, out=lambda s: None)
+                if any(p.alive() for p in old.procs.values()):
+                    raise ClusterError(f"a cluster is already running in {self.run_dir}; "
+                                       "run `qjournal cluster down` first")
+            except ClusterError as e:
+                if "already running" in str(e):
+                    raise
+        os.makedirs(self.run_dir, exist_ok=True)
+        t0 = time.monotonic()
+        try:
+            self._up(ready_timeout_s)
+        except BaseException:
+            self.out("cluster: start-up failed, stopping what was started")
+            try:
+                self.down()
+            except ClusterError as e:
+                self.out(f"cluster: {e}")
+            raise
+        self.out(f"cluster: up in {time.monotonic() - t0:.1f}s (run dir {self.run_dir})")
+
+    def _up(self, ready_timeout_s: float) -> None:
+        names = [f"{jn}.{k}" for jn in JN_NAMES for k in ("rpc", "http")] + \
+                [f"{nn}.rpc" for nn in NN_IDS] + [f"zkfc.{nn}" for nn in NN_IDS]
+        ports = dict(zip(names, free_ports(len(names))))
+        self.out(f"cluster: starting ZooKeeper ({self.zk_servers} server{'s' if self.zk_servers > 1 else ''})")
+        self.zk = ZooKeeperEnsemble(os.path.join(self.run_dir, "zookeeper"), size=self.zk_servers)
+        self.zk.start(ready_timeout_s)
+        for s in self.zk.servers:
+            self.procs[f"zk{s.server_id}"] = ProcessRecord(
+                f"zk{s.server_id}", "zookeeper", ["java", "QuorumPeerMain", s.cfg_path], s.log_path, s.pid,
+                f"127.0.0.1:{s.client_port}")
+        self._save()
+        self._write_conf(ports)
+        base = ["--conf", self.conf_dir]
+        for jn in JN_NAMES:
+            self._start(jn, "journalnode", qjournal_argv(
+                *base, "journalnode", "--edits-dir", os.path.join(self.run_dir, jn),
+                "--rpc-address", f"127.0.0.1:{ports[f'{jn}.rpc']}",
+                "--http-address", f"127.0.0.1:{ports[f'{jn}.http']}",
+                "--pid-file", os.path.join(self.run_dir, f"{jn}.pid")), ready_timeout_s)
+        self._run_tool("format nn1", qjournal_argv(*base, *self._nn_overrides("nn1"), "namenode", "-format",
+                                                   "--nn-id", "nn1", "-clusterid", "qjournal-local"))
+        self._start("nn1", "namenode", self._nn_argv("nn1"), ready_timeout_s)
+        self._run_tool("bootstrap nn2", qjournal_argv(*base, *self._nn_overrides("nn2"), "namenode",
+                                                      "-bootstrapStandby", "--nn-id", "nn2"))
+        self._start("nn2", "namenode", self._nn_argv("nn2"), ready_timeout_s)
+        self._run_tool("format ZooKeeper", qjournal_argv(*base, "zkfc", "-formatZK", "-force"))
+        for nn in NN_IDS:
+            self._start(f"zkfc-{nn}", "zkfc", qjournal_argv(
+                *base, "zkfc", "--nn-id", nn, "--pid-file", os.path.join(self.run_dir, f"zkfc-{nn}.pid")),
+                ready_timeout_s)
+        active = self.wait_for_active(ready_timeout_s)
+        self.out(f"cluster: {active} is active")
+
+    def _nn_argv(self, nn: str) -> list[str]:
+        return qjournal_argv("--conf", self.conf_dir, *self._nn_overrides(nn), "namenode", "--nn-id", nn,
+                             "--pid-file", os.path.join(self.run_dir, f"{nn}.pid"))
+
+    def _start(self, name: str, kind: str, argv: list[str], ready_timeout_s: float = 60.0) -> ProcessRecord:
+        log_path = os.path.join(self.run_dir, f"{name}.log")
+        self.out(f"cluster: starting {name}")
+        rec = ProcessRecord(name, kind, argv, log_path)
+        self.procs[name] = rec
+        try:
+            d = start_daemon(name, argv, log_path=log_path, ready_timeout_s=ready_timeout_s)
+        except Exception as e:
+            self._save()
+            raise ClusterError(f"cluster: {name} did not start: {e}") from e
+        rec.pid, rec.ready = d.pid, d.ready
+        rec.address = str(d.ready.get("rpc", ""))
+        self._daemons[name] = d
+        self._save()
+        return rec
+
+    def _run_tool(self, what: str, argv: list[str], timeout_s: float = 120.0) -> None:
+        self.out(f"cluster: {what}")
+        log_path = os.path.join(self.run_dir, "tools.log")
+        with open(log_path, "ab") as log:
+            log.write(f"\n$ {' '.join(argv)}\n".encode())
+            log.flush()
+            r = subprocess.run(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, timeout=timeout_s)
+        if r.returncode != 0:
+            with open(log_path, "rb") as f:
+                tail = f.read().decode("utf-8", "replace").splitlines()[-15:]
+            raise ClusterError(f"cluster: {what} failed with status {r.returncode}:\n" + "\n".join(tail))
+
+    # ------------------------------------------------------------------ inspection
+    def nn_states(self) -> dict[str, dict | None]:
+        """``get_service_status`` of each NameNode (None if it does not answer)."""
+        return _run_async(self._query_all("namenode", "get_service_status", {}))
+
+    def zkfc_states(self, events: bool = False) -> dict[str, dict | None]:
+        """``get_zkfc_status`` of each ZKFC (None if it does not answer)."""
+        return _run_async(self._query_all("zkfc", "get_zkfc_status", {"events": events}))
+
+    async def _query_all(self, kind: str, method: str, kwargs: dict) -> dict[str, dict | None]:
+        names = sorted(n for n, p in self.procs.items() if p.kind == kind)
+        results = await asyncio.gather(*(self._query(self.procs[n], method, kwargs) for n in names))
+        return dict(zip(names, results))
+
+    @staticmethod
+    async def _query(rec: ProcessRecord, method: str, kwargs: dict, timeout_ms: int = 1500) -> dict | None:
+        from qjournal.transport import RpcClient
+
+        if not rec.address or not rec.alive():
+            return None
+        host, _, port = rec.address.rpartition(":")
+        try:
+            c = await RpcClient.connect_tcp(host, int(port), connect_timeout_ms=timeout_ms)
+        except Exception:
+            return None
+        try:
+            return await c.call(method, timeout_ms=timeout_ms, **kwargs)
+        except Exception:
+            return None
+        finally:
+            await c.close()
+
+    def active_namenode(self) -> str | None:
+        """The id of the NameNode reporting ``active`` (None if none or more than one)."""
+        act = [n for n, s in sorted(self.nn_states().items()) if s and s.get("state") == "active"]
+        return act[0] if len(act) == 1 else None
+
+    def wait_for_active(self, timeout_s: float, exclude: str | None = None,
+                        progress: Callable[[float], None] | None = None) -> str:
+        """Wait until exactly one NameNode (other than ``exclude``) is active.
+
+        Raises:
+            ClusterError: not within ``timeout_s``.
+        """
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        while True:
+            act = self.active_namenode()
+            if act is not None and act != exclude:
+                return act
+            if time.monotonic() > deadline:
+                raise ClusterError(f"no active NameNode after {timeout_s}s; states: {self.nn_states()}")
+            if progress is not None:
+                progress(time.monotonic() - t0)
+            time.sleep(0.05)  # poll interval of a status probe, not synchronisation
+
+    def status_rows(self) -> list[dict]:
+        """One row per process: name, pid, alive, role/HA state, health, address."""
+        nn = self.nn_states()
+        zkfc = self.zkfc_states()
+        rows = []
+        for name in self._ordered_names():
+            p = self.procs[name]
+            alive = p.alive() if p.kind != "zookeeper" else (p.pid is not None and pid_alive(p.pid))
+            state, health = "-", "-"
+            if p.kind == "namenode" and nn.get(name):
+                state = nn[name]["state"]
+                health = "ready" if nn[name].get("ready_to_become_active", True) else \
+                    nn[name].get("not_ready_reason", "not ready")
+            elif p.kind == "zkfc" and zkfc.get(name):
+                z = zkfc[name]
+                state, health = z["elector_state"].lower(), z["health"]
+            elif p.kind == "zookeeper" and alive:
+                host, _, port = p.address.rpartition(":")
+                state = server_mode(host, int(port)) or "not serving"
+            elif p.kind == "journalnode" and alive:
+                state = "serving"
+            rows.append({"name": name, "pid": p.pid, "alive": alive, "state": state, "health": health,
+                         "address": p.address})
+        return rows
+
+    def format_status(self) -> str:
+        rows = self.status_rows()
+        head = f"{'NAME':<10} {'PID':>8} {'ALIVE':<6} {'ROLE/HA STATE':<14} {'HEALTH':<24} ADDRESS"
+        lines = [head]
+        for r in rows:
+            lines.append(f"{r['name']:<10} {str(r['pid'] or '-'):>8} {('yes' if r['alive'] else 'NO'):<6} "
+                         f"{r['state']:<14} {r['health']:<24} {r['address']}")
+        return "\n".join(lines)
+
+    def _ordered_names(self) -> list[str]:
+        order = {"zookeeper": 0, "journalnode": 1, "namenode": 2, "zkfc": 3}
+        return sorted(self.procs, key=lambda n: (order.get(self.procs[n].kind, 9), n))
+
+    # ------------------------------------------------------------------ faults / repair
+    def kill(self, name: str, sig: int = signal.SIGKILL, wait_s: float = 10.0) -> int:
+        """Send ``sig`` to one process (SIGKILL by default) and wait for it to die.
+
+        Returns:
+            The pid signalled.
+
+        Raises:
+            ClusterError: unknown name, not running, or still alive after ``wait_s``.
+        """
+        rec = self._rec(name)
+        if rec.kind == "zookeeper":
+            if self.zk is None:
+                raise ClusterError("no ZooKeeper state")
+            self.zk.kill(int(name[2:]), sig)
+            return rec.pid or 0
+        if not rec.alive():
+            raise ClusterError(f"{name} is not running")
+        assert rec.pid is not None
+        os.kill(rec.pid, sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            d = self._daemons.get(name)
+            deadline = time.monotonic() + wait_s
+            while pid_alive(rec.pid):
+                if d is not None:
+                    try:
+                        d.proc.wait(timeout=0.05)
+                    except subprocess.TimeoutExpired:
+                        pass
+                else:
+                    time.sleep(0.02)  # not our child: poll /proc
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"{name} (pid {rec.pid}) still alive {wait_s}s after signal {sig}")
+        return rec.pid
+
+    def restart(self, name: str, ready_timeout_s: float = 60.0) -> ProcessRecord:
+        """Start a process again with its recorded command line (killing it first if alive)."""
+        rec = self._rec(name)
+        if rec.kind == "zookeeper":
+            assert self.zk is not None
+            self.zk.restart(int(name[2:]), ready_timeout_s)
+            s = self.zk.server(int(name[2:]))
+            rec.pid = s.pid
+            self._save()
+            return rec
+        if rec.alive():
+            self.kill(name, signal.SIGTERM)
+        return self._start(name, rec.kind, rec.argv, ready_timeout_s)
+
+    def logs(self, name: str, lines: int = 50) -> str:
+        """The last ``lines`` lines of a process's log."""
+        rec = self._rec(name)
+        try:
+            with open(rec.log, "rb") as f:
+                return "\n".join(f.read().decode("utf-8", "replace").splitlines()[-lines:])
+        except OSError as e:
+            raise ClusterError(f"cannot read the log of {name} at {rec.log}: {e}") from e
+
+    def _rec(self, name: str) -> ProcessRecord:
+        if name not in self.procs:
+            raise ClusterError(f"no process {name!r} in the cluster at {self.run_dir}; "
+                               f"known: {', '.join(self._ordered_names())}")
+        return self.procs[name]
+
+    # ------------------------------------------------------------------ down
+    def down(self, timeout_s: float = 15.0) -> None:
+        """Stop everything (ZKFCs, NameNodes, JournalNodes, ZooKeeper); verify nothing is left.
+
+        Raises:
+            ClusterError: a process survived SIGKILL (invariant 1).
+        """
+        order = {"zkfc": 0, "namenode": 1, "journalnode": 2}
+        names = sorted((n for n, p in self.procs.items() if p.kind != "zookeeper"),
+                       key=lambda n: (order.get(self.procs[n].kind, 9), n))
+        for group in (0, 1, 2):
+            batch = [n for n in names if order.get(self.procs[n].kind) == group]
+            for n in batch:
+                rec = self.procs[n]
+                if rec.alive():
+                    try:
+                        os.kill(rec.pid, signal.SIGCONT)
+                        os.kill(rec.pid, signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+            deadline = time.monotonic() + timeout_s
+            for n in batch:
+                rec = self.procs[n]
+                while rec.alive() and time.monotonic() < deadline:
+                    self._reap(n)
+                    time.sleep(0.02)
+                if rec.alive():
+                    try:
+                        os.kill(rec.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    end = time.monotonic() + 5
+                    while rec.alive() and time.monotonic() < end:
+                        self._reap(n)
+                        time.sleep(0.02)
+                self._reap(n)
+        if self.zk is not None:
+            self.zk.stop()
+        left = [f"{n} (pid {p.pid})" for n, p in sorted(self.procs.items())
+                if p.kind != "zookeeper" and p.alive()]
+        if self.zk is not None:
+            left += [f"zk{s.server_id} (pid {s.pid})" for s in self.zk.servers if s.alive()]
+        if os.path.isdir(self.run_dir):
+            self._save()
+        if left:
+            raise ClusterError(f"processes still running after down: {', '.join(left)}")
+        self.out(f"cluster: down; nothing left running from {self.run_dir}")
+
+    def _reap(self, name: str) -> None:
+        d = self._daemons.get(name)
+        if d is not None:
+            try:
+                d.proc.wait(timeout=0)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def _run_async(coro) -> Any:
+    """Run a coroutine from sync code (also when called from a thread of a running loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        return ex.submit(asyncio.run, coro).result()
