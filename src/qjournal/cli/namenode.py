@@ -1,0 +1,169 @@
+"""``qjournal namenode``: run a NameNode, or format / bootstrap its storage.
+
+Why a separate module: each role owns its CLI (``cli/main.py``). Modes, as
+``hdfs namenode``:
+
+* ``-format [-clusterid ID] [-force]``: new namespace, empty image at txid 0;
+  formats the local edits dirs and the shared edits dir.
+* ``-bootstrapStandby [-force]``: copy the namespace id and newest image from
+  the other NameNode of the nameservice (it must be running).
+* ``-initializeSharedEdits``: format the shared edits dir and copy the local
+  edits after the newest image into it (turning a non-HA NameNode into HA).
+* no mode: run the daemon in the foreground. It prints ``READY {json}`` once
+  serving, writes ``--pid-file``, stops cleanly on SIGTERM/SIGINT (status 0)
+  and exits with status 1 when its required journal fails (fenced).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+
+log = logging.getLogger("qjournal.namenode")
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host or "0.0.0.0", int(port)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``namenode`` subcommand."""
+    p = subparsers.add_parser("namenode", help="run a NameNode, or format / bootstrap its storage",
+                              description=__doc__.splitlines()[0])
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("-format", action="store_true", help="format a new namespace")
+    mode.add_argument("-bootstrapStandby", action="store_true",
+                      help="copy the namespace and newest image from the other NameNode")
+    mode.add_argument("-initializeSharedEdits", action="store_true",
+                      help="format the shared edits dir and copy the local edits into it")
+    p.add_argument("-force", action="store_true", help="re-format even if data exists")
+    p.add_argument("-clusterid", help="cluster id for -format")
+    p.add_argument("--nn-id", help="this NameNode's id in the nameservice (dfs.ha.namenode.id)")
+    p.add_argument("--rpc-address", type=_address, metavar="HOST:PORT",
+                   help="RPC address, port 0 = any (default: dfs.namenode.rpc-address.<ns>.<nn>)")
+    p.add_argument("--pid-file", help="write the process id here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Returns the exit status."""
+    from qjournal.config import Configuration
+    from qjournal.errors import QJournalError
+
+    try:
+        conf = Configuration.from_args(args)
+        if args.nn_id:
+            conf.set("dfs.ha.namenode.id", args.nn_id)
+    except QJournalError as e:
+        print(f"namenode: {e}", file=sys.stderr)
+        return 1
+    try:
+        from qjournal.util.logs import setup_logging
+        setup_logging("namenode", conf.get("qjournal.log.level"), json=conf.get_bool("qjournal.log.json"))
+    except ImportError:  # pragma: no cover
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    try:
+        if args.format:
+            return asyncio.run(_format(conf, args))
+        if args.bootstrapStandby:
+            return asyncio.run(_bootstrap(conf, args))
+        if args.initializeSharedEdits:
+            return asyncio.run(_init_shared(conf))
+        return asyncio.run(_serve(conf, args))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def _format(conf, args) -> int:
+    from qjournal.errors import QJournalError
+    from qjournal.namenode.server import format_namenode
+
+    try:
+        ns_info = await format_namenode(conf, cluster_id=args.clusterid, force=args.force)
+    except (QJournalError, OSError) as e:
+        print(f"namenode -format: {e}", file=sys.stderr)
+        return 1
+    print(f"Formatted namespace {ns_info.namespace_id} of cluster {ns_info.cluster_id}")
+    return 0
+
+
+async def _bootstrap(conf, args) -> int:
+    from qjournal.errors import QJournalError
+    from qjournal.namenode.server import bootstrap_standby
+
+    try:
+        txid = await bootstrap_standby(conf, args.nn_id, force=args.force)
+    except (QJournalError, OSError) as e:
+        print(f"namenode -bootstrapStandby: {e}", file=sys.stderr)
+        return 1
+    print(f"Bootstrapped standby with the image at txid {txid}")
+    return 0
+
+
+async def _init_shared(conf) -> int:
+    from qjournal.errors import QJournalError
+    from qjournal.namenode.server import initialize_shared_edits
+
+    try:
+        n = await initialize_shared_edits(conf)
+    except (QJournalError, OSError) as e:
+        print(f"namenode -initializeSharedEdits: {e}", file=sys.stderr)
+        return 1
+    print(f"Initialized the shared edits dir with {n} transactions")
+    return 0
+
+
+async def _serve(conf, args: argparse.Namespace) -> int:
+    from qjournal.errors import QJournalError
+    from qjournal.namenode.server import NameNode
+
+    stop = asyncio.Event()
+    status = {"code": 0}
+
+    def on_exit(code: int) -> None:
+        status["code"] = code
+        stop.set()
+
+    nn = NameNode(conf, args.nn_id, exit_hook=on_exit)
+    host = port = None
+    if args.rpc_address:
+        host, port = args.rpc_address
+    try:
+        addr = await nn.start(host, port)
+    except (QJournalError, OSError) as e:
+        log.error("NameNode failed to start: %s", e)
+        print(f"namenode: failed to start: {e}", file=sys.stderr)
+        await nn.stop()
+        return 1
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if args.pid_file:
+        with open(args.pid_file, "w") as f:
+            f.write(f"{os.getpid()}\n")
+    assert addr is not None
+    ready = {"role": "namenode", "rpc": f"{addr[0]}:{addr[1]}", "pid": os.getpid(),
+             "nn_id": nn.nn_id, "state": nn.state.value}
+    print(f"READY {json.dumps(ready)}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        log.info("NameNode stopping", extra={"exit_status": status["code"]})
+        try:
+            await asyncio.wait_for(nn.stop(), 30)
+        except (asyncio.TimeoutError, QJournalError) as e:
+            log.error("NameNode stop did not finish cleanly: %s", e)
+        if args.pid_file:
+            try:
+                os.unlink(args.pid_file)
+            except OSError:
+                pass
+    return status["code"]

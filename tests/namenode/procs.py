@@ -1,0 +1,59 @@
+"""Helpers for the real-process NameNode tests: start/stop daemons, run CLI commands, wait on conditions."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from qjournal.util.proc import Daemon, qjournal_argv, start_daemon
+
+
+def wait_until(cond, what: str, timeout_s: float = 30.0, poll_s: float = 0.05):
+    """Poll ``cond`` until it returns a truthy value or the deadline passes (a condition, not a sleep)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(poll_s)
+
+
+class Cluster:
+    """Daemons and -D options of one test; ``close()`` kills whatever is still running."""
+
+    def __init__(self, tmp):
+        self.tmp = str(tmp)
+        self.daemons: list[Daemon] = []
+        self.common: dict[str, str] = {"qjournal.log.json": "false"}
+
+    def opts(self, extra: dict | None = None) -> list[str]:
+        out = []
+        for k, v in sorted({**self.common, **(extra or {})}.items()):
+            out += ["-D", f"{k}={v}"]
+        return out
+
+    def run(self, *args: str, extra: dict | None = None, check: bool = True,
+            timeout_s: float = 60.0) -> subprocess.CompletedProcess:
+        argv = qjournal_argv(*self.opts(extra), *args)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        if check and r.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} exited {r.returncode}\n{r.stdout}\n{r.stderr}")
+        return r
+
+    def start(self, name: str, *args: str, extra: dict | None = None) -> Daemon:
+        log = os.path.join(self.tmp, f"{name}.log")
+        d = start_daemon(name, qjournal_argv(*self.opts(extra), *args), log_path=log,
+                         ready_timeout_s=60.0)
+        self.daemons.append(d)
+        return d
+
+    def close(self) -> None:
+        for d in self.daemons:
+            try:
+                d.kill()
+            except Exception as e:  # keep killing the others
+                print(f"could not kill {d.name}: {e}", file=sys.stderr)
