@@ -5,7 +5,8 @@ from __future__ import annotations
 from qjournal.protocol.segment import OP_DATA, encode_header, encode_records
 from qjournal.sim.checker import RULES, check
 from qjournal.sim.history import (Accepted, Acked, EpochGranted, Failure, FinalLog, Finalized,
-                                  History, NodeSegment, Promise, Read, Setup, Written)
+                                  History, NodeSegment, Promise, Read, Setup, Written,
+                                  WriterStarted)
 
 NODES = ("jn0", "jn1", "jn2")
 
@@ -91,18 +92,47 @@ def test_invented_bytes():
     assert rules(h) == ["invented"]
 
 
-def test_epoch_promised_to_two_writers():
+def test_racing_writers_may_each_get_a_minority_of_promises_for_one_epoch():
     h = good()
     h.add(Promise("jn0", 2, "w2"))
     h.add(Promise("jn1", 2, "w3"))
+    h.add(Promise("jn2", 2, "w3"))
+    assert check(h) == []
+
+
+def test_epoch_held_by_two_writers():
+    h = good()
+    h.add(Promise("jn0", 2, "w2"))
+    h.add(Promise("jn1", 2, "w2"))
+    h.add(Promise("jn2", 2, "w3"))
+    h.add(Promise("jn1", 3, "w9"))
+    h.add(Promise("jn2", 2, "w3"))  # jn2 promising 2 twice is itself a violation
     assert rules(h) == ["epoch_reused"]
+    assert len(check(h)) == 1
 
 
-def test_epochs_must_increase():
+def test_node_promising_an_epoch_twice():
+    h = good()
+    h.add(Promise("jn0", 1, "w9"))
+    [v] = check(h)
+    assert v.rule == "epoch_reused" and "twice" in v.message
+
+
+def test_epochs_must_increase_for_writers_started_later():
     h = good()
     h.add(EpochGranted("w2", 3))
+    h.add(WriterStarted("w3"))
     h.add(EpochGranted("w3", 2))
     assert rules(h) == ["epoch_not_increasing"]
+
+
+def test_recoveries_may_finish_in_any_order():
+    h = good()
+    h.add(WriterStarted("w2"))
+    h.add(WriterStarted("w3"))
+    h.add(EpochGranted("w3", 3))
+    h.add(EpochGranted("w2", 2))
+    assert check(h) == []
 
 
 def test_old_writer_accepted_by_quorum_after_new_promise_quorum():

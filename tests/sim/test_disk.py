@@ -48,21 +48,35 @@ def test_unsynced_tail_fares_every_way_across_seeds_but_never_touches_synced_pre
     seen = set()
     for seed in range(60):
         f = fs(seed)
-        f.create("/jn/current/seg", b"D" * 10)
+        f.create("/jn/current/seg", b"D" * 1000)
         f.fsync("/jn/current/seg")
         f.fsync_dir("/jn/current")
         f.append("/jn/current/seg", b"U" * 10)
         [(path, mode)] = f.crash().items()
         seen.add(mode)
         data = f.read("/jn/current/seg")
-        assert data[:10] == b"D" * 10, seed
+        assert data[:1000] == b"D" * 1000, seed
         if mode == "lose_unsynced":
-            assert data == b"D" * 10
+            assert data == b"D" * 1000
         elif mode == "keep_unsynced":
-            assert data == b"D" * 10 + b"U" * 10
+            assert data == b"D" * 1000 + b"U" * 10
         elif mode == "torn_prefix":
-            assert len(data) < 20 and set(data[10:]) <= {ord("U")}
+            assert len(data) < 1010 and set(data[1000:]) <= {ord("U")}
     assert seen == set(CRASH_MODES)
+
+
+def test_small_file_never_tears_mid_sector():
+    seen = set()
+    for seed in range(40):
+        f = fs(seed)
+        f.create("/jn/current/committed-txid", b"")
+        f.fsync_dir("/jn/current")
+        f.append("/jn/current/committed-txid", b"\x00\x00\x00\x00\x00\x00\x00\x07")
+        f.crash()
+        v = f.read("/jn/current/committed-txid")
+        assert v in (b"", bytes(8), b"\x00\x00\x00\x00\x00\x00\x00\x07"), (seed, v)
+        seen.add(v)
+    assert len(seen) == 3
 
 
 def test_crash_is_reproducible_from_the_seed():
@@ -189,7 +203,7 @@ def test_segment_append_sync_and_list():
     assert s.list_files() == []
 
 
-def test_best_effort_value_after_crash_is_old_new_or_garbage():
+def test_best_effort_value_after_crash_is_old_or_new_sector_atomic():
     seen = set()
     for seed in range(30):
         f, s = storage(seed)
@@ -201,4 +215,18 @@ def test_best_effort_value_after_crash_is_old_new_or_garbage():
         v = s.read("committed-txid")
         assert len(v) == 8
         seen.add(v if v in (b"00000005", b"00000009") else b"garbage")
-    assert seen == {b"00000005", b"00000009", b"garbage"}
+    assert seen == {b"00000005", b"00000009"}
+
+
+def test_large_rewrite_may_tear_into_garbage():
+    seen = set()
+    for seed in range(30):
+        f, s = storage(seed)
+        s.write_best_effort("big", b"a" * 1024)
+        s.sync("big")
+        s.sync_dir()
+        s.write_best_effort("big", b"b" * 1024)
+        f.crash()
+        v = s.read("big")
+        seen.add(v if v in (b"a" * 1024, b"b" * 1024) else b"garbage")
+    assert b"garbage" in seen

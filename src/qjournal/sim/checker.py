@@ -14,9 +14,14 @@ Rules checked (each violation names its rule):
 4. ``invented``: every txid in the final log carries bytes some writer wrote
    for that txid (recovery never invents or mixes data; "recovered <= max
    attempted", reference §6.4).
-5. ``epoch_reused``: no epoch is promised to two different writers, and no
-   epoch is granted to two writers.
-6. ``epoch_not_increasing``: epochs granted to writers increase with time.
+5. ``epoch_reused``: no node promises the same epoch twice, no epoch is held
+   (promised by a quorum) by two writers, and no epoch is granted to two
+   writers. (Two writers may each get *some* promises for the same epoch
+   when they race: only one of them can reach a quorum.)
+6. ``epoch_not_increasing``: a writer started after another writer was
+   granted epoch E gets an epoch greater than E. (Recoveries may *finish* in
+   any order; and an older epoch may even complete a quorum of promises after
+   a newer one, since promises only fence: rule 7 is what makes that harmless.)
 7. ``two_writers``: once a quorum of nodes promised epoch E, no batch of an
    older epoch is accepted by a quorum of nodes *all after that moment*
    (quorum intersection makes that impossible if every node keeps its promise).
@@ -37,7 +42,8 @@ from dataclasses import dataclass
 from qjournal.errors import CorruptRecordError, CorruptSegmentError
 from qjournal.protocol.segment import OP_DATA, decode_header, iter_records
 from qjournal.sim.history import (Accepted, Acked, EpochGranted, Failure, FinalLog, Finalized,
-                                  History, NodeSegment, Promise, Read, Setup, Written)
+                                  History, NodeSegment, Promise, Read, Setup, Written,
+                                  WriterStarted)
 
 __all__ = ["Violation", "check", "RULES"]
 
@@ -161,24 +167,46 @@ def _check_reads(history: History):
 # -- rules 5 and 6 ----------------------------------------------------------------
 
 def _check_epochs(history: History):
-    owner: dict[int, Promise] = {}
+    setups = history.of(Setup)
+    quorum = len(setups[-1].nodes) // 2 + 1 if setups else None
+    # a node never promises the same epoch twice (jn_rules invariant 5)
+    by_node: dict[tuple[str, int], Promise] = {}
+    # an epoch is *held* by a writer once a quorum of nodes promised it to that writer
+    promisers: dict[tuple[int, str], list[Promise]] = {}
+    holder: dict[int, Promise] = {}
     for p in history.of(Promise):
-        prev = owner.setdefault(p.epoch, p)
-        if prev.writer != p.writer:
-            yield Violation("epoch_reused", f"epoch {p.epoch} promised to writer {prev.writer} "
-                            f"(node {prev.node}) and to writer {p.writer} (node {p.node})",
-                            (prev.seq, p.seq))
+        prev = by_node.setdefault((p.node, p.epoch), p)
+        if prev is not p:
+            yield Violation("epoch_reused", f"node {p.node} promised epoch {p.epoch} twice (to "
+                            f"{prev.writer} and to {p.writer})", (prev.seq, p.seq))
+        got = promisers.setdefault((p.epoch, p.writer), [])
+        if p.node not in [q.node for q in got]:
+            got.append(p)
+        if quorum is not None and len(got) == quorum:
+            first = holder.setdefault(p.epoch, p)
+            if first.writer != p.writer:
+                yield Violation("epoch_reused", f"epoch {p.epoch} held (promised by a quorum) by "
+                                f"writer {first.writer} and by writer {p.writer}", (first.seq, p.seq))
     granted: dict[int, EpochGranted] = {}
-    last: EpochGranted | None = None
     for g in history.of(EpochGranted):
         prev = granted.setdefault(g.epoch, g)
         if prev.writer != g.writer:
             yield Violation("epoch_reused", f"epoch {g.epoch} granted to writers {prev.writer} "
                             f"and {g.writer}", (prev.seq, g.seq))
-        if last is not None and g.epoch <= last.epoch and g.writer != last.writer:
-            yield Violation("epoch_not_increasing", f"writer {g.writer} got epoch {g.epoch} after "
-                            f"writer {last.writer} got epoch {last.epoch}", (last.seq, g.seq))
-        last = g
+    # a writer started after another writer was granted its epoch gets a larger epoch
+    started = {w.writer: w for w in history.of(WriterStarted)}
+    grants = history.of(EpochGranted)
+    for g in grants:
+        s = started.get(g.writer)
+        if s is None:
+            continue
+        before = [a for a in grants if a.seq < s.seq and a.writer != g.writer]
+        if before:
+            top = max(before, key=lambda a: (a.epoch, -a.seq))
+            if g.epoch <= top.epoch:
+                yield Violation("epoch_not_increasing", f"writer {g.writer} started after writer "
+                                f"{top.writer} was granted epoch {top.epoch}, yet got epoch {g.epoch}",
+                                (top.seq, s.seq, g.seq))
 
 
 # -- rule 7 -----------------------------------------------------------------------
@@ -252,9 +280,10 @@ def _check_finalized(history: History):
                             f"{s.node} does not decode: {e}", (s.seq,))
             continue
         txids = [r.txid for r in records if r.opcode == OP_DATA]
-        if records and (records[0].txid != s.start_txid or records[-1].txid != s.end_txid):
+        if not records or records[0].txid != s.start_txid or records[-1].txid != s.end_txid:
+            held = f"txids {records[0].txid}..{records[-1].txid}" if records else "no record"
             yield Violation("finalized_vs_log", f"finalized segment {s.start_txid}-{s.end_txid} on "
-                            f"{s.node} holds txids {records[0].txid}..{records[-1].txid}", (s.seq,))
+                            f"{s.node} holds {held}", (s.seq,))
         for r in records:
             if r.opcode != OP_DATA:
                 continue

@@ -17,8 +17,11 @@ Model (the POSIX guarantees that matter, and no more):
   last durable entries; a file created and never made durable disappears.
 * :meth:`SimFS.crash` applies, per file with unsynced appended bytes, one of:
   lose them all, keep them all, keep a prefix (a torn write), or keep a prefix
-  followed by garbage (a torn sector); a file overwritten in place without
-  fsync keeps the old bytes, the new bytes or garbage of the same length.
+  followed by garbage (a torn sector); a file of at most one sector instead
+  loses them, keeps them, or reads zeros in their place (size updated before
+  the data); a file truncated or overwritten in
+  place without fsync keeps the old bytes or the new bytes (or, for a rewrite
+  larger than one 512-byte sector, garbage of the same length).
   Which one is drawn from the seeded generator.
 * ``capacity_bytes`` caps the sum of visible file sizes; a write beyond it
   writes what fits and raises ``OSError(ENOSPC)``, as a real write(2) can leave
@@ -50,6 +53,9 @@ import random
 from dataclasses import dataclass, field
 
 __all__ = ["SimFS", "SimulatedCrash", "CRASH_MODES"]
+
+#: a write within one sector is atomic on the devices we model
+SECTOR_BYTES = 512
 
 #: how unsynced bytes of one file fare in a crash
 CRASH_MODES = ["lose_unsynced", "keep_unsynced", "torn_prefix", "torn_garbage"]
@@ -89,6 +95,7 @@ class SimFS:
         self._dirs: dict[str, dict[str, int]] = {"/": {}}
         self._durable_dirs: dict[str, dict[str, int]] = {"/": {}}
         self.armed: dict[str, int] = {}  # crash point -> countdown (fires when it reaches 0)
+        self.locks: dict[str, bool] = {}  # journal dir -> held (a process lock: gone in a crash)
         self.stats: dict[str, int] = {}
 
     # -- crash points ------------------------------------------------------------------
@@ -244,6 +251,7 @@ class SimFS:
             path -> crash mode applied, for files that had unsynced bytes (sorted).
         """
         self.armed.clear()
+        self.locks.clear()
         self._dirs = {d: dict(e) for d, e in sorted(self._durable_dirs.items())}
         applied: dict[str, str] = {}
         live = sorted({(d, n, ino) for d, e in self._dirs.items() for n, ino in e.items()})
@@ -254,8 +262,12 @@ class SimFS:
                 continue
             path = posixpath.join(d, n)
             if not vis.startswith(dur):
-                # rewritten in place without fsync (a best-effort file): old, new or garbage
-                mode = self.rng.choice(["overwrite_old", "overwrite_new", "overwrite_garbage"])
+                # truncated or rewritten in place without fsync: the old or the new bytes;
+                # garbage only for a rewrite larger than one sector (a sector write is atomic)
+                modes = ["overwrite_old", "overwrite_new"]
+                if len(vis) > SECTOR_BYTES and not dur.startswith(vis):
+                    modes.append("overwrite_garbage")
+                mode = self.rng.choice(modes)
                 if mode == "overwrite_old":
                     new = dur
                 elif mode == "overwrite_new":
@@ -267,9 +279,16 @@ class SimFS:
                 applied[path] = mode
                 self._count(f"crash_{mode}")
                 continue
-            mode = self.rng.choice(CRASH_MODES)
             extra = vis[len(dur):]
-            if mode == "lose_unsynced" or not extra:
+            if len(vis) <= SECTOR_BYTES:
+                # a small file lives in one sector: its data is all there, not there, or the
+                # size was updated before the data (zeros); it does not tear mid-sector
+                mode = self.rng.choice(["lose_unsynced", "keep_unsynced", "zero_fill"])
+            else:
+                mode = self.rng.choice(CRASH_MODES)
+            if mode == "zero_fill":
+                new = dur + bytes(len(extra))
+            elif mode == "lose_unsynced" or not extra:
                 new = dur
             elif mode == "keep_unsynced":
                 new = vis
@@ -357,7 +376,7 @@ class SimJournalStorage(JournalStorage):
 
     # --- lifecycle -----------------------------------------------------------------
     def lock(self) -> None:
-        holders = self.fs.__dict__.setdefault("_sim_locks", {})
+        holders = self.fs.locks
         if holders.get(self.journal_dir):
             raise JournalLockedError(f"Cannot lock storage {self.where}: the directory is already "
                                      f"locked", path=self.journal_dir)
@@ -367,7 +386,7 @@ class SimJournalStorage(JournalStorage):
 
     def close(self) -> None:
         if self._locked:
-            self.fs.__dict__.setdefault("_sim_locks", {}).pop(self.journal_dir, None)
+            self.fs.locks.pop(self.journal_dir, None)
             self._locked = False
 
     def wipe(self) -> None:

@@ -15,6 +15,7 @@ Vocabulary (HDFS-3077 names):
 
 * ``Setup``: the JournalNodes of the run (fixes the quorum size).
 * ``Promise``: a JournalNode answered ``new_epoch`` successfully for a writer.
+* ``WriterStarted``: a writer incarnation was created (before it asks anything).
 * ``EpochGranted``: a writer got its epoch from a quorum (client side).
 * ``Written``: a writer handed a txid and its bytes to the log (not yet acked).
 * ``Acked``: ``log_sync`` returned: every txid the writer wrote up to ``txid``
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 __all__ = [
-    "Event", "Setup", "Promise", "EpochGranted", "Written", "Acked", "Accepted", "Finalized",
+    "Event", "Setup", "Promise", "WriterStarted", "EpochGranted", "Written", "Acked", "Accepted", "Finalized",
     "Read", "NodeSegment", "FinalLog", "Fault", "Failure", "History",
 ]
 
@@ -66,6 +67,11 @@ class Promise(Event):
 class EpochGranted(Event):
     writer: str
     epoch: int
+
+
+@dataclass(frozen=True)
+class WriterStarted(Event):
+    writer: str
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,161 @@
+"""``python -m qjournal.sim``: run, replay, minimise and soak simulated seeds; run a chaos session.
+
+Why a command: a failing seed printed by a test or a soak must be replayable
+by pasting one line. Usage::
+
+    python -m qjournal.sim --seed 42 --steps 200            # one run (replay)
+    python -m qjournal.sim --seed 42 --steps 200 --faults drop=0,jn_crash=0.1
+    python -m qjournal.sim soak --seeds 2000 [--first 0] [--steps 150] [--jobs 2]
+    python -m qjournal.sim chaos --duration-s 60 --seed 7 [--nodes 3]
+
+A failing run is minimised (fewer steps, then fewer fault kinds) and the
+smallest failing run is printed with its replay command and its history.
+
+String hashing is randomised per process unless ``PYTHONHASHSEED`` is set; the
+command re-executes itself with ``PYTHONHASHSEED=0`` so that a replay in a new
+process iterates any (accidental) set of strings in the same order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def _ensure_hash_seed() -> None:
+    if os.environ.get("PYTHONHASHSEED") != "0" and not os.environ.get("QJOURNAL_SIM_NO_REEXEC"):
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        os.execve(sys.executable, [sys.executable, "-m", "qjournal.sim", *sys.argv[1:]], env)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m qjournal.sim", description=__doc__.splitlines()[0])
+    p.add_argument("--seed", type=int, default=0, help="seed of the run to replay")
+    p.add_argument("--steps", type=int, default=150, help="director steps per run")
+    p.add_argument("--nodes", type=int, default=3, choices=[3, 5], help="JournalNodes")
+    p.add_argument("--faults", default=None,
+                   help="fault probabilities kind=p,... ('none' = fault-free); see qjournal.sim.faults")
+    p.add_argument("--no-minimise", action="store_true", help="do not minimise a failing run")
+    p.add_argument("--history", action="store_true", help="print the whole history of the run")
+    sub = p.add_subparsers(dest="command")
+    s = sub.add_parser("soak", help="run many seeds and report counts")
+    s.add_argument("--seeds", type=int, default=2000)
+    s.add_argument("--first", type=int, default=0)
+    s.add_argument("--steps", type=int, default=150, dest="soak_steps")
+    s.add_argument("--jobs", type=int, default=1, help="worker processes")
+    s.add_argument("--report", default=None, help="write the soak summary as JSON to this file")
+    s.add_argument("--chaos-duration-s", type=float, default=0.0,
+                   help="after the seeds, run a real-process chaos session this long (0 = none)")
+    c = sub.add_parser("chaos", help="real processes, real sockets, seeded fault schedule")
+    c.add_argument("--duration-s", type=float, default=30.0)
+    c.add_argument("--seed", type=int, default=0, dest="chaos_seed")
+    c.add_argument("--nodes", type=int, default=3, choices=[3, 5], dest="chaos_nodes")
+    c.add_argument("--workdir", default=None, help="keep the run's files here (default: a temp dir)")
+    return p
+
+
+def _run_one(args) -> int:
+    from qjournal.sim.faults import FaultConfig
+    from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
+    config = FaultConfig.parse(args.faults)
+    opts = SimOptions(seed=args.seed, steps=args.steps, nodes=args.nodes, faults=config)
+    t0 = time.monotonic()
+    result = run_seed(opts)
+    dt = time.monotonic() - t0
+    print(result.summary() + f" wall={dt:.2f}s")
+    if args.history:
+        print(result.history.format())
+    if not result.violations:
+        return 0
+    for v in result.violations:
+        print(f"VIOLATION {v}")
+    if not args.no_minimise:
+        small = minimise(opts, result)
+        print(f"smallest failing run: {replay_command(small.options)}")
+        for v in small.violations:
+            print(f"  VIOLATION {v}")
+        print(small.explain())
+    return 1
+
+
+def _soak_worker(item):
+    seed, steps, nodes = item
+    from qjournal.sim.faults import FaultConfig
+    from qjournal.sim.workload import SimOptions, run_seed
+    opts = SimOptions(seed=seed, steps=steps, nodes=nodes, faults=FaultConfig())
+    r = run_seed(opts)
+    return seed, [str(v) for v in r.violations], r.counts()
+
+
+def _soak(args) -> int:
+    from qjournal.sim.faults import FaultConfig
+    from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
+    seeds = list(range(args.first, args.first + args.seeds))
+    items = [(s, args.soak_steps, 5 if s % 4 == 3 else 3) for s in seeds]
+    totals: dict[str, int] = {}
+    failing: list[tuple[int, list[str]]] = []
+    t0 = time.monotonic()
+    if args.jobs > 1:
+        import multiprocessing
+        with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+            results = pool.imap(_soak_worker, items, chunksize=4)
+            for i, (seed, viols, counts) in enumerate(results, 1):
+                _accumulate(totals, counts)
+                if viols:
+                    failing.append((seed, viols))
+                    print(f"seed {seed}: {len(viols)} violation(s): {viols[0]}", flush=True)
+                if i % 100 == 0:
+                    print(f"... {i}/{len(items)} seeds, {len(failing)} failing", flush=True)
+    else:
+        for i, item in enumerate(items, 1):
+            seed, viols, counts = _soak_worker(item)
+            _accumulate(totals, counts)
+            if viols:
+                failing.append((seed, viols))
+                print(f"seed {seed}: {len(viols)} violation(s): {viols[0]}", flush=True)
+            if i % 100 == 0:
+                print(f"... {i}/{len(items)} seeds, {len(failing)} failing", flush=True)
+    wall = time.monotonic() - t0
+    summary = {"seeds_run": len(items), "first_seed": args.first, "steps_per_seed": args.soak_steps,
+               "failing_seeds": [s for s, _ in failing], "wall_s": round(wall, 1),
+               "counts": dict(sorted(totals.items()))}
+    print(json.dumps(summary, indent=2, sort_keys=True))
+    if failing:
+        seed = failing[0][0]
+        nodes = 5 if seed % 4 == 3 else 3
+        opts = SimOptions(seed=seed, steps=args.soak_steps, nodes=nodes, faults=FaultConfig())
+        small = minimise(opts, run_seed(opts))
+        print(f"first failing seed minimised: {replay_command(small.options)}")
+        print(small.explain())
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump(summary, f, indent=2, sort_keys=True)
+    rc = 1 if failing else 0
+    if args.chaos_duration_s > 0:
+        from qjournal.sim.chaos import main_chaos
+        rc |= main_chaos(duration_s=args.chaos_duration_s, seed=args.first, nodes=3)
+    return rc
+
+
+def _accumulate(totals: dict[str, int], counts: dict[str, int]) -> None:
+    for k, v in counts.items():
+        totals[k] = totals.get(k, 0) + v
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "soak":
+        return _soak(args)
+    if args.command == "chaos":
+        from qjournal.sim.chaos import main_chaos
+        return main_chaos(duration_s=args.duration_s, seed=args.chaos_seed, nodes=args.chaos_nodes,
+                          workdir=args.workdir)
+    return _run_one(args)
+
+
+if __name__ == "__main__":
+    _ensure_hash_seed()
+    sys.exit(main())

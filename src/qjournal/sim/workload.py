@@ -1,0 +1,491 @@
+"""The simulated workload: writers that take over from each other, readers, and a fault director.
+
+Why: the correctness requirements (PRODUCT.md, seed 000 §1.3.2) are about what
+happens when writers crash and are replaced while JournalNodes crash, disks
+tear and fill, and messages are lost. This module drives exactly that, on the
+virtual-time loop, from one seed, and hands the observed history to the
+checker. It never judges anything itself.
+
+One run (:func:`run_seed`):
+
+1. Start the cluster (:mod:`qjournal.sim.cluster`), format the journal.
+2. Writer ``w1`` starts. Every writer is a new ``QuorumJournalManager``: it
+   fences and recovers (``recover_unfinalized_segments``), reads the manifest to
+   find the next txid, starts a segment, then writes batches of 1-5 txns (each
+   ``sync`` is one acknowledgement), rolling the segment now and then
+   (finalize + start). A writer stops at its first error; an expected error
+   (fenced, no quorum, timeout) ends it quietly, anything else is a
+   ``Failure``.
+3. For ``steps`` steps the director waits a random virtual time and picks one
+   action by weight (:class:`~qjournal.sim.faults.FaultConfig`): a fault, a
+   writer takeover (optionally isolating the old writer, which keeps writing),
+   a writer crash, a reader pass, or nothing.
+4. The end: heal the network, switch network faults off, give disks their
+   space back, restart every crashed node, stop every writer; a final writer
+   recovers (retrying a bounded number of times), a final reader reads the
+   whole log (``FinalLog``), and every node's segment files are recorded.
+
+Invariants:
+
+1. Every random choice comes from the loop's ``rng`` (replay from the seed).
+2. A run with ``steps = k`` is a prefix of the run with ``steps = k + 1``
+   up to the end phase (the minimiser relies on it).
+3. Writers record ``Written`` before ``sync`` and ``Acked`` only after ``sync``
+   returned; readers record ``Read`` only for records they returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass, field
+
+from qjournal.errors import InvariantViolation, QJournalError
+from qjournal.sim.checker import Violation, check
+from qjournal.sim.cluster import CRASH_POINTS, JID, NS_INFO, SimCluster
+from qjournal.sim.faults import CLUSTER_KINDS, NETWORK_KINDS, FaultConfig
+from qjournal.sim.history import (Acked, EpochGranted, Failure, Fault, FinalLog, History, Read,
+                                  Setup, Written, WriterStarted)
+from qjournal.sim.loop import SimulationLimitExceeded, SimulationStalled, run_simulation
+
+__all__ = ["SimOptions", "RunResult", "run_seed", "minimise", "replay_command"]
+
+log = logging.getLogger(__name__)
+
+#: at most this many writers alive at once (old ones keep running until fenced)
+MAX_LIVE_WRITERS = 3
+#: attempts of the final writer to recover once the world is healed
+FINAL_RECOVERY_ATTEMPTS = 6
+#: mean virtual time between director steps, and between a writer's batches
+STEP_MEAN_S = 0.25
+BATCH_MEAN_S = 0.05
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """What defines a run (the replay key)."""
+
+    seed: int
+    steps: int = 150
+    nodes: int = 3
+    faults: FaultConfig = field(default_factory=FaultConfig)
+
+
+@dataclass
+class RunResult:
+    """The outcome of one run."""
+
+    options: SimOptions
+    history: History
+    violations: list[Violation]
+    stats: dict[str, int]
+    virtual_s: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        """Faults injected by kind plus run statistics (for soak totals)."""
+        out = dict(self.stats)
+        out["runs"] = 1
+        out["violations"] = len(self.violations)
+        return out
+
+    def summary(self) -> str:
+        h = self.history
+        acks = h.of(Acked)
+        faults = sum(v for k, v in self.stats.items() if k.startswith("fault:"))
+        return (f"seed={self.options.seed} steps={self.options.steps} nodes={self.options.nodes} "
+                f"writers={self.stats.get('writers', 0)} acked_txid={max((a.txid for a in acks), default=0)} "
+                f"reads={len(h.of(Read))} faults={faults} virtual={self.virtual_s:.1f}s "
+                f"violations={len(self.violations)}")
+
+    def explain(self, context: int = 40) -> str:
+        """The violations and the part of the history that shows them."""
+        lines = [self.summary(), f"replay: {replay_command(self.options)}"]
+        for v in self.violations:
+            lines.append(f"VIOLATION {v}")
+        seqs: list[int] = []
+        for v in self.violations:
+            seqs.extend(v.seqs)
+        if seqs:
+            last = max(seqs)
+            window = list(range(max(0, last - context), last + 1))
+            shown = sorted(set(window) | set(seqs) | {e.seq for e in self.history.of(Fault)
+                                                       if e.seq <= last})
+            lines.append("history (faults, the events of each violation, and the "
+                         f"{context} events before the last one):")
+            lines.append(self.history.format(only=shown))
+        return "\n".join(lines)
+
+
+def replay_command(opts: SimOptions) -> str:
+    """The one-line command that replays ``opts``."""
+    base = FaultConfig()
+    diff = [f"{f.name}={getattr(opts.faults, f.name)}" for f in dataclasses.fields(FaultConfig)
+            if getattr(opts.faults, f.name) != getattr(base, f.name)]
+    cmd = f"python -m qjournal.sim --seed {opts.seed} --steps {opts.steps} --nodes {opts.nodes}"
+    if diff:
+        cmd += " --faults " + ",".join(diff)
+    return cmd
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+class _Run:
+    def __init__(self, opts: SimOptions) -> None:
+        self.opts = opts
+        self.loop = asyncio.get_running_loop()
+        self.rng = self.loop.rng
+        self.history = History(clock=self.loop.time)
+        self.cluster = SimCluster(self.rng, self.history, opts.nodes, opts.faults)
+        self.writers: list[tuple[str, asyncio.Task, object]] = []  # (name, task, qjm holder)
+        self.readers: list[asyncio.Task] = []
+        self.n_writers = 0
+        self.n_readers = 0
+        self.stats: dict[str, int] = {}
+
+    def _stat(self, key: str, n: int = 1) -> None:
+        self.stats[key] = self.stats.get(key, 0) + n
+
+    def _fault(self, kind: str, detail: str = "") -> None:
+        self._stat(f"fault:{kind}")
+        self.history.add(Fault(kind, detail))
+
+    # -- writers ----------------------------------------------------------------------------
+    def start_writer(self) -> str:
+        self.n_writers += 1
+        name = f"w{self.n_writers}"
+        holder: dict = {}
+        task = self.loop.create_task(self._writer(name, holder), name=name)
+        self.writers.append((name, task, holder))
+        self._stat("writers")
+        return name
+
+    async def _writer(self, name: str, holder: dict, final: bool = False) -> bool:
+        """One writer incarnation; returns True when it recovered (and, unless final, wrote until stopped)."""
+        qjm = self.cluster.new_qjm(name)
+        holder["qjm"] = qjm
+        h = self.history
+        h.add(WriterStarted(name))
+        rng = self.rng
+        try:
+            await qjm.recover_unfinalized_segments()
+            h.add(EpochGranted(name, qjm.epoch))
+            segs = await qjm.get_manifest(0, in_progress_ok=False)
+            next_txid = max((s.end_txid for s in segs), default=0) + 1
+            if final:
+                return True
+            while True:
+                seg_start = next_txid
+                stream = await qjm.start_log_segment(seg_start)
+                n_batches = 1 + rng.randrange(12)
+                for _ in range(n_batches):
+                    await asyncio.sleep(rng.expovariate(1 / BATCH_MEAN_S))
+                    k = 1 + rng.randrange(5)
+                    for txid in range(next_txid, next_txid + k):
+                        body = f"{name}/e{qjm.epoch}/t{txid}/{rng.randrange(1 << 30)}".encode()
+                        h.add(Written(name, qjm.epoch, txid, body))
+                        stream.write(txid, body)
+                    stream.mark()
+                    await stream.sync()
+                    next_txid += k
+                    h.add(Acked(name, qjm.epoch, next_txid - 1))
+                    self._stat("acked_batches")
+                await qjm.finalize_log_segment(seg_start, next_txid - 1)
+                self._stat("segments_finalized")
+        except asyncio.CancelledError:
+            raise
+        except InvariantViolation as e:
+            h.add(Failure(name, type(e).__name__, str(e)))
+        except QJournalError as e:
+            self._stat(f"writer_stop:{type(e).__name__}")
+        except Exception as e:  # noqa: BLE001 - anything else is a bug the checker must see
+            h.add(Failure(name, type(e).__name__, repr(e)))
+        return False
+
+    def live_writers(self) -> list[tuple[str, asyncio.Task, dict]]:
+        return [w for w in self.writers if not w[1].done()]
+
+    async def _close_qjm(self, holder: dict) -> None:
+        q = holder.get("qjm")
+        if q is not None:
+            try:
+                await q.close()
+            except Exception:  # noqa: BLE001 - closing a dead writer may fail any way
+                pass
+
+    async def kill_writer(self, w, detail: str, fault: bool = True) -> None:
+        name, task, holder = w
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        self.cluster.network.crash(name)
+        await self._close_qjm(holder)
+        if fault:
+            self._fault("writer_crash", detail or name)
+
+    # -- readers ----------------------------------------------------------------------------
+    async def _reader(self, name: str) -> list[tuple[int, bytes]] | None:
+        qjm = self.cluster.new_qjm(name)
+        out: list[tuple[int, bytes]] = []
+        try:
+            segs = await qjm.get_manifest(0, in_progress_ok=False)
+            for seg in segs:
+                stream = await qjm.open_segment(seg)
+                try:
+                    while True:
+                        rec = await stream.read_next()
+                        if rec is None:
+                            break
+                        self.history.add(Read(name, rec.txid, rec.body))
+                        out.append((rec.txid, rec.body))
+                finally:
+                    await stream.close()
+            return out
+        except asyncio.CancelledError:
+            raise
+        except InvariantViolation as e:
+            self.history.add(Failure(name, type(e).__name__, str(e)))
+        except QJournalError as e:
+            self._stat(f"reader_stop:{type(e).__name__}")
+        except Exception as e:  # noqa: BLE001
+            self.history.add(Failure(name, type(e).__name__, repr(e)))
+        finally:
+            await qjm.close()
+        return None
+
+    def start_reader(self) -> None:
+        self.n_readers += 1
+        self.readers.append(self.loop.create_task(self._reader(f"r{self.n_readers}")))
+        self._stat("readers")
+
+    # -- the director -----------------------------------------------------------------------
+    def _pick(self) -> str:
+        c = self.opts.faults
+        kinds = [k for k in CLUSTER_KINDS if k != "isolate_old_writer"]
+        weights = [getattr(c, k) for k in kinds]
+        total = sum(weights) + c.write_weight
+        x = self.rng.random() * total
+        for k, w in zip(kinds, weights):
+            if x < w:
+                return k
+            x -= w
+        return "write"
+
+    async def step(self) -> None:
+        rng = self.rng
+        cl = self.cluster
+        action = self._pick()
+        names = cl.names
+        if action == "write":
+            return
+        if action == "partition":
+            parties = names + [w[0] for w in self.live_writers()]
+            a, b = rng.sample(parties, 2)
+            cl.network.partition(a, b)
+            self._fault("partition", f"{a} | {b}")
+        elif action == "heal":
+            cl.network.heal()
+            self._fault("heal")
+        elif action == "jn_crash":
+            node = cl.nodes[rng.choice(names)]
+            if node.alive:
+                node.crash_now("director")
+                self._fault("jn_crash", node.name)
+        elif action == "jn_crash_point":
+            node = cl.nodes[rng.choice(names)]
+            if node.alive:
+                point = rng.choice(CRASH_POINTS)
+                after = rng.randrange(3)
+                node.arm(point, after)
+                self._fault("jn_crash_point", f"{node.name} {point} after {after}")
+        elif action == "jn_restart":
+            dead = [n for n in names if not cl.nodes[n].alive]
+            if dead:
+                n = rng.choice(dead)
+                await cl.nodes[n].start()
+                self._fault("jn_restart", n)
+        elif action == "disk_full":
+            node = cl.nodes[rng.choice(names)]
+            node.fs.capacity_bytes = node.fs.used_bytes() + rng.randrange(0, 3000)
+            self._fault("disk_full", f"{node.name} capacity {node.fs.capacity_bytes}")
+        elif action == "disk_free":
+            full = [n for n in names if cl.nodes[n].fs.capacity_bytes is not None]
+            if full:
+                n = rng.choice(full)
+                cl.nodes[n].fs.capacity_bytes = None
+                self._fault("disk_free", n)
+        elif action == "writer_takeover":
+            live = self.live_writers()
+            if len(live) >= MAX_LIVE_WRITERS:
+                await self.kill_writer(live[0], f"{live[0][0]} (too many live writers)")
+                live = live[1:]
+            if live and rng.random() < self.opts.faults.isolate_old_writer:
+                old = live[-1][0]
+                cut = rng.sample(names, len(names) // 2 + 1)
+                for n in sorted(cut):
+                    cl.network.partition(old, n)
+                self._fault("isolate_old_writer", f"{old} from {sorted(cut)}")
+            new = self.start_writer()
+            self._fault("writer_takeover", new)
+        elif action == "writer_crash":
+            live = self.live_writers()
+            if live:
+                await self.kill_writer(live[-1], live[-1][0])
+        elif action == "read":
+            self.start_reader()
+            self._fault("read")
+
+    # -- the whole run -----------------------------------------------------------------------
+    async def main(self) -> None:
+        cl = self.cluster
+        await cl.start()
+        self.history.add(Setup(tuple(cl.names)))
+        cl.net_faults.enabled = False  # set-up is not under test
+        fmt = cl.new_qjm("formatter")
+        await fmt.format(NS_INFO)
+        await fmt.close()
+        cl.net_faults.enabled = True
+        self.start_writer()
+        for _ in range(self.opts.steps):
+            await asyncio.sleep(self.rng.expovariate(1 / STEP_MEAN_S))
+            await self.step()
+            if not self.live_writers() and self.rng.random() < 0.5:
+                self.start_writer()
+        await self.finish()
+
+    async def finish(self) -> None:
+        cl = self.cluster
+        for w in self.live_writers():
+            await self.kill_writer(w, f"{w[0]} (end of run)", fault=False)
+        for _, _, holder in self.writers:
+            await self._close_qjm(holder)
+        await asyncio.gather(*self.readers, return_exceptions=True)
+        cl.network.heal()
+        cl.net_faults.enabled = False
+        for n in cl.names:
+            node = cl.nodes[n]
+            node.fs.capacity_bytes = None
+            node.fs.armed.clear()
+            node.armed_point = None
+            if not node.alive:
+                await node.start()
+        # let leftovers of the faulty phase (delayed frames, timeouts) drain
+        await asyncio.sleep(30.0)
+        for attempt in range(FINAL_RECOVERY_ATTEMPTS):
+            holder: dict = {}
+            ok = await self._writer(f"final{attempt}", holder, final=True)
+            await self._close_qjm(holder)
+            if ok:
+                break
+            await asyncio.sleep(5.0)
+        else:
+            self.history.add(Failure("final writer", "NoRecovery",
+                                     f"no recovery in {FINAL_RECOVERY_ATTEMPTS} attempts on a healed "
+                                     f"cluster (liveness)"))
+        records = await self._reader("final-reader")
+        if records is None:
+            self.history.add(Failure("final reader", "NoRead", "the final read of the whole log failed"))
+            records = []
+        first = records[0][0] if records else 1
+        bodies = []
+        for i, (txid, body) in enumerate(records):
+            if txid != first + i:
+                self.history.add(Failure("final reader", "Gap", f"expected txid {first + i}, got {txid}"))
+                break
+            bodies.append(body)
+        self.history.add(FinalLog(first, tuple(bodies)))
+        for ev in cl.disk_states():
+            self.history.add(ev)
+        for n in cl.names:
+            for k, v in sorted(cl.nodes[n].stats.items()):
+                self._stat(k, v)
+            for k, v in sorted(cl.nodes[n].fs.stats.items()):
+                if k.startswith("crash_") or k == "enospc":
+                    self._stat(f"disk:{k}", v)
+        for k, v in cl.net_faults.counts.items():
+            self._stat(f"fault:{k}", v)
+        self._stat("http_fetches", cl.http_fetches)
+        await cl.stop()
+
+
+def run_seed(opts: SimOptions) -> RunResult:
+    """Run one seed and check its history.
+
+    Args:
+        opts: the replay key.
+
+    Returns:
+        The result; ``violations`` is empty when every rule held. A stalled or
+        runaway simulation is reported as a ``failure`` violation.
+    """
+    holder: dict = {}
+
+    async def main():
+        run = _Run(opts)
+        holder["run"] = run
+        await run.main()
+
+    logging.getLogger("qjournal").setLevel(logging.CRITICAL)
+    t0 = time.monotonic()
+    try:
+        run_simulation(main, opts.seed, max_virtual_time_s=max(3600.0, opts.steps * 20.0))
+    except (SimulationStalled, SimulationLimitExceeded) as e:
+        run = holder.get("run")
+        if run is None:
+            raise
+        run.history.add(Failure("simulator", type(e).__name__, str(e)))
+    run = holder["run"]
+    run.stats["wall_ms"] = int((time.monotonic() - t0) * 1000)
+    violations = check(run.history)
+    virtual = run.history.events[-1].time - run.history.events[0].time if run.history.events else 0.0
+    return RunResult(opts, run.history, violations, run.stats, virtual)
+
+
+def minimise(opts: SimOptions, result: RunResult, budget: int = 40) -> RunResult:
+    """Find a smaller failing run: fewer steps first, then fewer fault kinds.
+
+    Args:
+        opts: the failing run's options.
+        result: its result (must have violations).
+        budget: at most this many extra runs.
+
+    Returns:
+        The smallest failing run found (``result`` itself if nothing smaller fails).
+    """
+    best = result
+    runs = 0
+    rules = {v.rule for v in result.violations}
+
+    def fails(o: SimOptions) -> RunResult | None:
+        nonlocal runs
+        runs += 1
+        r = run_seed(o)
+        return r if r.violations and ({v.rule for v in r.violations} & rules) else None
+
+    # steps: halve while it still fails, then step down
+    lo_fail = opts.steps
+    cand = opts.steps // 2
+    while cand >= 1 and runs < budget:
+        r = fails(dataclasses.replace(best.options, steps=cand))
+        if r is None:
+            break
+        best, lo_fail = r, cand
+        cand //= 2
+    step = max(1, lo_fail // 8)
+    cand = lo_fail - step
+    while cand >= 1 and runs < budget:
+        r = fails(dataclasses.replace(best.options, steps=cand))
+        if r is None:
+            break
+        best = r
+        cand -= step
+    # fault kinds: switch each off if the run still fails without it
+    for kind in NETWORK_KINDS + CLUSTER_KINDS:
+        if runs >= budget:
+            break
+        if getattr(best.options.faults, kind) == 0:
+            continue
+        r = fails(dataclasses.replace(best.options, faults=best.options.faults.without(kind)))
+        if r is not None:
+            best = r
+    return best
