@@ -155,7 +155,9 @@ class JournalNode:
                  segment_fetcher: SegmentFetcher | None = None,
                  clock: Callable[[], float] | None = time.time, ssl: Any = None) -> None:
         self.conf = c = _conf(conf)
-        self.edits_dir = os.path.abspath(edits_dir or c.get("dfs.journalnode.edits.dir"))
+        # An explicit directory (the --edits-dir flag) may be relative to the working
+        # directory; the configured one must be absolute, as Hadoop requires.
+        self.edits_dir = os.path.abspath(edits_dir) if edits_dir else c.get("dfs.journalnode.edits.dir")
         self.rpc_address = rpc_address or c.get_address("dfs.journalnode.rpc-address")
         self.http_address = http_address or c.get_address("dfs.journalnode.http-address")
         self.http_enabled = http
