@@ -38,6 +38,7 @@ from typing import Any
 
 from qjournal.errors import (InvalidRequestError, QJournalError, RpcTimeoutError, StandbyError,
                              TransportError)
+from qjournal.namenode.editlog import EditLogFatalError  # registers the type for the wire
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +47,8 @@ WRITE_METHODS = ("mkdirs", "create", "delete", "rename", "set_permission", "set_
 
 
 def _failover_error(e: BaseException) -> bool:
-    if isinstance(e, (StandbyError, TransportError, RpcTimeoutError, ConnectionError, OSError)):
-        return True
-    return type(e).__name__ == "EditLogFatalError"
+    return isinstance(e, (StandbyError, TransportError, RpcTimeoutError, EditLogFatalError,
+                          ConnectionError, OSError))
 
 
 class DFSClient:

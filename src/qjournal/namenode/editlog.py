@@ -47,7 +47,7 @@ import asyncio
 import logging
 from typing import Callable
 
-from qjournal.errors import InvariantViolation, JournalError
+from qjournal.errors import InvariantViolation, JournalError, register_error
 from qjournal.journal.base import EditLogOutputStream, Journal
 from qjournal.namenode.ops import (NO_CALL_ID, NO_CLIENT_ID, EditOp, EndLogSegmentOp,
                                    StartLogSegmentOp, encode_body)
@@ -56,6 +56,7 @@ from qjournal.protocol.segment import LAYOUT_VERSION
 log = logging.getLogger(__name__)
 
 
+@register_error
 class EditLogFatalError(JournalError):
     """The edit log failed (a required journal could not sync); the NameNode must stop."""
 

@@ -61,7 +61,7 @@ from typing import Any, Awaitable, Callable
 
 from qjournal.config import Configuration
 from qjournal.errors import (HealthCheckFailedError, InvalidRequestError, JournalError,
-                             QJournalError, ServiceFailedError, StandbyError, register_error)
+                             QJournalError, ServiceFailedError, StandbyError)
 from qjournal.journal.base import Journal, NamespaceInfo
 from qjournal.namenode import image as img
 from qjournal.namenode.editlog import EditLogFatalError, FSEditLog
@@ -74,8 +74,6 @@ from qjournal.protocol.segment import LAYOUT_VERSION
 from qjournal.util.fs import atomic_write, read_file
 
 log = logging.getLogger(__name__)
-
-register_error(EditLogFatalError)
 
 NN_VERSION_FILE = "NNVERSION"
 
