@@ -7,11 +7,15 @@ scans a segment image to find how much of it is valid.
 
 Layout (all integers big-endian)::
 
-    header   magic "QJEDITS1" (8) | u32 layout_version | u32 flags (0)      16 bytes
+    header   magic "QJEDITS1" (8) | u32 layout_version | u32 header_crc    16 bytes
     record   u8 opcode | u32 length | u64 txid | body[length] | u32 crc32c   17 + length bytes
     trailer  optional padding of 0x00 or 0xFF bytes (never a valid opcode)
 
 ``crc32c`` covers opcode, length, txid and body. ``length`` is the body length.
+``header_crc`` is the crc32c of the first 12 header bytes (magic and layout
+version), so a flipped bit in the layout version is detected like one in a
+record (it was a "flags" field that had to be 0, which left the version
+unprotected).
 
 File names: ``edits_inprogress_<start>`` and ``edits_<start>-<end>`` with
 19-digit zero-padded txids, as in HDFS.
@@ -76,8 +80,10 @@ class EditRecord:
         return encode_record(self.txid, self.opcode, self.body)
 
 
-def encode_header(layout_version: int = LAYOUT_VERSION, flags: int = 0) -> bytes:
-    return _HEADER.pack(MAGIC, layout_version & 0xFFFFFFFF, flags)
+def encode_header(layout_version: int = LAYOUT_VERSION) -> bytes:
+    """The 16-byte segment header for ``layout_version`` (with its header checksum)."""
+    head = MAGIC + (layout_version & 0xFFFFFFFF).to_bytes(4, "big")
+    return head + crc32c(head).to_bytes(4, "big")
 
 
 def decode_header(buf: bytes | memoryview, where: str = "segment") -> int:
@@ -90,9 +96,14 @@ def decode_header(buf: bytes | memoryview, where: str = "segment") -> int:
         raise CorruptSegmentError(
             f"{where}: header truncated ({len(buf)} of {HEADER_SIZE} bytes)", where=where
         )
-    magic, version, _flags = _HEADER.unpack_from(buf, 0)
+    magic, version, stored = _HEADER.unpack_from(buf, 0)
     if magic != MAGIC:
         raise CorruptSegmentError(f"{where}: bad magic {bytes(magic)!r}", where=where)
+    actual = crc32c(bytes(buf[:12]))
+    if stored != actual:
+        raise CorruptSegmentError(
+            f"{where}: header checksum mismatch (layout version field {version}): stored {stored:#010x}, "
+            f"computed {actual:#010x}", where=where)
     return version
 
 
