@@ -1,0 +1,235 @@
+"""QuorumOutputStream: the output stream of one segment written to a JournalNode quorum.
+
+Why: the NameNode's group commit writes records into a buffer while an
+earlier batch is being made durable. This stream is that double buffer
+(``write`` fills the current buffer, ``mark`` moves it to the ready side,
+``sync`` sends what is ready) and the commit point of the quorum journal:
+``sync`` returns only once a majority of JournalNodes fsynced the batch
+(seed 000 §2.11, reference §4.6).
+
+Theory of operation: ``sync`` takes a lock (one flush at a time, so batches
+reach every JournalNode in txid order), detaches the ready batches, sends them
+with one ``journal`` call per batch to every logger, and waits for a write
+quorum. Then it pushes the new committed txid into every logger (it rides on
+the next call). A slow or dead node adds no latency: the quorum call returns
+at the majority and the node's own queue absorbs (or rejects) the backlog.
+Any failure of a sync is final for the stream and for the writer (the QJM
+refuses further writes): a writer that lost its quorum may have been fenced.
+
+Invariants:
+
+1. Records are written with consecutive txids starting at the segment txid.
+2. ``last_synced_txid`` only grows, and only after a quorum acknowledged every
+   txid up to it.
+3. After a failed sync no further record is accepted or sent.
+4. No ``journal`` call carries more than ``max_frame_bytes`` minus a margin
+   (HDFS-13977): larger ready data is sent as several consecutive batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from qjournal.errors import InvariantViolation, JournalError, JournalOutOfSyncError
+from qjournal.journal.base import EditLogOutputStream
+from qjournal.protocol.segment import OP_DATA, encode_record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from qjournal.client.qjm import QuorumJournalManager
+
+log = logging.getLogger(__name__)
+
+__all__ = ["QuorumOutputStream"]
+
+#: bytes kept free in every journal frame for the request header and kwargs
+_FRAME_MARGIN_BYTES = 64 * 1024
+
+
+class QuorumOutputStream(EditLogOutputStream):
+    """The single output stream of an open segment on a JournalNode quorum.
+
+    Args:
+        qjm: the owning QuorumJournalManager (its loggers, settings, failure state).
+        segment_txid: first txid of the segment.
+        layout_version: layout version of the segment.
+    """
+
+    def __init__(self, qjm: "QuorumJournalManager", segment_txid: int, layout_version: int) -> None:
+        self._qjm = qjm
+        self._segment_txid = segment_txid
+        self.layout_version = layout_version
+        self._next_txid = segment_txid
+        self._last_synced = segment_txid - 1
+        # current buffer (being written)
+        self._cur: list[bytes] = []
+        self._cur_bytes = 0
+        self._cur_first = segment_txid
+        self._cur_n = 0
+        # ready batches: (first_txid, num_txns, [parts], size)
+        self._ready: list[tuple[int, int, list[bytes], int]] = []
+        self._ready_bytes = 0
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._failed: BaseException | None = None
+        s = qjm.settings
+        self._max_batch_bytes = max(s.max_frame_bytes - _FRAME_MARGIN_BYTES, 1)
+
+    # -- EditLogOutputStream ---------------------------------------------------------
+    @property
+    def segment_txid(self) -> int:
+        return self._segment_txid
+
+    @property
+    def last_written_txid(self) -> int:
+        return self._next_txid - 1
+
+    @property
+    def last_synced_txid(self) -> int:
+        return self._last_synced
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._cur_bytes + self._ready_bytes
+
+    def should_force_sync(self) -> bool:
+        """True when the current buffer passed ``qjournal.qjm.output-buffer.bytes``."""
+        return self._cur_bytes >= self._qjm.settings.output_buffer_bytes
+
+    def _check_open(self) -> None:
+        if self._failed is not None:
+            raise JournalError(
+                f"journal {self._qjm.jid!r}: segment {self._segment_txid} stream failed earlier "
+                f"and takes no more records: {self._failed}", jid=self._qjm.jid)
+        if self._closed:
+            raise JournalError(f"journal {self._qjm.jid!r}: segment {self._segment_txid} stream "
+                               f"is closed", jid=self._qjm.jid)
+        self._qjm._check_writable()
+
+    def write(self, txid: int, body: bytes, opcode: int = OP_DATA) -> None:
+        """Buffer one record (invariant 1).
+
+        Raises:
+            JournalOutOfSyncError: ``txid`` is not the next txid.
+            RecordTooLargeError: the body is over the record size limit.
+            JournalError: the stream or the writer failed earlier.
+        """
+        self._check_open()
+        if txid != self._next_txid:
+            raise JournalOutOfSyncError(
+                f"journal {self._qjm.jid!r}: write of txid {txid} in segment {self._segment_txid}, "
+                f"expected txid {self._next_txid}", jid=self._qjm.jid, txid=txid)
+        rec = encode_record(txid, opcode, body)
+        self._cur.append(rec)
+        self._cur_bytes += len(rec)
+        self._cur_n += 1
+        self._next_txid += 1
+
+    def write_raw(self, data: bytes, first_txid: int, num_txns: int) -> None:
+        """Buffer already framed records ``first_txid .. first_txid+num_txns-1``.
+
+        The JournalNodes validate every record of a batch (``scan_batch``), so a
+        malformed ``data`` fails the sync on every node.
+
+        Raises:
+            JournalOutOfSyncError: ``first_txid`` is not the next txid.
+        """
+        self._check_open()
+        if first_txid != self._next_txid:
+            raise JournalOutOfSyncError(
+                f"journal {self._qjm.jid!r}: raw write of txid {first_txid} in segment "
+                f"{self._segment_txid}, expected txid {self._next_txid}", jid=self._qjm.jid)
+        if num_txns <= 0:
+            return
+        self._cur.append(bytes(data))
+        self._cur_bytes += len(data)
+        self._cur_n += num_txns
+        self._next_txid += num_txns
+
+    def set_version(self, layout_version: int) -> None:
+        self.layout_version = layout_version
+
+    def mark(self) -> None:
+        """Move the current buffer to the ready side (the next ``sync`` sends it)."""
+        if self._cur_n == 0:
+            return
+        self._ready.append((self._cur_first, self._cur_n, self._cur, self._cur_bytes))
+        self._ready_bytes += self._cur_bytes
+        self._cur = []
+        self._cur_bytes = 0
+        self._cur_first = self._next_txid
+        self._cur_n = 0
+
+    def _take_batches(self) -> list[tuple[int, int, bytes]]:
+        """Merge ready batches into journal calls of at most the frame limit (invariant 4)."""
+        out: list[tuple[int, int, bytes]] = []
+        first = n = size = 0
+        parts: list[bytes] = []
+        for (f, k, ps, sz) in self._ready:
+            if parts and size + sz > self._max_batch_bytes:
+                out.append((first, n, b"".join(parts)))
+                parts, n, size = [], 0, 0
+            if not parts:
+                first = f
+            parts.extend(ps)
+            n += k
+            size += sz
+        if parts:
+            out.append((first, n, b"".join(parts)))
+        self._ready = []
+        self._ready_bytes = 0
+        return out
+
+    async def sync(self) -> None:
+        """Send every ready batch and return once a quorum acknowledged all of them.
+
+        Raises:
+            FencedError: a newer writer took over (the JournalNodes refused our epoch).
+            QuorumError / RpcTimeoutError: no quorum acknowledged in time.
+            InvariantViolation: a JournalNode reported a broken invariant.
+        """
+        async with self._lock:
+            self._check_open()
+            if not self._ready:
+                return
+            batches = self._take_batches()
+            qjm = self._qjm
+            loggers = qjm.loggers
+            calls = [(first, n, loggers.fan_out(
+                "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
+                for (first, n, data) in batches]
+            try:
+                for first, n, call in calls:
+                    await loggers.wait_for_quorum(call, qjm.settings.write_txns_timeout_ms)
+                    last = first + n - 1
+                    if last <= self._last_synced:  # pragma: no cover - invariant 2
+                        raise InvariantViolation(
+                            f"journal {qjm.jid!r}: synced txid going backwards to {last}")
+                    self._last_synced = last
+                    loggers.set_committed_txid(last)
+                    qjm._on_synced(last)
+            except BaseException as e:
+                self._failed = e
+                qjm._on_write_failure(e)
+                raise
+
+    async def close(self) -> None:
+        """Sync what is marked, then release the stream (the segment stays open)."""
+        if self._closed:
+            return
+        if self._failed is None:
+            await self.sync()
+        self._closed = True
+        self._qjm._on_stream_closed(self)
+
+    async def abort(self) -> None:
+        """Release the stream without syncing."""
+        self._closed = True
+        self._cur, self._cur_bytes, self._cur_n = [], 0, 0
+        self._ready, self._ready_bytes = [], 0
+        self._qjm._on_stream_closed(self)
+
+    def generate_report(self) -> str:
+        return (f"Writing segment beginning at txid {self._segment_txid}. "
+                f"{self._qjm.loggers.report()}")

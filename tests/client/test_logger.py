@@ -1,0 +1,214 @@
+"""AsyncLogger against a fake RPC client: FIFO order and serials, committed txid piggy-back,
+byte-bounded queue, out-of-sync marking and rejoin, heartbeats, coalescing, reconnection."""
+
+import asyncio
+
+import pytest
+
+from qjournal.client.logger import AsyncLogger
+from qjournal.client.settings import QJMSettings
+from qjournal.errors import (InvariantViolation, JournalOutOfSyncError, LoggerTooFarBehindError,
+                             TransportError)
+
+from .fakes import FakeRpc, connector_for, wait_until
+
+
+def make(behaviour=None, clock=None, **settings):
+    rpc = FakeRpc(behaviour)
+    lg = AsyncLogger("jn1:8485", "j", connector_for(rpc), QJMSettings().with_overrides(**settings), clock=clock)
+    return lg, rpc
+
+
+def test_fifo_order_and_increasing_serials_with_committed_piggyback():
+    async def main():
+        lg, rpc = make()
+        lg.set_epoch(3)
+        f1 = lg.start_log_segment(1, 1)
+        f2 = lg.send_edits(1, 1, 2, b"ab")
+        await asyncio.gather(f1, f2)
+        f3 = lg.send_edits(1, 3, 1, b"c")
+        lg.set_committed_txid(2)  # set after the batch was queued, before it was sent
+        f4 = lg.finalize_log_segment(1, 3)
+        await asyncio.gather(f3, f4)
+        return rpc.calls, lg
+    calls, lg = asyncio.run(main())
+    assert [m for m, _ in calls] == ["start_log_segment", "journal", "journal", "finalize_log_segment"]
+    serials = [kw["req"]["ipc_serial"] for _, kw in calls]
+    assert serials == sorted(serials) and len(set(serials)) == 4
+    assert all(kw["req"]["epoch"] == 3 for _, kw in calls)
+    assert calls[1][1]["req"]["committed_txid"] == -12345
+    assert calls[2][1]["req"]["committed_txid"] == 2
+    assert lg.highest_acked_txid == 3 and lg.queued_bytes == 0
+
+
+def test_one_call_in_flight_at_a_time():
+    async def main():
+        gates = []
+
+        def beh(m, kw):
+            f = asyncio.get_running_loop().create_future()
+            gates.append(f)
+            return f
+        lg, rpc = make(beh)
+        lg.set_epoch(1)
+        futs = [lg.heartbeat() for _ in range(3)]
+        await wait_until(lambda: len(gates) == 1)
+        assert rpc.in_flight == 1
+        for i in range(3):
+            await wait_until(lambda: len(gates) == i + 1)
+            gates[i].set_result(None)
+        await asyncio.gather(*futs)
+        return rpc.max_in_flight
+    assert asyncio.run(main()) == 1
+
+
+def test_epoch_set_once_and_required():
+    async def main():
+        lg, _ = make()
+        with pytest.raises(InvariantViolation):
+            await lg.heartbeat()
+        lg.set_epoch(1)
+        with pytest.raises(InvariantViolation):
+            lg.set_epoch(2)
+    asyncio.run(main())
+
+
+def test_committed_txid_never_goes_back():
+    lg, _ = make()
+    lg.set_committed_txid(5)
+    with pytest.raises(InvariantViolation):
+        lg.set_committed_txid(4)
+
+
+def test_queue_is_bounded_in_bytes_but_takes_one_oversized_batch_when_empty():
+    async def main():
+        gate = None
+
+        def beh(m, kw):
+            nonlocal gate
+            gate = asyncio.get_running_loop().create_future()
+            return gate
+        lg, rpc = make(beh, queued_edits_limit_mb=1)
+        lg.set_epoch(1)
+        big = b"x" * (2 * 1024 * 1024)  # over the limit: accepted because the queue is empty
+        f1 = lg.send_edits(1, 1, 1, big)
+        assert lg.queued_bytes == len(big)
+        f2 = lg.send_edits(1, 2, 1, b"y")  # queue not empty and over the limit: refused at once
+        assert f2.done()
+        with pytest.raises(LoggerTooFarBehindError, match="queued-edits.limit.mb"):
+            await f2
+        assert not lg.out_of_sync  # an overflow alone does not mark out of sync (reference §4.3)
+        await wait_until(lambda: gate is not None)
+        gate.set_result(None)
+        await f1
+        assert lg.queued_bytes == 0
+        f3 = lg.send_edits(1, 2, 1, b"y")
+        await wait_until(lambda: gate.done() is False)
+        gate.set_result(None)
+        await f3
+    asyncio.run(main())
+
+
+def test_failed_journal_marks_out_of_sync_until_next_segment():
+    now = [100.0]
+
+    async def main():
+        fail = {"on": True}
+
+        def beh(m, kw):
+            if m == "journal" and fail["on"]:
+                raise TransportError("injected")
+            return None
+        lg, rpc = make(beh, clock=lambda: now[0], out_of_sync_heartbeat_interval_ms=1000)
+        lg.set_epoch(1)
+        await lg.start_log_segment(1, 1)
+        with pytest.raises(TransportError):
+            await lg.send_edits(1, 1, 1, b"a")
+        assert lg.out_of_sync
+        fail["on"] = False
+        # later batches fail fast without being sent
+        with pytest.raises(JournalOutOfSyncError, match="disabled until the next segment roll"):
+            await lg.send_edits(1, 2, 1, b"b")
+        with pytest.raises(JournalOutOfSyncError):
+            await lg.finalize_log_segment(1, 2)
+        assert [m for m, _ in rpc.calls] == ["start_log_segment", "journal"]
+        # after the heartbeat interval, one heartbeat is sent (and the batch still fails)
+        now[0] += 1.5
+        with pytest.raises(JournalOutOfSyncError):
+            await lg.send_edits(1, 3, 1, b"c")
+        with pytest.raises(JournalOutOfSyncError):
+            await lg.send_edits(1, 4, 1, b"d")
+        assert [m for m, _ in rpc.calls][-1] == "heartbeat"
+        assert sum(1 for m, _ in rpc.calls if m == "heartbeat") == 1
+        # the next segment start brings it back
+        await lg.start_log_segment(5, 1)
+        assert not lg.out_of_sync
+        await lg.send_edits(5, 5, 1, b"e")
+        assert lg.highest_acked_txid == 5
+    asyncio.run(main())
+
+
+def test_lagging_batches_are_coalesced():
+    async def main():
+        gate = None
+
+        def beh(m, kw):
+            nonlocal gate
+            if m == "journal" and kw["first_txid"] == 1:
+                gate = asyncio.get_running_loop().create_future()
+                return gate
+            return None
+        lg, rpc = make(beh)
+        lg.set_epoch(1)
+        futs = [lg.send_edits(1, 1, 1, bytes([1]))]
+        await wait_until(lambda: gate is not None)  # batch 1 in flight, the node is slow
+        futs += [lg.send_edits(1, t, 1, bytes([t])) for t in range(2, 6)]
+        gate.set_result(None)
+        await asyncio.gather(*futs)
+        return rpc.calls, lg
+    calls, lg = asyncio.run(main())
+    journals = [kw for m, kw in calls if m == "journal"]
+    assert [(k["first_txid"], k["num_txns"]) for k in journals] == [(1, 1), (2, 4)]
+    assert journals[1]["records"] == bytes([2, 3, 4, 5])
+    assert lg.highest_acked_txid == 5 and lg.lag_txns == 0
+
+
+def test_reconnects_after_transport_failure():
+    async def main():
+        conns = []
+
+        async def connect():
+            rpc = FakeRpc(lambda m, kw: (_ for _ in ()).throw(TransportError("reset")) if len(conns) == 1 else True)
+            conns.append(rpc)
+            return rpc
+        from qjournal.client.settings import QJMSettings as S
+        lg = AsyncLogger("jn1:1", "j", connect, S())
+        with pytest.raises(TransportError):
+            await lg.is_formatted()
+        assert await lg.is_formatted() is True
+        return len(conns)
+    assert asyncio.run(main()) == 2
+
+
+def test_close_fails_queued_calls():
+    async def main():
+        gate = asyncio.get_running_loop().create_future()
+        lg, _ = make(lambda m, kw: gate)
+        lg.set_epoch(1)
+        f1 = lg.heartbeat()
+        f2 = lg.send_edits(1, 1, 1, b"x")
+        await asyncio.sleep(0)
+        await lg.close()
+        with pytest.raises((TransportError, asyncio.CancelledError)):
+            await f2
+        assert lg.queued_bytes == 0
+        f1.cancel()
+    asyncio.run(main())
+
+
+def test_segment_url_uses_configured_host_for_wildcard():
+    async def main():
+        lg, _ = make(lambda m, kw: {"last_promised_epoch": 0, "http_port": 9, "http_url": "http://0.0.0.0:9"})
+        await lg.get_journal_state()
+        return lg.segment_url(101, "1:c")
+    assert asyncio.run(main()) == "http://jn1:9/getJournal?jid=j&segmentTxId=101&storageInfo=1%3Ac&inProgressOk=true"
