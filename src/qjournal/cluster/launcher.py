@@ -36,6 +36,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -105,6 +106,7 @@ class LocalCluster:
         self.procs: dict[str, ProcessRecord] = {}
         self.zk: ZooKeeperEnsemble | None = None
         self._daemons: dict[str, Any] = {}  # name -> util.proc.Daemon (only in the starting process)
+        self._lock = threading.Lock()        # parallel starts share the state file
 
     # ------------------------------------------------------------------ state file
     @property
@@ -112,6 +114,10 @@ class LocalCluster:
         return os.path.join(self.run_dir, CLUSTER_STATE_FILE)
 
     def _save(self) -> None:
+        with self._lock:
+            self._save_locked()
+
+    def _save_locked(self) -> None:
         state = {"run_dir": self.run_dir, "conf_dir": self.conf_dir, "nameservice": NAMESERVICE,
                  "zk_servers": self.zk_servers, "session_timeout_ms": self.session_timeout_ms,
                  "quorum": self.zk.connect_string if self.zk else "",
@@ -229,12 +235,11 @@ class LocalCluster:
         self._save()
         self._write_conf(ports)
         base = ["--conf", self.conf_dir]
-        for jn in JN_NAMES:
-            self._start(jn, "journalnode", qjournal_argv(
-                *base, "journalnode", "--edits-dir", os.path.join(self.run_dir, jn),
-                "--rpc-address", f"127.0.0.1:{ports[f'{jn}.rpc']}",
-                "--http-address", f"127.0.0.1:{ports[f'{jn}.http']}",
-                "--pid-file", os.path.join(self.run_dir, f"{jn}.pid")), ready_timeout_s)
+        self._start_parallel([(jn, "journalnode", qjournal_argv(
+            *base, "journalnode", "--edits-dir", os.path.join(self.run_dir, jn),
+            "--rpc-address", f"127.0.0.1:{ports[f'{jn}.rpc']}",
+            "--http-address", f"127.0.0.1:{ports[f'{jn}.http']}",
+            "--pid-file", os.path.join(self.run_dir, f"{jn}.pid"))) for jn in JN_NAMES], ready_timeout_s)
         self._run_tool("format nn1", qjournal_argv(*base, *self._nn_overrides("nn1"), "namenode", "-format",
                                                    "--nn-id", "nn1", "-clusterid", "qjournal-local"))
         self._start("nn1", "namenode", self._nn_argv("nn1"), ready_timeout_s)
@@ -242,10 +247,9 @@ class LocalCluster:
                                                       "-bootstrapStandby", "--nn-id", "nn2"))
         self._start("nn2", "namenode", self._nn_argv("nn2"), ready_timeout_s)
         self._run_tool("format ZooKeeper", qjournal_argv(*base, "zkfc", "-formatZK", "-force"))
-        for nn in NN_IDS:
-            self._start(f"zkfc-{nn}", "zkfc", qjournal_argv(
-                *base, "zkfc", "--nn-id", nn, "--pid-file", os.path.join(self.run_dir, f"zkfc-{nn}.pid")),
-                ready_timeout_s)
+        self._start_parallel([(f"zkfc-{nn}", "zkfc", qjournal_argv(
+            *base, "zkfc", "--nn-id", nn, "--pid-file", os.path.join(self.run_dir, f"zkfc-{nn}.pid")))
+            for nn in NN_IDS], ready_timeout_s)
         active = self.wait_for_active(ready_timeout_s)
         self.out(f"cluster: {active} is active")
 
@@ -257,7 +261,8 @@ class LocalCluster:
         log_path = os.path.join(self.run_dir, f"{name}.log")
         self.out(f"cluster: starting {name}")
         rec = ProcessRecord(name, kind, argv, log_path)
-        self.procs[name] = rec
+        with self._lock:
+            self.procs[name] = rec
         try:
             d = start_daemon(name, argv, log_path=log_path, ready_timeout_s=ready_timeout_s)
         except Exception as e:
@@ -268,6 +273,15 @@ class LocalCluster:
         self._daemons[name] = d
         self._save()
         return rec
+
+    def _start_parallel(self, specs: list[tuple[str, str, list[str]]], ready_timeout_s: float) -> None:
+        """Start independent daemons at once (each still waits for its own READY line)."""
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(len(specs)) as ex:
+            futures = [ex.submit(self._start, name, kind, argv, ready_timeout_s) for name, kind, argv in specs]
+            errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            raise errors[0]
 
     def _run_tool(self, what: str, argv: list[str], timeout_s: float = 120.0) -> None:
         self.out(f"cluster: {what}")
