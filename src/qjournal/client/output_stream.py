@@ -98,6 +98,7 @@ class QuorumOutputStream(EditLogOutputStream):
         return self._cur_bytes >= self._qjm.settings.output_buffer_bytes
 
     def _check_open(self) -> None:
+        self._qjm._check_writable()  # a failed writer re-raises its typed error (FencedError, ...)
         if self._failed is not None:
             raise JournalError(
                 f"journal {self._qjm.jid!r}: segment {self._segment_txid} stream failed earlier "
@@ -105,7 +106,6 @@ class QuorumOutputStream(EditLogOutputStream):
         if self._closed:
             raise JournalError(f"journal {self._qjm.jid!r}: segment {self._segment_txid} stream "
                                f"is closed", jid=self._qjm.jid)
-        self._qjm._check_writable()
 
     def write(self, txid: int, body: bytes, opcode: int = OP_DATA) -> None:
         """Buffer one record (invariant 1).

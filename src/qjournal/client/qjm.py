@@ -485,12 +485,17 @@ class QuorumJournalManager(Journal):
                 pass
 
     async def _fetch(self, name: str, segment_txid: int, in_progress_ok: bool) -> tuple[bytes, int | None]:
+        """Download one node's copy of a segment (``/getJournal``); the simulator replaces it."""
+        lg = self.loggers.by_name(name)
+        url = lg.segment_url(segment_txid, self._storage_info(), in_progress_ok)
+        if url.startswith("mem://"):
+            # An in-process JournalNode without HTTP (tests): served from memory.
+            from qjournal.journalnode.node import fetch_memory_segment  # noqa: PLC0415
+            return await fetch_memory_segment(url)
         if self._http is None:
             import aiohttp  # noqa: PLC0415
 
             self._http = aiohttp.ClientSession()
-        lg = self.loggers.by_name(name)
-        url = lg.segment_url(segment_txid, self._storage_info(), in_progress_ok)
         s = self.settings
         return await http_fetch(self._http, url, (s.http_open_timeout_ms / 1000.0,
                                                   s.http_read_timeout_ms / 1000.0))

@@ -94,7 +94,7 @@ class QuorumCall:
             err = self.errors.get(name)
             if isinstance(err, InvariantViolation):
                 raise InvariantViolation(
-                    f"{self.op_name} on journal {self.jid!r}: node {name} reported a broken "
+                    f"{self.op_name!r} on journal {self.jid!r}: node {name} reported a broken "
                     f"invariant: {err}") from err
 
     @property
@@ -151,7 +151,7 @@ class QuorumCall:
             left = deadline - loop.time()
             if left <= 0:
                 raise RpcTimeoutError(
-                    f"{self.op_name} on journal {self.jid!r}: timed out after {timeout_ms} ms "
+                    f"{self.op_name!r} on journal {self.jid!r}: timed out after {timeout_ms} ms "
                     f"waiting for a {rule.name} of {rule.n} nodes ({rule.min_successes} needed, "
                     f"{len(self.successes)} succeeded): {self.error_report()}",
                     op=self.op_name, jid=self.jid, timeout_ms=timeout_ms,
@@ -164,7 +164,7 @@ class QuorumCall:
 
     def _lost_error(self, rule: WaitRule) -> QJournalError:
         errors = {n: _describe(e) for n, e in sorted(self.errors.items())}
-        msg = (f"{self.op_name} on journal {self.jid!r}: got too many errors to achieve a "
+        msg = (f"{self.op_name!r} on journal {self.jid!r}: got too many errors to achieve a "
                f"{rule.name} of {rule.min_successes}/{rule.n} nodes: {self.error_report()}")
         epoch_errs = [e for _, e in sorted(self.errors.items()) if isinstance(e, EpochError)]
         if epoch_errs:

@@ -241,6 +241,12 @@ define("dfs.qjournal.queued-edits.limit.mb", 10, "int", "per-JournalNode client 
 define("dfs.qjournal.parallel-read.num-threads", 5, "int", "concurrent segment reads")
 define("dfs.qjournal.http.open.timeout.ms", 60000, "duration", "HTTP segment fetch connect timeout", unit="ms")
 define("dfs.qjournal.http.read.timeout.ms", 60000, "duration", "HTTP segment fetch read timeout", unit="ms")
+define("qjournal.qjm.output-buffer.bytes", 512 * 1024, "bytes",
+       "QuorumOutputStream buffer size that forces a sync (Hadoop's output buffer, 512 KiB)")
+define("qjournal.qjm.out-of-sync.heartbeat.interval.ms", 1000, "duration",
+       "heartbeat interval to a JournalNode that is out of sync until the next roll", unit="ms")
+define("qjournal.qjm.coalesce.max.bytes", 8 * MiB, "bytes",
+       "largest journal call made by coalescing the queued batches of a lagging JournalNode")
 
 # --- HA: NameNode pair, tailing, fencing (reference §4.7, §5.1, §7.3; seed 004) --------
 define("dfs.ha.namenodes.<ns>", None, "list", "NameNode ids of nameservice <ns>")
