@@ -240,7 +240,10 @@ class FileJournal(Journal):
         """
         if self._lock_fd is not None or not self.use_lock:
             return
-        os.makedirs(self.directory, exist_ok=True)
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as e:
+            raise self._io_error(f"cannot create journal directory {self.directory}", e) from None
         path = os.path.join(self.directory, LOCK_FILE)
         key = os.path.realpath(self.directory)
         with _HELD_LOCK:
