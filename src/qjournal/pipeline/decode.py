@@ -185,9 +185,37 @@ def decode_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         content = batch.column("content")
         for i in range(batch.num_rows):
             buf = content[i].as_buffer()
-            data = b"" if buf is None else memoryview(buf)
+            data = b"" if buf is None else memoryview(buf).cast("B")
             yield decode_segment(jids[i], nodes[i], starts[i], ends[i], data)
 
 
+def decode_path_batches(keys: dict[str, tuple[str, str, int, int]],
+                        batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The ``mapInArrow`` function over raw ``binaryFile`` rows (``path``, ``content``).
+
+    Bind ``keys`` with ``functools.partial``: it maps each file's ``path`` as
+    ``binaryFile`` reports it to ``(jid, node, segment_start, segment_end)``,
+    so no join (and no shuffle) is needed before decoding.
+
+    Args:
+        keys: path -> copy identity, built on the driver at discovery.
+        batches: Arrow batches from Spark.
+
+    Yields:
+        Batches with :data:`EDITS_ARROW_SCHEMA`, one per file.
+
+    Raises:
+        KeyError: a path that discovery did not list (a programmer error).
+    """
+    for batch in batches:
+        paths = batch.column("path").to_pylist()
+        content = batch.column("content")
+        for i in range(batch.num_rows):
+            jid, node, start, end = keys[paths[i]]
+            buf = content[i].as_buffer()
+            data = b"" if buf is None else memoryview(buf).cast("B")
+            yield decode_segment(jid, node, start, end, data)
+
+
 __all__ = ["EDITS_ARROW_SCHEMA", "EDITS_COLUMNS", "KEY_FIELDS", "OP_FIELDS", "RECORD_FIELDS",
-           "decode_segment", "decode_batches"]
+           "decode_segment", "decode_batches", "decode_path_batches"]

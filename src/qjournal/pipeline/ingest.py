@@ -16,7 +16,7 @@ Theory of operation:
    already holds the same ``(jid, node, segment_start, segment_end,
    file_crc32c)``.
 3. *Decode*: ``binaryFile`` reads the new files; ``mapInArrow`` runs
-   :func:`qjournal.pipeline.decode.decode_batches` (one Arrow batch per file).
+   :func:`qjournal.pipeline.decode.decode_path_batches` (one Arrow batch per file).
 4. *Write*: the edits table is partitioned by ``(jid, segment_start, node)``;
    dynamic partition overwrite replaces exactly the partitions of the new
    copies, so a re-run never duplicates a copy (invariant 1).
@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from qjournal.errors import JournalError
-from qjournal.pipeline.decode import EDITS_ARROW_SCHEMA, decode_batches
+from qjournal.pipeline.decode import EDITS_ARROW_SCHEMA, decode_path_batches
 from qjournal.protocol.segment import parse_segment_file_name
 from qjournal.util.fs import atomic_write
 
@@ -308,20 +308,24 @@ def merge_manifest(manifest, new_files, stats):
 def decode_files(spark, files):
     """Read segment files with ``binaryFile`` and decode them with ``mapInArrow`` (step 3).
 
+    The copy identity of each file travels to the executors inside the
+    decoder's closure (path -> key), so reading and decoding is one narrow
+    stage without a join.
+
     Args:
-        files: DataFrame with :data:`SEGMENT_FILES_ARROW_SCHEMA` (collected paths are read).
+        files: DataFrame with :data:`SEGMENT_FILES_ARROW_SCHEMA` (its rows are collected).
 
     Returns:
         The decoded edits (:data:`EDITS_ARROW_SCHEMA`).
     """
-    from pyspark.sql import functions as F
+    import functools
 
-    paths = [r["path"] for r in files.select("path").orderBy("path").collect()]
-    raw = spark.read.format("binaryFile").load([_hadoop_path(p) for p in paths])
-    joined = files.withColumn("uri", F.concat(F.lit("file:"), F.col("path"))).join(
-        raw.select(F.col("path").alias("uri"), "content"), on="uri", how="inner")
-    return joined.select("jid", "node", "segment_start", "segment_end", "content") \
-                 .mapInArrow(decode_batches, spark_schema(EDITS_ARROW_SCHEMA))
+    rows = files.select("jid", "node", "segment_start", "segment_end", "path").orderBy("path").collect()
+    keys = {f"file:{r['path']}": (r["jid"], r["node"], r["segment_start"], r["segment_end"])
+            for r in rows}
+    raw = spark.read.format("binaryFile").load([_hadoop_path(r["path"]) for r in rows])
+    return raw.select("path", "content").mapInArrow(
+        functools.partial(decode_path_batches, keys), spark_schema(EDITS_ARROW_SCHEMA))
 
 
 _GLOB_CHARS = re.compile(r"([\[\]\*\?\{\}\\])")
