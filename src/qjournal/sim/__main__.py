@@ -71,7 +71,9 @@ def _run_one(args) -> int:
     if not result.violations:
         return 0
     for v in result.violations:
-        print(f"VIOLATION {v}")
+        print(f"{'VIOLATION' if v in result.unexplained else 'KNOWN-BUG'} {v}")
+    if not result.failed:
+        return 0
     if not args.no_minimise:
         small = minimise(opts, result)
         print(f"smallest failing run: {replay_command(small.options)}")
@@ -87,7 +89,7 @@ def _soak_worker(item):
     from qjournal.sim.workload import SimOptions, run_seed
     opts = SimOptions(seed=seed, steps=steps, nodes=nodes, faults=FaultConfig())
     r = run_seed(opts)
-    return seed, [str(v) for v in r.violations], r.counts()
+    return seed, [str(v) for v in r.unexplained], r.counts()
 
 
 def _soak(args) -> int:

@@ -52,10 +52,10 @@ from qjournal.errors import InvariantViolation, QJournalError, TransportError
 from qjournal.journal.base import NamespaceInfo
 from qjournal.journalnode.journal import FAULT_POINTS, Journal
 from qjournal.protocol.messages import Manifest, RequestInfo, SegmentState
-from qjournal.protocol.segment import parse_segment_file_name
+from qjournal.protocol.segment import iter_records, parse_segment_file_name
 from qjournal.sim.disk import SimFS, SimJournalStorage, SimulatedCrash
 from qjournal.sim.faults import FaultConfig, NetworkFaults
-from qjournal.sim.history import Accepted, Failure, Finalized, History, NodeSegment, Promise
+from qjournal.sim.history import Accepted, Failure, Finalized, History, NodeSegment, Note, Promise
 from qjournal.transport import MemoryNetwork, RpcServer
 from qjournal.transport.rpc import current_peer
 
@@ -150,14 +150,17 @@ class SimJournalNode:
             self.armed_point = (name, ap[1] - 1)
             return
         self.armed_point = None
+        self.stats[f"disk:crash_at_journal:{name}"] = self.stats.get(f"disk:crash_at_journal:{name}", 0) + 1
         self.crash_now(f"journal point {name}")
         raise SimulatedCrash(name)
 
     def _journal(self, jid: str) -> Journal:
         j = self.journals.get(jid)
         if j is None:
-            storage = SimJournalStorage(self.fs, f"/{self.name}/{jid}",
-                                        on_crash=lambda: self.crash_now("storage crash point"))
+            storage = SimJournalStorage(
+                self.fs, f"/{self.name}/{jid}",
+                on_crash=lambda: self.crash_now("storage crash point"),
+                on_note=lambda kind, detail: self.cluster.history.add(Note(kind, self.name, detail)))
             j = Journal(jid, storage, clock=asyncio.get_running_loop().time,
                         fault_hook=self._fault_point)
             self.journals[jid] = j
@@ -260,6 +263,8 @@ class SimJournalNode:
         inc = self.incarnation
         plan = self._call("accept_recovery", lambda: self._journal(r.jid).accept_recovery_plan(r, state))
         data = None
+        if not plan.download:
+            self._note_kept_copy(r.jid, state, from_url)
         if plan.download:
             src, seg_txid = _parse_get_journal_url(from_url)
             body, crc = await self.cluster.http_fetch(self.name, src, r.jid, seg_txid, True)
@@ -269,6 +274,23 @@ class SimJournalNode:
             data = body
         self._check_incarnation(inc, "accept_recovery download")
         self._call("accept_recovery", lambda: self._journal(r.jid).accept_recovery_commit(plan, data))
+
+    def _note_kept_copy(self, jid: str, state: SegmentState, from_url: str) -> None:
+        """Observation for known-bug attribution (KB3): accept_recovery kept this node's copy
+        because it has the chosen length; record whether its records differ from the source's.
+        Reads the source's disk directly: an oracle, no effect on the run."""
+        try:
+            src, _ = _parse_get_journal_url(from_url)
+            other = self.cluster.nodes.get(src)
+            if other is None or other is self or not other.alive:
+                return
+            mine = _records_upto(self.serve_segment(jid, state.start_txid, True)[0], state.end_txid)
+            theirs = _records_upto(other.serve_segment(jid, state.start_txid, True)[0], state.end_txid)
+        except (QJournalError, _NodeDown):
+            return
+        if mine != theirs:
+            self.cluster.history.add(Note("accept_kept_different", self.name,
+                                          f"segment {state.start_txid} from {src}"))
 
     # -- /getJournal -----------------------------------------------------------------------
     def serve_segment(self, jid: str, segment_txid: int, in_progress_ok: bool) -> tuple[bytes, int]:
@@ -296,6 +318,18 @@ class SimJournalNode:
             if path.rsplit("/", 1)[0] == root and parse_segment_file_name(name) is not None:
                 out.append((name, data))
         return out
+
+
+def _records_upto(data: bytes, end_txid: int) -> list[tuple[int, bytes]]:
+    out = []
+    try:
+        for rec in iter_records(data):
+            if rec.txid > end_txid:
+                break
+            out.append((rec.txid, rec.body))
+    except QJournalError:
+        pass
+    return out
 
 
 def _parse_get_journal_url(url: str) -> tuple[str, int]:

@@ -345,14 +345,18 @@ class SimJournalStorage(JournalStorage):
         journal_dir: ``/<node>/<jid>``; ``current/`` lives inside it.
         on_crash: called (before :class:`SimulatedCrash` propagates) when an
             armed crash point fires, so the cluster can take the node down at once.
+        on_note: ``(kind, detail)`` callback for observations that explain a
+            later violation (``finalize_unsynced``: a segment renamed to its
+            finalized name while some of its bytes were not durable).
     """
 
-    def __init__(self, fs: SimFS, journal_dir: str, on_crash=None) -> None:
+    def __init__(self, fs: SimFS, journal_dir: str, on_crash=None, on_note=None) -> None:
         self.fs = fs
         self.journal_dir = posixpath.normpath("/" + journal_dir.lstrip("/"))
         self.current = posixpath.join(self.journal_dir, "current")
         self.where = f"{fs.name}:{self.current}"
         self.on_crash = on_crash
+        self.on_note = on_note
         self._locked = False
 
     def _path(self, name: str) -> str:
@@ -440,6 +444,12 @@ class SimJournalStorage(JournalStorage):
 
     # --- directory changes -----------------------------------------------------------------
     def rename(self, src: str, dst: str) -> None:
+        if self.on_note is not None and src.startswith("edits_inprogress_") and \
+                dst.startswith("edits_") and not dst.startswith("edits_inprogress_"):
+            node = self.fs._ino(self._path(src))
+            if bytes(node.visible) != node.durable:
+                # a finalized segment whose bytes are not all durable can tear in a crash
+                self.on_note("finalize_unsynced", f"{src} -> {dst}")
         self._guard(self.fs.rename, self._path(src), self._path(dst))
 
     def delete(self, name: str) -> None:

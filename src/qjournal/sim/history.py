@@ -26,6 +26,8 @@ Vocabulary (HDFS-3077 names):
 * ``NodeSegment``: at the end, a segment file on a node's disk.
 * ``FinalLog``: the log read back after the last recovery (the outcome).
 * ``Fault``: a fault the harness injected (for reports and counts only).
+* ``Note``: an observation of the simulated world used to attribute a
+  violation to a known bug (never judged by itself).
 * ``Failure``: an error surfaced to a writer/reader that is not an expected
   fault outcome (e.g. ``InvariantViolation``); always a violation.
 """
@@ -39,7 +41,7 @@ from typing import Any, Iterator
 
 __all__ = [
     "Event", "Setup", "Promise", "WriterStarted", "EpochGranted", "Written", "Acked", "Accepted", "Finalized",
-    "Read", "NodeSegment", "FinalLog", "Fault", "Failure", "History",
+    "Read", "NodeSegment", "FinalLog", "Fault", "Note", "Failure", "History",
 ]
 
 
@@ -130,6 +132,16 @@ class FinalLog(Event):
 @dataclass(frozen=True)
 class Fault(Event):
     kind: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Note(Event):
+    """Something the simulated world observed that explains a later violation
+    (e.g. a segment renamed to finalized while it still had unsynced bytes)."""
+
+    kind: str
+    node: str
     detail: str = ""
 
 

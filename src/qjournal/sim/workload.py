@@ -46,6 +46,7 @@ from qjournal.errors import InvariantViolation, QJournalError
 from qjournal.sim.checker import Violation, check
 from qjournal.sim.cluster import CRASH_POINTS, JID, NS_INFO, SimCluster
 from qjournal.sim.faults import CLUSTER_KINDS, NETWORK_KINDS, FaultConfig
+from qjournal.sim.known_bugs import attribute
 from qjournal.sim.history import (Acked, EpochGranted, Failure, Fault, FinalLog, History, Read,
                                   Setup, Written, WriterStarted)
 from qjournal.sim.loop import SimulationLimitExceeded, SimulationStalled, run_simulation
@@ -82,12 +83,24 @@ class RunResult:
     violations: list[Violation]
     stats: dict[str, int]
     virtual_s: float = 0.0
+    unexplained: list[Violation] = field(default_factory=list)
+    known: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the run shows a violation not attributed to a known bug."""
+        return bool(self.unexplained)
 
     def counts(self) -> dict[str, int]:
         """Faults injected by kind plus run statistics (for soak totals)."""
         out = dict(self.stats)
         out["runs"] = 1
         out["violations"] = len(self.violations)
+        out["violations_unexplained"] = len(self.unexplained)
+        out["runs_with_unexplained_violations"] = 1 if self.unexplained else 0
+        for bug, n in self.known.items():
+            out[f"known_bug:{bug}"] = n
+            out[f"runs_with_known_bug:{bug}"] = 1
         return out
 
     def summary(self) -> str:
@@ -97,13 +110,15 @@ class RunResult:
         return (f"seed={self.options.seed} steps={self.options.steps} nodes={self.options.nodes} "
                 f"writers={self.stats.get('writers', 0)} acked_txid={max((a.txid for a in acks), default=0)} "
                 f"reads={len(h.of(Read))} faults={faults} virtual={self.virtual_s:.1f}s "
-                f"violations={len(self.violations)}")
+                f"violations={len(self.unexplained)}"
+                + (f" known_bugs={self.known}" if self.known else ""))
 
     def explain(self, context: int = 40) -> str:
         """The violations and the part of the history that shows them."""
         lines = [self.summary(), f"replay: {replay_command(self.options)}"]
         for v in self.violations:
-            lines.append(f"VIOLATION {v}")
+            tag = "VIOLATION" if v in self.unexplained else "KNOWN-BUG"
+            lines.append(f"{tag} {v}")
         seqs: list[int] = []
         for v in self.violations:
             seqs.extend(v.seqs)
@@ -142,6 +157,7 @@ class _Run:
         self.readers: list[asyncio.Task] = []
         self.n_writers = 0
         self.n_readers = 0
+        self.last_reader_error = ""
         self.stats: dict[str, int] = {}
 
     def _stat(self, key: str, n: int = 1) -> None:
@@ -183,7 +199,8 @@ class _Run:
                     await asyncio.sleep(rng.expovariate(1 / BATCH_MEAN_S))
                     k = 1 + rng.randrange(5)
                     for txid in range(next_txid, next_txid + k):
-                        body = f"{name}/e{qjm.epoch}/t{txid}/{rng.randrange(1 << 30)}".encode()
+                        pad = rng.randbytes(rng.randrange(0, 200))
+                        body = f"{name}/e{qjm.epoch}/t{txid}/".encode() + pad
                         h.add(Written(name, qjm.epoch, txid, body))
                         stream.write(txid, body)
                     stream.mark()
@@ -247,8 +264,10 @@ class _Run:
             self.history.add(Failure(name, type(e).__name__, str(e)))
         except QJournalError as e:
             self._stat(f"reader_stop:{type(e).__name__}")
+            self.last_reader_error = f"{type(e).__name__}: {e}"
         except Exception as e:  # noqa: BLE001
             self.history.add(Failure(name, type(e).__name__, repr(e)))
+            self.last_reader_error = f"{type(e).__name__}: {e}"
         finally:
             await qjm.close()
         return None
@@ -384,16 +403,19 @@ class _Run:
                                      f"cluster (liveness)"))
         records = await self._reader("final-reader")
         if records is None:
-            self.history.add(Failure("final reader", "NoRead", "the final read of the whole log failed"))
-            records = []
-        first = records[0][0] if records else 1
-        bodies = []
-        for i, (txid, body) in enumerate(records):
-            if txid != first + i:
-                self.history.add(Failure("final reader", "Gap", f"expected txid {first + i}, got {txid}"))
-                break
-            bodies.append(body)
-        self.history.add(FinalLog(first, tuple(bodies)))
+            # no outcome to judge the log rules against: report the failed read alone
+            self.history.add(Failure("final reader", "NoRead", f"the final read of the whole log "
+                                     f"failed: {self.last_reader_error}"))
+        else:
+            first = records[0][0] if records else 1
+            bodies = []
+            for i, (txid, body) in enumerate(records):
+                if txid != first + i:
+                    self.history.add(Failure("final reader", "Gap", f"expected txid {first + i}, "
+                                             f"got {txid}"))
+                    break
+                bodies.append(body)
+            self.history.add(FinalLog(first, tuple(bodies)))
         for ev in cl.disk_states():
             self.history.add(ev)
         for n in cl.names:
@@ -437,8 +459,9 @@ def run_seed(opts: SimOptions) -> RunResult:
     run = holder["run"]
     run.stats["wall_ms"] = int((time.monotonic() - t0) * 1000)
     violations = check(run.history)
+    unexplained, known = attribute(run.history, violations)
     virtual = run.history.events[-1].time - run.history.events[0].time if run.history.events else 0.0
-    return RunResult(opts, run.history, violations, run.stats, virtual)
+    return RunResult(opts, run.history, violations, run.stats, virtual, unexplained, known)
 
 
 def minimise(opts: SimOptions, result: RunResult, budget: int = 40) -> RunResult:
@@ -454,13 +477,15 @@ def minimise(opts: SimOptions, result: RunResult, budget: int = 40) -> RunResult
     """
     best = result
     runs = 0
-    rules = {v.rule for v in result.violations}
+    target = result.unexplained or result.violations
+    rules = {v.rule for v in target}
 
     def fails(o: SimOptions) -> RunResult | None:
         nonlocal runs
         runs += 1
         r = run_seed(o)
-        return r if r.violations and ({v.rule for v in r.violations} & rules) else None
+        found = r.unexplained if result.unexplained else r.violations
+        return r if found and ({v.rule for v in found} & rules) else None
 
     # steps: halve while it still fails, then step down
     lo_fail = opts.steps
