@@ -69,6 +69,10 @@ _STR = (str,)
 _BYTES = (bytes,)
 
 
+#: op class -> its field names in declaration order (cache for to_body)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class EditOp:
     """Fields every op carries (the retry cache key and the audit fields).
@@ -90,7 +94,10 @@ class EditOp:
 
     def to_body(self) -> dict[str, Any]:
         """The op as the msgpack map of its record body."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        names = _FIELD_NAMES.get(type(self))
+        if names is None:
+            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in dataclasses.fields(self))
+        return {n: getattr(self, n) for n in names}
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-friendly dict (client_id as hex) with ``op`` naming the opcode."""

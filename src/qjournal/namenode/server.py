@@ -707,7 +707,7 @@ class NameNode:
             except QJournalError as e:
                 log.warning("purging edits older than %d failed: %s", min_txid, e)
 
-    async def rpc_get_namespace_info(self) -> dict:
+    async def rpc_get_namespace_info(self, **_kw: Any) -> dict:
         return self.ns_info.to_wire()  # type: ignore[union-attr]
 
     async def rpc_get_image(self) -> dict:
@@ -721,11 +721,11 @@ class NameNode:
             return {"txid": txid, "data": data, "crc": crc, "ns_info": self.ns_info.to_wire()}  # type: ignore[union-attr]
         raise JournalError(f"{self.name_dir}: no valid image to send")
 
-    async def rpc_roll_edit_log(self) -> int | None:
+    async def rpc_roll_edit_log(self, **_kw: Any) -> int | None:
         self._gate(OpCategory.WRITE, "roll_edit_log")
         return await self.editlog.roll() if self.editlog is not None else None
 
-    async def rpc_get_stats(self) -> dict:
+    async def rpc_get_stats(self, **_kw: Any) -> dict:
         return {"state": self.state.value, "last_applied_txid": self.last_applied_txid,
                 "inodes": len(self.namespace) if self.namespace else 0,
                 "editlog": self.editlog.stats() if self.editlog is not None else None,
