@@ -155,6 +155,7 @@ def main() -> int:
     p.add_argument("--window", type=int, default=8)
     p.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     a = p.parse_args()
+    sys.setswitchinterval(0.0005)  # as the journalnode daemon does (cli/journalnode.py)
     d = tempfile.mkdtemp(prefix="jnbench-", dir=a.dir)
     try:
         batches = make_batches(a.batches)

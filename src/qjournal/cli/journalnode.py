@@ -57,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
         setup_logging("journalnode", conf.get("qjournal.log.level"), json=conf.get_bool("qjournal.log.json"))
     except ImportError:  # pragma: no cover - the logs module is another part's
         logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    # The journal threads wake from fdatasync while the loop thread decodes and validates the
+    # next batch; a short GIL switch interval lets them take the GIL back promptly instead of
+    # waiting up to the default 5 ms (a convoy that halves the write throughput).
+    sys.setswitchinterval(0.0005)
     try:
         return asyncio.run(_serve(conf, args))
     except KeyboardInterrupt:

@@ -636,7 +636,7 @@ class Journal:
         self._cur = _OpenSegment(txid, name, txid, layout_version)
 
     def journal(self, req: RequestInfo, segment_txid: int, first_txid: int, num_txns: int,
-                records: bytes) -> None:
+                records: bytes, *, validated_last_txid: int | None = None) -> None:
         """Append a batch of framed records to the open segment [I3].
 
         Args:
@@ -645,6 +645,10 @@ class Journal:
             first_txid: txid of the first record.
             num_txns: number of records (0: only carries the committed txid).
             records: the framed records (``segment.encode_records``).
+            validated_last_txid: the result of ``validate_batch(records, first_txid,
+                num_txns, max_record_bytes)`` when the caller already ran it (the
+                daemon does, on its event loop, so validating the next batch
+                overlaps the fsync of this one); None to validate here.
 
         Raises:
             EpochError, JournalOutOfSyncError, JournalNotFormattedError,
@@ -677,7 +681,12 @@ class Journal:
                 jid=self.jid, txid=first_txid, next_txid=cur.next_txid)
         if num_txns < 0:
             raise InvalidRequestError(f"journal {self.jid}: negative txn count {num_txns}", jid=self.jid)
-        last = validate_batch(records, first_txid, num_txns, self.max_record_bytes)
+        last = validated_last_txid
+        if last is None:
+            last = validate_batch(records, first_txid, num_txns, self.max_record_bytes)
+        elif last != first_txid + num_txns - 1:
+            raise InvariantViolation(f"journal {self.jid}: caller validated batch {first_txid}+{num_txns} "
+                                     f"as ending at txid {last}")
         if last is None:  # refused: let the reference scanner say exactly why
             last = scan_batch(records, first_txid, num_txns, max_record_bytes=self.max_record_bytes,
                               where=f"journal {self.jid} batch {first_txid}-{first_txid + num_txns - 1}")

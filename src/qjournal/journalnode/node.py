@@ -38,6 +38,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -48,7 +49,7 @@ from urllib.parse import parse_qs, urlsplit
 from qjournal.errors import (InvalidRequestError, JournalError, QJournalError, SegmentNotFoundError,
                              TransportError)
 from qjournal.journal.base import NamespaceInfo
-from qjournal.journalnode.journal import Journal
+from qjournal.journalnode.journal import Journal, validate_batch
 from qjournal.journalnode.storage import DiskJournalStorage, JournalStorage
 from qjournal.protocol import jn_rules
 from qjournal.protocol.messages import RequestInfo, SegmentState, wire_bool, wire_int, wire_str
@@ -478,9 +479,15 @@ class JournalNodeRpcHandler:
             raise InvalidRequestError(f"journal {r.jid}: records must be bytes, got {type(records).__name__}",
                                       jid=r.jid)
         w = "journal"
-        await self.node.run(r.jid, "journal", r, wire_int(segment_txid, w, "segment_txid"),
-                            wire_int(first_txid, w, "first_txid"), wire_int(num_txns, w, "num_txns"),
-                            bytes(records) if not isinstance(records, bytes) else records)
+        seg, first, n = (wire_int(segment_txid, w, "segment_txid"), wire_int(first_txid, w, "first_txid"),
+                         wire_int(num_txns, w, "num_txns"))
+        data = bytes(records) if not isinstance(records, bytes) else records
+        slot = await self.node.journal_slot(r.jid)
+        # Validate here, on the loop thread, so it overlaps the fsync of the previous batch on
+        # the journal's thread; a refused batch is re-validated there for the precise error.
+        last = validate_batch(data, first, n, self.node.max_record_bytes) if n > 0 else None
+        await slot.run(functools.partial(slot.journal.journal, r, seg, first, n, data,
+                                         validated_last_txid=last))
 
     async def rpc_heartbeat(self, req: Any) -> None:
         r = self._req(req)
