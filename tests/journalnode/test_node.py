@@ -136,8 +136,13 @@ def test_malformed_requests_are_answered_and_node_keeps_serving(tmp_path):
                 r, wr = await asyncio.open_connection(host, int(port))
                 wr.write(payload)
                 await wr.drain()
-                assert await asyncio.wait_for(r.read(), 10) == b"" or True
+                await asyncio.wait_for(r.read(), 10)  # returns only at EOF: the server closed it
                 wr.close()
+            # only the well-behaved client is left (wait on the condition, with a deadline)
+            deadline = asyncio.get_running_loop().time() + 10
+            while node.rpc_server.connection_count != 1:
+                assert asyncio.get_running_loop().time() < deadline, node.rpc_server.connection_count
+                await asyncio.sleep(0.01)
             # a corrupt batch is refused, the journal is unchanged and the writer can go on
             w = await write_epoch(c, 1, 1, 2, finalize=False)
             bad = bytearray(batch(3, 2))
@@ -234,4 +239,38 @@ def test_memory_network_mode_without_http(tmp_path):
             await c2.close()
             for n in nodes:
                 await n.stop()
+    run(main())
+
+
+def test_many_journals_in_parallel_and_journal_limit(tmp_path):
+    async def main():
+        from qjournal.config import Configuration
+        conf = Configuration({"qjournal.journalnode.max-journals": 3})
+        node = JournalNode(conf, edits_dir=str(tmp_path / "jn"), rpc_address=LOOPBACK, http_address=LOOPBACK)
+        info = await node.start()
+        host, port = info["rpc"].rsplit(":", 1)
+        clients = [await RpcClient.connect_tcp(host, int(port)) for _ in range(3)]
+        try:
+            jids = ["ja", "jb", "jc"]
+
+            async def writer(c, jid):
+                await c.call("format", jid=jid, ns_info=NS.to_wire())
+                await c.call("new_epoch", jid=jid, ns_info=NS.to_wire(), epoch=1)
+                w = Writer(jid, 1)
+                await c.call("start_log_segment", req=w.req().to_wire(), txid=1, layout_version=1)
+                for first in range(1, 50, 7):
+                    await c.call("journal", req=w.req().to_wire(), segment_txid=1, first_txid=first,
+                                 num_txns=7, records=batch(first, 7))
+                await c.call("finalize_log_segment", req=w.req().to_wire(), start_txid=1, end_txid=49)
+            await asyncio.gather(*(writer(c, j) for c, j in zip(clients, jids)))
+            for j in jids:
+                m = await clients[0].call("get_edit_log_manifest", jid=j, since_txid=0, in_progress_ok=True)
+                assert m["segments"] == [[1, 49, False]]
+            with pytest.raises(InvalidRequestError, match="qjournal.journalnode.max-journals"):
+                await clients[0].call("is_formatted", jid="jd")
+            assert sorted(node.journals) == jids
+        finally:
+            for c in clients:
+                await c.close()
+            await node.stop()
     run(main())
