@@ -3,6 +3,7 @@
 Shows: ``cluster up`` elects one active; ``cluster kill`` (SIGKILL) of the active
 NameNode leads to an automatic takeover by the standby; ``cluster restart``
 brings the killed node back as standby; ``cluster status`` reports it;
+``haadmin -failover`` hands the active role back through the ZKFCs;
 ``cluster down`` leaves no process running. The demo's own oracle (every
 acknowledged create present after the failover, nothing invented) passes.
 """
@@ -56,6 +57,13 @@ def test_cluster_cli_kill_active_namenode_and_restart(tmp_path):
         wait_until(lambda: (c.nn_states().get(active) or {}).get("state") == "standby", 60,
                    f"{active} back as standby")
         assert c.active_namenode() == other
+        # graceful manual failover through the ZKFCs: back to the restarted node
+        r = subprocess.run(qjournal_argv("--conf", c.conf_dir, "haadmin", "-failover", other, active),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "successful" in r.stdout
+        assert c.active_namenode() == active
+        assert (c.nn_states()[other] or {}).get("state") == "standby"
         r = cli("logs", "zkfc-" + other, "--run-dir", run_dir, "-n", "200")
         assert "fence_old_active_done" in r.stdout or "transition_to_active_done" in r.stdout
     finally:

@@ -135,6 +135,10 @@ def test_graceful_failover_through_the_controllers(zookeeper, zk_parent):
             # clean hand-over: the old active ceded (standby by request), nobody was fenced
             assert not any(e[1] == "fence_old_active_start" for e in h.zkfcs[second].events)
             assert h.services[first].state == "standby"
+            # and back: the node that ceded must not be kept out by its own cede period
+            back = await h.zkfcs[first].rpc_graceful_failover()
+            assert back["active"] == first and back["previous"] == second
+            assert await _one_active(h) == first
             h.check_never_two_actives()
         finally:
             await h.stop_all()

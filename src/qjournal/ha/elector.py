@@ -373,6 +373,11 @@ class ActiveStandbyElector:
         self._rejoin_at = max(self._rejoin_at, time.monotonic() + delay_ms / 1000.0)
         self._kick()
 
+    def clear_hold_off(self) -> None:
+        """Forget any :meth:`hold_off` (a graceful failover *to* this node overrides an earlier cede)."""
+        self._rejoin_at = 0.0
+        self._kick()
+
     async def read_active_data(self) -> bytes | None:
         """The data of the current lock holder, or None if nobody holds the lock.
 

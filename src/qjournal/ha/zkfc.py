@@ -360,6 +360,7 @@ class ZKFailoverController:
                                      f"{self.health.state.value}")
         if el.state is ElectorState.ACTIVE:
             return {"active": s.nn_id, "previous": s.nn_id, "ms": 0.0}
+        el.clear_hold_off()  # this node may have ceded earlier; the operator now wants it active
         data = await el.read_active_data()
         previous = HATarget.from_bytes(data) if data else None
         if previous is not None and previous.nn_id != s.nn_id:
