@@ -1,0 +1,122 @@
+"""NameNode shell in one process: non-HA restart replay, health check, stale reads, in-flight retries,
+and a journal failure that stops the NameNode (it never carries on)."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+
+import pytest
+
+from qjournal.config import Configuration
+from qjournal.errors import HealthCheckFailedError, ServiceFailedError, StandbyError
+from qjournal.namenode.editlog import EditLogFatalError
+from qjournal.namenode.ha_state import HAState
+from qjournal.namenode.server import NameNode, format_namenode
+
+
+def conf_for(tmp, **extra):
+    c = Configuration()
+    c.set("dfs.namenode.name.dir", f"file://{tmp}/name")
+    c.set("qjournal.namenode.superuser", "hdfs")
+    c.set("dfs.namenode.checkpoint.check.period", "3600s")
+    c.set("dfs.ha.log-roll.period", "0")
+    for k, v in extra.items():
+        c.set(k, v)
+    return c
+
+
+W = dict(user="hdfs", groups=["supergroup"])
+
+
+def test_non_ha_restart_replays_local_edits_and_checkpoint(tmp_path):
+    async def main():
+        conf = conf_for(tmp_path)
+        await format_namenode(conf, cluster_id="CID-x", namespace_id=5)
+        nn = NameNode(conf)
+        await nn.start(serve=False)
+        assert nn.state == HAState.ACTIVE
+        for i in range(10):
+            await nn.rpc_mkdirs(f"/a/{i}", **W)
+        txid = await nn.checkpointer.checkpoint()   # non-HA: the active checkpoints itself
+        await nn.rpc_create("/a/0/f", **W)
+        await nn.rpc_rename("/a/0/f", "/a/1", **W)
+        want = nn.namespace.snapshot()
+        with pytest.raises(ServiceFailedError, match="HA is not enabled"):
+            await nn.transition_to_standby("user")
+        await nn.stop()
+        nn2 = NameNode(conf)
+        await nn2.start(serve=False)
+        assert nn2.namespace.snapshot() == want
+        assert nn2.last_checkpoint_txid == txid
+        assert nn2.last_applied_txid > txid
+        await nn2.stop()
+
+    asyncio.run(main())
+
+
+def test_health_check_space_and_stale_reads(tmp_path):
+    async def main():
+        conf = conf_for(tmp_path, **{"dfs.namenode.shared.edits.dir": f"file://{tmp_path}/shared",
+                                     "dfs.ha.allow.stale.reads": "true",
+                                     "dfs.ha.tail-edits.period": "3600s"})
+        await format_namenode(conf, cluster_id="CID-x", namespace_id=5)
+        nn = NameNode(conf, "nn1")
+        await nn.start(serve=False)
+        try:
+            assert (await nn.rpc_get_service_status())["state"] == "standby"
+            await nn.rpc_monitor_health()
+            assert await nn.rpc_get_file_info("/", **W) is not None   # stale reads allowed
+            with pytest.raises(StandbyError, match="WRITE"):
+                await nn.rpc_mkdirs("/x", **W)
+            nn.health_free_bytes_override = 10   # simulate a nearly full disk
+            with pytest.raises(HealthCheckFailedError, match="dfs.namenode.resource.du.reserved"):
+                await nn.rpc_monitor_health()
+        finally:
+            await nn.stop()
+
+    asyncio.run(main())
+
+
+def test_concurrent_retry_of_an_in_flight_call_gets_the_same_answer(tmp_path):
+    async def main():
+        conf = conf_for(tmp_path)
+        await format_namenode(conf, cluster_id="CID-x", namespace_id=5)
+        nn = NameNode(conf)
+        await nn.start(serve=False)
+        try:
+            cid = b"\x05" * 16
+            a, b = await asyncio.gather(nn.rpc_create("/f", client_id=cid, call_id=1, **W),
+                                        nn.rpc_create("/f", client_id=cid, call_id=1, **W))
+            assert a == b and a["path"] == "/f"
+            assert nn.editlog.last_written_txid == 2   # START + one OP_CREATE, not two
+        finally:
+            await nn.stop()
+
+    asyncio.run(main())
+
+
+def test_journal_failure_stops_the_namenode(tmp_path):
+    async def main():
+        conf = conf_for(tmp_path)
+        await format_namenode(conf, cluster_id="CID-x", namespace_id=5)
+        exits = []
+        nn = NameNode(conf, exit_hook=exits.append)
+        await nn.start(serve=False)
+        await nn.rpc_mkdirs("/ok", **W)
+        member = nn.journal_set.members[0].journal
+
+        def broken(fd):
+            raise OSError(errno.EIO, "simulated disk failure")
+
+        member.disk.fdatasync = broken
+        with pytest.raises(EditLogFatalError):
+            await nn.rpc_mkdirs("/lost", **W)
+        assert exits == [1] and nn.state == HAState.STOPPING
+        with pytest.raises(StandbyError, match="stopping"):
+            await nn.rpc_get_file_info("/ok", **W)
+        with pytest.raises(HealthCheckFailedError):
+            await nn.rpc_monitor_health()
+        await nn.stop()
+
+    asyncio.run(main())
