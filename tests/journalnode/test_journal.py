@@ -401,3 +401,24 @@ def test_empty_in_progress_counts_as_absent(jdir, j):
     resp = j.prepare_recovery(Writer(JID, 2).req(), 4)
     assert resp.segment_state is None
     assert "edits_inprogress_0000000000000000004.empty" in os.listdir(current(jdir))
+
+
+def test_committed_txid_file_damage_reads_as_unknown(jdir, j):
+    j.new_epoch(NS, 1)
+    w = Writer(JID, 1)
+    j.heartbeat(w.req(committed=1234))
+    j.close()
+    path = os.path.join(current(jdir), "committed-txid")
+    with open(path, "rb") as f:
+        good = f.read()
+    for bad in (good[:5], good[:7] + bytes([good[7] ^ 0x40]) + good[8:], b""):
+        with open(path, "wb") as f:
+            f.write(bad)
+        j2 = open_journal(jdir)
+        assert j2.committed_txid == INVALID_TXID
+        j2.close()
+    with open(path, "wb") as f:
+        f.write(good)
+    j3 = open_journal(jdir)
+    assert j3.committed_txid == 1234
+    j3.close()
