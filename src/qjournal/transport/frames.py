@@ -166,10 +166,28 @@ class FrameDecoder:
             FrameTooLargeError: a frame header declares more than
                 ``max_frame_bytes`` (invariant 1).
             ProtocolError: a complete frame is not one msgpack object
-                (invariant 2), or the decoder already failed.
+                (invariant 2), or the decoder already failed. Messages decoded
+                from earlier frames of the same ``data`` are lost; use
+                :meth:`feed_all` to keep them.
+        """
+        messages, error = self.feed_all(data)
+        if error is not None:
+            raise error
+        return messages
+
+    def feed_all(self, data: bytes) -> tuple[list[Any], FrameTooLargeError | ProtocolError | None]:
+        """Like :meth:`feed`, but return the error instead of raising it.
+
+        Args:
+            data: the next bytes of the stream.
+
+        Returns:
+            ``(messages, error)``: the messages of the complete frames before
+            the first bad one, and the error of that bad frame (or None). After
+            an error the decoder is unusable (invariant 2).
         """
         if self._broken:
-            raise ProtocolError(f"{self.stream_name}: decoder already failed; the connection must be closed")
+            return [], ProtocolError(f"{self.stream_name}: decoder already failed; the connection must be closed")
         buf = self._buf
         if buf:
             buf += data
@@ -180,42 +198,42 @@ class FrameDecoder:
         off = 0
         out: list[Any] = []
         limit = self.max_frame_bytes
-        try:
-            while n - off >= FRAME_HEADER_BYTES:
-                (length,) = _unpack_header(src, off)
-                if length > limit:
-                    raise FrameTooLargeError(
-                        f"{self.stream_name}: frame at stream offset {self._offset + off} declares "
-                        f"{length} bytes, more than max_frame_bytes={limit} "
-                        f"(config key ipc.maximum.data.length)",
-                        frame_bytes=length,
-                        max_frame_bytes=limit,
-                    )
-                end = off + FRAME_HEADER_BYTES + length
-                if end > n:
-                    break
-                try:
-                    with memoryview(src) as mv:
-                        obj = _unpackb(mv[off + FRAME_HEADER_BYTES:end], raw=False, strict_map_key=False)
-                except Exception as exc:  # msgpack raises several unrelated types
-                    raise ProtocolError(
-                        f"{self.stream_name}: undecodable frame of {length} bytes at stream offset "
-                        f"{self._offset + off} ({type(exc).__name__}: {exc})",
-                        frame_bytes=length,
-                    ) from None
-                out.append(obj)
-                off = end
-        except BaseException:
-            self._broken = True
-            self._buf = bytearray()
-            raise
+        while n - off >= FRAME_HEADER_BYTES:
+            (length,) = _unpack_header(src, off)
+            if length > limit:
+                return out, self._fail(FrameTooLargeError(
+                    f"{self.stream_name}: frame at stream offset {self._offset + off} declares "
+                    f"{length} bytes, more than max_frame_bytes={limit} "
+                    f"(config key ipc.maximum.data.length)",
+                    frame_bytes=length,
+                    max_frame_bytes=limit,
+                ))
+            end = off + FRAME_HEADER_BYTES + length
+            if end > n:
+                break
+            try:
+                with memoryview(src) as mv:
+                    obj = _unpackb(mv[off + FRAME_HEADER_BYTES:end], raw=False, strict_map_key=False)
+            except Exception as exc:  # msgpack raises several unrelated types
+                return out, self._fail(ProtocolError(
+                    f"{self.stream_name}: undecodable frame of {length} bytes at stream offset "
+                    f"{self._offset + off} ({type(exc).__name__}: {exc})",
+                    frame_bytes=length,
+                ))
+            out.append(obj)
+            off = end
         self._offset += off
         if src is buf:
             if off:
                 del buf[:off]
         elif off < n:
             self._buf = bytearray(src[off:]) if off else bytearray(src)
-        return out
+        return out, None
+
+    def _fail(self, error: Exception) -> Exception:
+        self._broken = True
+        self._buf = bytearray()
+        return error
 
 
 def check_request(msg: Any) -> tuple[int, str, dict]:

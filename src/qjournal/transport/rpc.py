@@ -254,6 +254,14 @@ class _Coalescer:
         if out and not self._transport.is_closing():
             self._transport.writelines(out)
 
+    def flush_now(self) -> None:
+        """Hand every gathered frame to the transport now (before a close)."""
+        out = self._out
+        if out:
+            self._out = []
+            if not self._transport.is_closing():
+                self._transport.writelines(out)
+
 
 # --- server -------------------------------------------------------------------------------
 
@@ -445,6 +453,7 @@ class _ServerConnection(asyncio.Protocol):
         self._tasks: dict[asyncio.Task, None] = {}  # concurrent calls, insertion order
         self._in_flight = 0  # queued + running
         self._paused = False
+        self._draining = False  # a bad frame arrived: finish what is in flight, then close
         self._closed = False
 
     # --- asyncio.Protocol ---------------------------------------------------------------
@@ -481,17 +490,15 @@ class _ServerConnection(asyncio.Protocol):
             waiter.set_result(None)
 
     def data_received(self, data: bytes) -> None:
-        if self._closed:
+        if self._closed or self._draining:
             return
-        try:
-            messages = self._decoder.feed(data)
-        except (FrameTooLargeError, ProtocolError) as exc:
-            self._bad_frame(exc)
-            return
+        messages, error = self._decoder.feed_all(data)
         for msg in messages:
-            if self._closed:
+            if self._closed or self._draining:
                 return
             self._dispatch(msg)
+        if error is not None:
+            self._bad_frame(error)
 
     def eof_received(self) -> bool | None:
         if self._decoder.buffered_bytes:
@@ -505,10 +512,19 @@ class _ServerConnection(asyncio.Protocol):
     # --- internals ---------------------------------------------------------------------
 
     def _bad_frame(self, exc: Exception) -> None:
+        # Invariant 3: only this connection ends. Requests that arrived before
+        # the bad frame are still answered, then the connection is closed.
         self._server.metrics["bad_frames"] += 1
         log.warning("%s: closing connection from %s: %s", self._server.name, self._peer.address, exc)
-        self._transport.abort()  # type: ignore[union-attr]
-        self.connection_lost(exc)
+        self._draining = True
+        if self._in_flight == 0:
+            self._close_drained()
+        else:
+            self._transport.pause_reading()  # type: ignore[union-attr]
+
+    def _close_drained(self) -> None:
+        self._writer.flush_now()  # type: ignore[union-attr]
+        self._transport.close()  # type: ignore[union-attr]
 
     def _dispatch(self, msg: Any) -> None:
         server = self._server
@@ -575,6 +591,12 @@ class _ServerConnection(asyncio.Protocol):
             await self._run(request_id, method, entry, kwargs)
 
     async def _run(self, request_id: int, method: str, entry: _Method, kwargs: dict) -> None:
+        try:
+            await self._call(request_id, method, entry, kwargs)
+        finally:
+            self._done_one()
+
+    async def _call(self, request_id: int, method: str, entry: _Method, kwargs: dict) -> None:
         server = self._server
         try:
             if entry.wants_peer:
@@ -586,15 +608,12 @@ class _ServerConnection(asyncio.Protocol):
             if isinstance(exc, InvariantViolation):
                 log.error("%s: call %s from %s broke an invariant: %s", server.name, method, self._peer.address, exc,
                           exc_info=True)
-            self._done_one()
             self._respond_error(request_id, exc)
             return
         except Exception as exc:
             log.error("%s: call %s from %s failed", server.name, method, self._peer.address, exc_info=True)
-            self._done_one()
             self._respond_error(request_id, exc)
             return
-        self._done_one()
         if self._closed:
             return
         try:
@@ -612,8 +631,15 @@ class _ServerConnection(asyncio.Protocol):
         self._writer.write(frame)  # type: ignore[union-attr]
 
     def _done_one(self) -> None:
+        """Account for a finished call; call after its response was written."""
         self._in_flight -= 1
-        if self._paused and self._in_flight <= self._server.max_queued_requests // 2 and not self._closed:
+        if self._closed:
+            return
+        if self._draining:
+            if self._in_flight == 0:
+                self._close_drained()
+            return
+        if self._paused and self._in_flight <= self._server.max_queued_requests // 2:
             self._paused = False
             self._transport.resume_reading()  # type: ignore[union-attr]
 
@@ -879,11 +905,7 @@ class RpcClient:
     def _data_received(self, data: bytes) -> None:
         if self._closed_error is not None:
             return
-        try:
-            messages = self._decoder.feed(data)
-        except (FrameTooLargeError, ProtocolError) as exc:
-            self._protocol_failure(exc)
-            return
+        messages, error = self._decoder.feed_all(data)
         pending = self._pending
         for msg in messages:
             if type(msg) is not list or len(msg) != 4 or msg[0] != KIND_RESPONSE or type(msg[1]) is not int:
@@ -902,6 +924,8 @@ class RpcClient:
                 fut.set_result(msg[3])
             else:
                 fut.set_exception(_rebuild_error(msg[3], method, self.peer))
+        if error is not None:
+            self._protocol_failure(error)
 
     def _connection_lost(self, exc: Exception | None) -> None:
         reason = f"{type(exc).__name__}: {exc}" if exc is not None else "closed by the server"
