@@ -253,6 +253,10 @@ class OpSpec:
     name: str
     cls: type
     fields: tuple[tuple[str, tuple[type, ...], bool], ...]
+    #: the same, column-wise (the decoder's fast path)
+    names: tuple[str, ...] = ()
+    exact_types: tuple[type, ...] = ()
+    nullables: tuple[bool, ...] = ()
 
 
 _NULLABLE = {(OP_SET_OWNER, "owner"), (OP_SET_OWNER, "group")}
@@ -264,7 +268,8 @@ def _spec(cls: type) -> OpSpec:
     for f in dataclasses.fields(cls):
         types = _TYPE_BY_NAME[str(f.type)]
         out.append((f.name, types, (cls.OPCODE, f.name) in _NULLABLE))
-    return OpSpec(cls.OPCODE, cls.NAME, cls, tuple(out))
+    return OpSpec(cls.OPCODE, cls.NAME, cls, tuple(out), tuple(f[0] for f in out),
+                  tuple(f[1][0] for f in out), tuple(f[2] for f in out))
 
 
 _ALL_CLASSES = (StartLogSegmentOp, EndLogSegmentOp, MkdirOp, CreateOp, DeleteOp, RenameOp,
@@ -338,21 +343,31 @@ def decode_op(opcode: int, body: bytes, txid: int | None = None) -> EditOp:
                                  + (f" at txid {txid}" if txid is not None else ""),
                                  opcode=opcode, txid=txid)
     d = _unpack(opcode, body, txid)
-    kw = {}
+    # fast path: msgpack yields exact int/str/bytes, so one type() identity test per field
+    get = d.get
+    vals = [get(n, _MISSING) for n in spec.names]
+    for v, t, nullable in zip(vals, spec.exact_types, spec.nullables):
+        if type(v) is not t and not (v is None and nullable):
+            _raise_field_error(spec, d, opcode, txid)
+    return spec.cls(*vals)
+
+
+_MISSING = object()
+
+
+def _raise_field_error(spec: "OpSpec", d: dict, opcode: int, txid: int | None) -> None:
     for name, types, nullable in spec.fields:
         if name not in d:
             raise CorruptRecordError(f"{_where(opcode, txid)}: field {name!r} is missing",
                                      opcode=opcode, txid=txid, field=name)
         v = d[name]
         if v is None and nullable:
-            kw[name] = None
             continue
-        if not isinstance(v, types) or isinstance(v, bool):
+        if type(v) is not types[0]:
             raise CorruptRecordError(
                 f"{_where(opcode, txid)}: field {name!r} has type {type(v).__name__}, "
                 f"expected {types[0].__name__}", opcode=opcode, txid=txid, field=name)
-        kw[name] = v
-    return spec.cls(**kw)
+    raise AssertionError("unreachable: no bad field found")  # pragma: no cover
 
 
 #: Columns of :func:`decode_columns`, with their Arrow type names (no pyarrow import here).
