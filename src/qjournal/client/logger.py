@@ -461,6 +461,17 @@ class AsyncLogger:
                 f"&segmentTxId={segment_txid}&storageInfo={quote(storage_info, safe='')}"
                 f"&inProgressOk={'true' if in_progress_ok else 'false'}")
 
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait until every queued call was sent and answered, at most ``timeout_s``.
+
+        Returns:
+            True when the queue is empty.
+        """
+        w = self._worker
+        if w is not None and not w.done():
+            await asyncio.wait({w}, timeout=timeout_s)
+        return not self._queue and (self._worker is None or self._worker.done())
+
     async def close(self) -> None:
         """Fail every queued call, stop the worker, close the connection."""
         self._closed = True

@@ -552,8 +552,16 @@ class QuorumJournalManager(Journal):
         res = await asyncio.gather(*(one(lg) for lg in self.loggers.loggers))
         return {r["node"]: r for r in sorted(res, key=lambda r: r["node"])}
 
-    async def close(self) -> None:
-        """Close every logger and the HTTP session (the segment stays as it is)."""
+    async def close(self, drain_timeout_ms: int = 1000) -> None:
+        """Close every logger and the HTTP session (the segment stays as it is).
+
+        Args:
+            drain_timeout_ms: first give calls already queued for slower nodes (e.g. the
+                last finalize) this long to complete, so those nodes stay in step.
+        """
+        if drain_timeout_ms > 0:
+            await asyncio.gather(*(lg.drain(drain_timeout_ms / 1000.0)
+                                   for lg in self.loggers.loggers))
         for t in list(self._bg):
             t.cancel()
         await self.loggers.close()
