@@ -12,7 +12,10 @@ script measures, in one run on the same disk:
 4. rpc-1: one in-process JournalNode over TCP, one writer pipelining batches;
 5. rpc-3: three ``qjournal journalnode`` processes, one writer sending every
    batch to all three and counting a batch done at the second ack (a majority),
-   with up to ``--window`` batches in flight.
+   with up to ``--window`` batches in flight;
+6. qjm-3: the same three processes under the real quorum client
+   (``QuorumJournalManager``): ``write_raw`` + ``mark`` + ``sync`` per batch, one
+   sync in flight (the NameNode's group commit at a fixed batch size).
 
 Each line prints txns/s and the ratio to the floor. Usage::
 
@@ -141,12 +144,35 @@ async def rpc_three(d: str, batches: list[bytes], window: int) -> float:
         for dm in daemons:
             host, port = dm.ready["rpc"].rsplit(":", 1)
             clients.append(await RpcClient.connect_tcp(host, int(port)))
-        return await _drive(clients, batches, window, 2)
+        rpc = await _drive(clients, batches, window, 2)
+        for c in clients:
+            await c.close()
+        clients = []
+        return rpc, await _qjm(daemons, batches)
     finally:
         for c in clients:
             await c.close()
         for dm in daemons:
             dm.stop()
+
+
+async def _qjm(daemons: list, batches: list[bytes]) -> float:
+    from qjournal.client.qjm import QuorumJournalManager  # noqa: PLC0415
+
+    uri = "qjournal://" + ";".join(dm.ready["rpc"] for dm in daemons) + "/qjmbench"
+    q = QuorumJournalManager(uri, ns_info=NS)
+    try:
+        await q.format(NS, force=True)
+        await q.recover_unfinalized_segments()
+        out = await q.start_log_segment(1)
+        t0 = time.perf_counter()
+        for i, b in enumerate(batches):
+            out.write_raw(b, 1 + i * TXNS, TXNS)
+            out.mark()
+            await out.sync()
+        return len(batches) * TXNS / (time.perf_counter() - t0)
+    finally:
+        await q.close()
 
 
 def main() -> int:
@@ -167,8 +193,10 @@ def main() -> int:
             ("validate", "validate_batch only (CPU)", validate(batches)),
             ("journal", "Journal.journal, fsync on", journal_direct(d, batches)),
             ("rpc-1", "1 JournalNode over TCP", asyncio.run(rpc_one(d, batches, a.window))),
-            ("rpc-3", "3 JournalNode processes, 2 acks", asyncio.run(rpc_three(d, batches, a.window))),
         ]
+        rpc3, qjm3 = asyncio.run(rpc_three(d, batches, a.window))
+        results += [("rpc-3", "3 JournalNode processes, 2 acks", rpc3),
+                    ("qjm-3", "3 processes, QuorumJournalManager", qjm3)]
         for name, what, v in results:
             print(f"{name:<10} {what:<30} {v:12,.0f} txns/s   {v / fl:4.2f} x floor")
     finally:

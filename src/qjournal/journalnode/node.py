@@ -448,13 +448,24 @@ class JournalNodeRpcHandler:
         return RequestInfo.from_wire(req)
 
     async def rpc_is_formatted(self, jid: Any) -> bool:
+        """Whether journal ``jid`` is formatted. Raises: InvalidRequestError (bad jid)."""
         return await self.node.run(jid, "is_formatted")
 
     async def rpc_format(self, jid: Any, ns_info: Any, force: Any = False) -> None:
+        """Format ``jid`` for ``ns_info``.
+
+        Raises:
+            JournalAlreadyFormattedError without ``force``; InvalidRequestError.
+        """
         jid = jn_rules.validate_jid(jid)
         await self.node.run(jid, "format", _ns_from_wire(ns_info, jid), wire_bool(force, "format", "force"))
 
     async def rpc_get_journal_state(self, jid: Any) -> dict:
+        """Returns ``{last_promised_epoch, http_port, http_url, ns_info}``.
+
+        Raises:
+            JournalNotFormattedError.
+        """
         slot = await self.node.journal_slot(jid)
         st = await slot.run(slot.journal.get_journal_state)
         ns = slot.journal.ns_info
@@ -465,18 +476,33 @@ class JournalNodeRpcHandler:
                 "http_url": self.node.http_url, "ns_info": ns.to_wire() if ns else None}
 
     async def rpc_new_epoch(self, jid: Any, ns_info: Any, epoch: Any) -> dict:
+        """Promise ``epoch``; returns ``{last_segment_txid}``.
+
+        Raises:
+            EpochError, NamespaceMismatchError, JournalNotFormattedError.
+        """
         jid = jn_rules.validate_jid(jid)
         resp = await self.node.run(jid, "new_epoch", _ns_from_wire(ns_info, jid),
                                    wire_int(epoch, "new_epoch", "epoch"))
         return resp.to_wire()
 
     async def rpc_start_log_segment(self, req: Any, txid: Any, layout_version: Any = LAYOUT_VERSION) -> None:
+        """Open segment ``txid``.
+
+        Raises:
+            EpochError, JournalOutOfSyncError, JournalNotFormattedError.
+        """
         r = self._req(req)
         await self.node.run(r.jid, "start_log_segment", r, wire_int(txid, "start_log_segment", "txid"),
                             wire_int(layout_version, "start_log_segment", "layout_version"))
 
     async def rpc_journal(self, req: Any, segment_txid: Any, first_txid: Any, num_txns: Any,
                           records: Any) -> None:
+        """Append a validated batch, fsynced before the reply.
+
+        Raises:
+            EpochError, JournalOutOfSyncError, CorruptRecordError, JournalError.
+        """
         r = self._req(req)
         if not isinstance(records, (bytes, bytearray, memoryview)):
             raise InvalidRequestError(f"journal {r.jid}: records must be bytes, got {type(records).__name__}",
@@ -495,21 +521,41 @@ class JournalNodeRpcHandler:
                                          validated_last_txid=last))
 
     async def rpc_heartbeat(self, req: Any) -> None:
+        """Request gate only (fencing, committed txid).
+
+        Raises:
+            EpochError, JournalOutOfSyncError.
+        """
         r = self._req(req)
         await self.node.run(r.jid, "heartbeat", r)
 
     async def rpc_finalize_log_segment(self, req: Any, start_txid: Any, end_txid: Any) -> None:
+        """Finalize a segment (idempotent).
+
+        Raises:
+            EpochError, JournalOutOfSyncError, InvariantViolation.
+        """
         r = self._req(req)
         w = "finalize_log_segment"
         await self.node.run(r.jid, "finalize_log_segment", r, wire_int(start_txid, w, "start_txid"),
                             wire_int(end_txid, w, "end_txid"))
 
     async def rpc_purge_logs(self, req: Any, min_txid_to_keep: Any) -> None:
+        """Delete segments and paxos files below ``min_txid_to_keep``.
+
+        Raises:
+            EpochError, JournalOutOfSyncError.
+        """
         r = self._req(req)
         await self.node.run(r.jid, "purge_logs_older_than", r,
                             wire_int(min_txid_to_keep, "purge_logs", "min_txid_to_keep"))
 
     async def rpc_get_edit_log_manifest(self, jid: Any, since_txid: Any, in_progress_ok: Any = False) -> dict:
+        """Returns ``{segments, committed_txid, last_writer_epoch}``.
+
+        Raises:
+            JournalNotFormattedError.
+        """
         w = "get_edit_log_manifest"
         slot = await self.node.journal_slot(jid)
         m = await slot.run(slot.journal.get_edit_log_manifest, wire_int(since_txid, w, "since_txid"),
@@ -519,12 +565,22 @@ class JournalNodeRpcHandler:
         return out
 
     async def rpc_prepare_recovery(self, req: Any, segment_txid: Any) -> dict:
+        """Paxos phase 1b; returns a PrepareRecoveryResponse wire map.
+
+        Raises:
+            EpochError, InvariantViolation.
+        """
         r = self._req(req)
         resp = await self.node.run(r.jid, "prepare_recovery", r,
                                    wire_int(segment_txid, "prepare_recovery", "segment_txid"))
         return resp.to_wire()
 
     async def rpc_accept_recovery(self, req: Any, segment_state: Any, from_url: Any) -> None:
+        """Paxos phase 2b: plan, download from ``from_url`` if needed (CRC verified), commit.
+
+        Raises:
+            EpochError, JournalError (download), InvariantViolation.
+        """
         r = self._req(req)
         state = SegmentState.from_wire(segment_state)
         url = wire_str(from_url, "accept_recovery", "from_url")
