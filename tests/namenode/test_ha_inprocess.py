@@ -12,7 +12,9 @@ import pytest
 
 from qjournal.config import Configuration
 from qjournal.errors import FileAlreadyExistsError, ServiceFailedError, StandbyError
+from qjournal.journal.file import FileJournal
 from qjournal.namenode.client import DFSClient
+from qjournal.namenode.image import list_images
 from qjournal.namenode.ha_state import HAState
 from qjournal.namenode.server import NameNode, bootstrap_standby, format_namenode
 
@@ -107,6 +109,9 @@ def test_failover_with_tailing_retry_cache_and_lock_fencing(tmp_path):
 def test_restart_replays_image_and_edits_and_checkpoint_upload(tmp_path):
     async def main():
         nn1, nn2, conf = await start_pair(tmp_path)
+        for nn in (nn1, nn2):   # retention: one image, no extra edits
+            nn.conf.set("dfs.namenode.num.checkpoints.retained", "1")
+            nn.conf.set("dfs.namenode.num.extra.edits.retained", "0")
         client = DFSClient(conf, user="hdfs", groups=["supergroup"])
         try:
             await nn1.transition_to_active("user")
@@ -117,6 +122,9 @@ def test_restart_replays_image_and_edits_and_checkpoint_upload(tmp_path):
             txid = await nn2.checkpointer.checkpoint()   # standby saves and uploads
             assert txid == nn1.last_checkpoint_txid
             assert os.path.exists(os.path.join(nn1.name_dir, "current", f"fsimage_{txid:019d}"))
+            assert [t for t, _ in list_images(nn1.name_dir)] == [txid]   # the txid-0 image was purged
+            segs = await FileJournal(str(tmp_path / "shared"), use_lock=False).get_manifest(0, True)
+            assert segs and all(s.end_txid > txid for s in segs), segs   # edits before it purged
             for i in range(5):
                 await client.create(f"/d/{i}/f")
             want = nn1.namespace.snapshot()

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from qjournal.errors import (DirectoryNotEmptyError, FileAlreadyExistsError, FileNotFoundError_,
                              InvalidRequestError, NotADirectoryError_)
+from qjournal.namenode import image as img
 from qjournal.namenode.namespace import CallContext, Namespace
 
 NAMES = ["a", "b", "c"]
@@ -145,7 +146,7 @@ def walk(ns: Namespace) -> dict:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(OPS, max_size=40), cut=st.integers(0, 40))
 def test_namespace_matches_model_and_replays(steps, cut):
     ns = Namespace(superuser="nn")
@@ -172,10 +173,12 @@ def test_namespace_matches_model_and_replays(steps, cut):
     for op in log:
         replay.apply(op)
     assert replay.snapshot() == ns.snapshot()
-    # image at `cut` plus later edits equals the live state
+    # image at `cut` (through real Parquet bytes) plus later edits equals the live state
     if image is not None:
         cols, last, n = image
-        loaded = Namespace.from_image_columns(cols, last, superuser="nn")
+        data = img.image_to_bytes(cols, img.ImageInfo(n, 1, 1, "CID", last))
+        info, table = img._parse(data, "hypothesis image")
+        loaded = Namespace.from_image_columns(table.to_pydict(), info.last_inode_id, superuser="nn")
         for op in log[n:]:
             loaded.apply(op)
         assert loaded.snapshot() == ns.snapshot()

@@ -120,3 +120,28 @@ def test_journal_failure_stops_the_namenode(tmp_path):
         await nn.stop()
 
     asyncio.run(main())
+
+
+def test_checkpoint_is_due_by_txn_count_and_by_period(tmp_path):
+    async def main():
+        now = [1_000_000]
+        conf = conf_for(tmp_path, **{"dfs.namenode.checkpoint.txns": "5",
+                                     "dfs.namenode.checkpoint.period": "60s"})
+        await format_namenode(conf, cluster_id="CID-x", namespace_id=5)
+        nn = NameNode(conf, clock_ms=lambda: now[0])
+        await nn.start(serve=False)
+        try:
+            ck = nn.checkpointer
+            await nn.rpc_mkdirs("/a", **W)            # START + 1 op since the txid-0 image
+            assert not ck.due()
+            now[0] += 60_000
+            assert ck.due()                           # period elapsed with something new
+            txid = await ck.checkpoint()
+            assert not ck.due()
+            for i in range(5):
+                await nn.rpc_mkdirs(f"/b{i}", **W)
+            assert nn.last_applied_txid - txid == 5 and ck.due()   # txn count reached
+        finally:
+            await nn.stop()
+
+    asyncio.run(main())
