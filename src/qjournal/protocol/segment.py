@@ -124,9 +124,8 @@ def encode_record(txid: int, opcode: int, body: bytes,
         raise RecordTooLargeError(
             f"record at txid {txid} is {n} bytes, over the limit of {max_record_bytes}",
             txid=txid, size=n, limit=max_record_bytes)
-    head = _REC_HEAD.pack(opcode, n, txid)
-    c = crc32c(body, crc32c(head))
-    return b"".join((head, body, _CRC.pack(c)))
+    rec = _REC_HEAD.pack(opcode, n, txid) + body
+    return rec + _CRC.pack(crc32c(rec))  # one CRC pass over opcode..body
 
 
 def encode_records(records: list[tuple[int, int, bytes]] | list[EditRecord],
