@@ -126,7 +126,8 @@ def test_checkpoint_is_due_by_txn_count_and_by_period(tmp_path):
     async def main():
         now = [1_000_000]
         conf = conf_for(tmp_path, **{"dfs.namenode.checkpoint.txns": "5",
-                                     "dfs.namenode.checkpoint.period": "60s"})
+                                     "dfs.namenode.checkpoint.period": "60s",
+                                     "dfs.namenode.edit.log.autoroll.multiplier.threshold": "100"})
         await format_namenode(conf, cluster_id="CID-x", namespace_id=5)
         nn = NameNode(conf, clock_ms=lambda: now[0])
         await nn.start(serve=False)
