@@ -50,9 +50,16 @@ def test_quorum_client_recovers_through_journalnode_http(tmp_path):
             await q2.recover_unfinalized_segments()
             assert q2.epoch == epoch1 + 1
             expect = encode_header(1) + encode_records([(t, OP_DATA, b"op-%d" % t) for t in range(1, 26)])
+            # recovery returns at a quorum; the third node's accept + finalize may still be
+            # running: wait for it (a condition with a deadline)
+            deadline = asyncio.get_running_loop().time() + 30
             for n in nodes:
-                m = await n.run(JID, "get_edit_log_manifest", 0, True)
-                assert [s.to_wire() for s in m.segments] == [[1, 25, False]], n.name
+                while True:
+                    m = await n.run(JID, "get_edit_log_manifest", 0, True)
+                    if [s.to_wire() for s in m.segments] == [[1, 25, False]]:
+                        break
+                    assert asyncio.get_running_loop().time() < deadline, (n.name, m)
+                    await asyncio.sleep(0.02)
                 rs = await n.run(JID, "open_segment_for_read", 1, False)
                 with rs.stream as f:
                     assert f.read(rs.length) == expect, n.name
