@@ -277,3 +277,27 @@ def test_chained_stream_refuses_txid_jump_and_reports_gap():
         with pytest.raises(GapInTransactionsError, match="11-12"):
             [r async for r in st]
     run(go())
+
+
+def test_caller_errors_do_not_mark_journals_failed(tmp_path):
+    async def go():
+        from qjournal.errors import CorruptRecordError as CRE, RecordTooLargeError
+        js = [FileJournal(str(tmp_path / "a"), max_record_bytes=64), FileJournal(str(tmp_path / "b"))]
+        s = JournalSet(js)
+        await s.format(NS)
+        await s.recover_unfinalized_segments()
+        out = await s.start_log_segment(1)
+        with pytest.raises(RecordTooLargeError):
+            out.write(1, b"x" * 65)  # over the smallest member's limit
+        with pytest.raises(ValueError):
+            out.write(1, b"x", opcode=0xFF)
+        with pytest.raises(CRE):
+            out.write_raw(b"junk", 1, 1)
+        assert s.failed() == [] and out.last_written_txid == 0
+        out.write(1, b"x" * 64)
+        await out.close()
+        await s.finalize_log_segment(1, 1)
+        for j in js:
+            assert await j.get_manifest() == [SegmentInfo(1, 1)]
+        await s.close()
+    run(go())

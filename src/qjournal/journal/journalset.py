@@ -63,7 +63,13 @@ from qjournal.journal.base import (
     plan_read,
 )
 from qjournal.journal.streams import ChainedInputStream, RedundantInputStream
-from qjournal.protocol.segment import LAYOUT_VERSION, OP_DATA
+from qjournal.protocol.segment import (
+    DEFAULT_MAX_RECORD_BYTES,
+    LAYOUT_VERSION,
+    OP_DATA,
+    encode_record,
+    scan_batch,
+)
 
 log = logging.getLogger("qjournal.journal.journalset")
 
@@ -99,6 +105,9 @@ class JournalSet(Journal):
         self.members = [JournalAndStream(j) for j in journals]
         self.uri = uri or ",".join(m.name for m in self.members)
         self.required = any(j.required for j in journals)
+        #: the smallest record limit among the members (checked before forwarding a write)
+        self.max_record_bytes = min(int(getattr(j, "max_record_bytes", DEFAULT_MAX_RECORD_BYTES))
+                                    for j in journals)
         self._stream: JournalSetOutputStream | None = None
 
     # -- health -------------------------------------------------------------------------
@@ -375,6 +384,19 @@ class JournalSetOutputStream(EditLogOutputStream):
         live = self._live()
         return max((m.stream.pending_bytes for m in live if m.stream is not None), default=0)
 
+    def _fail_members(self, op: str, failed: list[tuple[JournalAndStream, BaseException]]) -> None:
+        for m, e in failed:
+            m.failed = True
+            m.failures += 1
+            m.failure = f"{op}: {type(e).__name__}: {e}"
+            log.error("journal failed; removed from the set", extra={
+                "journal": m.name, "op": op, "reason": str(e), "required": m.journal.required})
+            st, m.stream = m.stream, None
+            if st is not None:
+                self._to_abort.append((st, m.name))  # aborted at the next sync/close/abort
+        if failed:
+            self._set._check_enough(op)
+
     def _forward(self, op: str, fn: Callable[[EditLogOutputStream], None]) -> None:
         """Apply a synchronous call to each live stream; a failure marks that journal failed."""
         failed: list[tuple[JournalAndStream, BaseException]] = []
@@ -386,18 +408,7 @@ class JournalSetOutputStream(EditLogOutputStream):
                 raise
             except (QJournalError, OSError) as e:
                 failed.append((m, e))
-        for m, e in failed:
-            # Marking failed aborts the stream; abort of our own streams never blocks for long.
-            m.failed = True
-            m.failures += 1
-            m.failure = f"{op}: {type(e).__name__}: {e}"
-            log.error("journal failed; removed from the set", extra={
-                "journal": m.name, "op": op, "reason": str(e), "required": m.journal.required})
-            st, m.stream = m.stream, None
-            if st is not None:
-                self._to_abort.append((st, m.name))  # aborted at the next sync/close/abort
-        if failed:
-            self._set._check_enough(op)
+        self._fail_members(op, failed)
 
     def _check_txid(self, txid: int) -> None:
         if self.closed:
@@ -411,17 +422,44 @@ class JournalSetOutputStream(EditLogOutputStream):
     def write(self, txid: int, body: bytes, opcode: int = OP_DATA) -> None:
         """Buffer one record on every live journal.
 
+        The record is checked here first (txid order, opcode, size against the
+        smallest member limit), so a caller's mistake raises without marking
+        any journal failed and without some members holding the record and
+        others not.
+
         Raises:
-            JournalOutOfSyncError: txid out of order (nothing is marked failed).
+            JournalOutOfSyncError: txid out of order.
+            RecordTooLargeError / ValueError: as ``protocol.segment.encode_record``.
             NoJournalsAvailableError: the write failed on every journal or a required one.
         """
-        self._check_txid(txid)
-        self._forward("write", lambda s: s.write(txid, body, opcode))
+        if txid != self._last_written + 1 or self.closed:
+            self._check_txid(txid)
+        if len(body) > self._set.max_record_bytes or not 0 < opcode < 0xFF:
+            encode_record(txid, opcode, body, self._set.max_record_bytes)  # raises the precise error
+        failed = None
+        for m in self._set.members:  # hot path: no closures, no list building
+            st = m.stream
+            if st is None or m.failed:
+                continue
+            try:
+                st.write(txid, body, opcode)
+            except InvariantViolation:
+                raise
+            except (QJournalError, OSError) as e:
+                failed = (failed or []) + [(m, e)]
+        if failed:
+            self._fail_members("write", failed)
         self._last_written = txid
 
     def write_raw(self, data: bytes, first_txid: int, num_txns: int) -> None:
-        """Buffer framed records on every live journal (see :meth:`write`)."""
+        """Buffer framed records on every live journal (validated once here; see :meth:`write`).
+
+        Raises:
+            CorruptRecordError: the bytes are not exactly ``num_txns`` valid records.
+        """
         self._check_txid(first_txid)
+        scan_batch(data, first_txid, num_txns, max_record_bytes=self._set.max_record_bytes,
+                   where=f"{self._set.uri} batch {first_txid}")
         self._forward("write_raw", lambda s: s.write_raw(data, first_txid, num_txns))
         self._last_written = first_txid + num_txns - 1
 
