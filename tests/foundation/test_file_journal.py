@@ -289,8 +289,12 @@ def test_recovery_truncates_torn_tail_and_moves_empty_and_corrupt_aside(tmp_path
         # a segment whose header is damaged
         with open(seg_path(j, 20), "wb") as f:
             f.write(b"NOTAHEADER" + seg.encode_record(20, 1, b"x"))
+        # a header torn by the crash (the header is fsynced before any record)
+        with open(seg_path(j, 30), "wb") as f:
+            f.write(seg.encode_header()[:7])
         await j.recover_unfinalized_segments()
         names = sorted(os.listdir(j.current_dir))
+        assert seg.segment_file_name(30) + ".empty" in names
         assert seg.segment_file_name(11) + ".empty" in names
         assert seg.segment_file_name(20) + ".corrupt" in names
         assert await j.get_manifest(0, True) == [SegmentInfo(1, 10)]

@@ -399,6 +399,9 @@ class FileJournal(Journal):
                     log.warning("in-progress segment damaged", extra={
                         "journal": self.uri, "path": path, "offset": p.offset, "kind": p.kind,
                         "detail": p.detail})
+                if len(data) < seg.HEADER_SIZE and data == seg.encode_header()[:len(data)]:
+                    self._move_aside(name, EMPTY_SUFFIX)  # torn header: the crash came before any record
+                    continue
                 if not result.header_ok or (result.problems and result.problems[0].kind == "txid-gap"
                                             and result.empty):
                     self._move_aside(name, CORRUPT_SUFFIX)
