@@ -38,6 +38,11 @@ def test_quorum_client_recovers_through_journalnode_http(tmp_path):
             out.mark()
             await out.sync()
             epoch1 = q1.epoch
+            # sync returns at a quorum: let node 0 catch up before it gets the extra batch
+            deadline = asyncio.get_running_loop().time() + 30
+            while nodes[0].journals[JID].journal.highest_written_txid != 20:
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.02)
             # the dying writer got txns 21-25 to node 0 only
             host, port = nodes[0].rpc_bound.rsplit(":", 1)
             raw = await RpcClient.connect_tcp(host, int(port))
