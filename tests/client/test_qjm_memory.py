@@ -253,3 +253,26 @@ def test_ns_info_learnt_from_journal_nodes(tmp_path):
         await write_segment(q2, 1, 2)
         await q2.close()
     run(tmp_path, sc)
+
+
+def test_overlapping_syncs_group_commit(tmp_path):
+    """Several syncs in flight at once: each returns after its own batch is on a quorum, the
+    committed txid only grows, and the log holds every txid once, in order."""
+    async def sc(c):
+        q = c.qjm()
+        await q.format(NS)
+        await q.recover_unfinalized_segments()
+        s = await q.start_log_segment(1)
+        syncs = []
+        for t in range(1, 21):
+            s.write(t, body(t))
+            s.mark()
+            syncs.append(asyncio.ensure_future(s.sync()))
+        await asyncio.gather(*syncs)
+        assert s.last_synced_txid == 20 and q.committed_txid == 20
+        await q.finalize_log_segment(1, 20)
+        r = c.qjm()
+        got = await read_all(r)
+        await q.close(); await r.close()
+        return got
+    assert run(tmp_path, sc) == [(t, body(t)) for t in range(1, 21)]

@@ -7,10 +7,10 @@ earlier batch is being made durable. This stream is that double buffer
 ``sync`` returns only once a majority of JournalNodes fsynced the batch
 (seed 000 §2.11, reference §4.6).
 
-Theory of operation: ``sync`` takes a lock (one flush at a time, so batches
-reach every JournalNode in txid order), detaches the ready batches, sends them
-with one ``journal`` call per batch to every logger, and waits for a write
-quorum. Then it pushes the new committed txid into every logger (it rides on
+Theory of operation: ``sync`` detaches the ready batches and enqueues them,
+synchronously and in txid order, on every logger (one ``journal`` call per
+batch; each logger sends its queue in order), then waits for a write quorum.
+Syncs may overlap (group commit); a lagging logger coalesces what queued up. Then it pushes the new committed txid into every logger (it rides on
 the next call). A slow or dead node adds no latency: the quorum call returns
 at the majority and the node's own queue absorbs (or rejects) the backlog.
 Any failure of a sync is final for the stream and for the writer (the QJM
@@ -20,7 +20,8 @@ Invariants:
 
 1. Records are written with consecutive txids starting at the segment txid.
 2. ``last_synced_txid`` only grows, and only after a quorum acknowledged every
-   txid up to it.
+   txid up to it (FIFO per JournalNode makes a later batch's quorum cover the
+   earlier batches).
 3. After a failed sync no further record is accepted or sent.
 4. No ``journal`` call carries more than ``max_frame_bytes`` minus a margin
    (HDFS-13977): larger ready data is sent as several consecutive batches.
@@ -28,7 +29,6 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -70,7 +70,6 @@ class QuorumOutputStream(EditLogOutputStream):
         # ready batches: (first_txid, num_txns, [parts], size)
         self._ready: list[tuple[int, int, list[bytes], int]] = []
         self._ready_bytes = 0
-        self._lock = asyncio.Lock()
         self._closed = False
         self._failed: BaseException | None = None
         s = qjm.settings
@@ -184,35 +183,40 @@ class QuorumOutputStream(EditLogOutputStream):
     async def sync(self) -> None:
         """Send every ready batch and return once a quorum acknowledged all of them.
 
+        Several ``sync`` calls may be in flight at once (the NameNode's group
+        commit): each sends its own ready batches, in txid order, and waits for
+        its own quorum. Every JournalNode applies batches in the order they were
+        queued, so a quorum acknowledging a later batch has also made every
+        earlier one durable.
+
         Raises:
             FencedError: a newer writer took over (the JournalNodes refused our epoch).
             QuorumError / RpcTimeoutError: no quorum acknowledged in time.
             InvariantViolation: a JournalNode reported a broken invariant.
         """
-        async with self._lock:
-            self._check_open()
-            if not self._ready:
-                return
-            batches = self._take_batches()
-            qjm = self._qjm
-            loggers = qjm.loggers
-            calls = [(first, n, loggers.fan_out(
-                "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
-                for (first, n, data) in batches]
-            try:
-                for first, n, call in calls:
-                    await loggers.wait_for_quorum(call, qjm.settings.write_txns_timeout_ms)
-                    last = first + n - 1
-                    if last <= self._last_synced:  # pragma: no cover - invariant 2
-                        raise InvariantViolation(
-                            f"journal {qjm.jid!r}: synced txid going backwards to {last}")
+        self._check_open()
+        if not self._ready:
+            return
+        qjm = self._qjm
+        loggers = qjm.loggers
+        # Detach and enqueue synchronously: the enqueue order on every logger is the txid order.
+        calls = [(first, n, loggers.fan_out(
+            "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
+            for (first, n, data) in self._take_batches()]
+        try:
+            for first, n, call in calls:
+                await loggers.wait_for_quorum(call, qjm.settings.write_txns_timeout_ms)
+                self._check_open()  # an earlier concurrent sync may have failed meanwhile
+                last = first + n - 1
+                if last > self._last_synced:
                     self._last_synced = last
                     loggers.set_committed_txid(last)
                     qjm._on_synced(last)
-            except BaseException as e:
+        except BaseException as e:
+            if self._failed is None:
                 self._failed = e
-                qjm._on_write_failure(e)
-                raise
+            qjm._on_write_failure(e)
+            raise
 
     async def close(self) -> None:
         """Sync what is marked, then release the stream (the segment stays open)."""
