@@ -283,6 +283,7 @@ class NameNode:
         #: test hook: extra space check in bytes (monitor_health compares free space with it)
         self.health_free_bytes_override: int | None = None
         self.became_active_at_ms: int | None = None
+        self.last_transition: dict = {}
 
     # ------------------------------------------------------------ properties
     @property
@@ -467,11 +468,15 @@ class NameNode:
             t0 = self.clock_ms()
             local, shared = open_journals(self.conf, self.ns_info)
             jset = make_journal_set(local, shared)
+            phases: dict[str, int] = {}
             try:
                 # fencing: a new epoch on the quorum (or the lock of a shared dir)
                 await jset.recover_unfinalized_segments()
+                phases["fence_ms"] = self.clock_ms() - t0
                 # every remaining edit (all finalized now), from the shared journal
-                await self.tailer.catch_up(shared)  # type: ignore[arg-type]
+                n = await self.tailer.catch_up(shared)  # type: ignore[arg-type]
+                phases["catch_up_ms"] = self.clock_ms() - t0 - phases["fence_ms"]
+                phases["catch_up_txns"] = n
                 await self._open_editlog(jset)
             except Exception as e:
                 log.error("transition to active failed; staying standby: %s", e)
@@ -490,8 +495,9 @@ class NameNode:
                 raise
             self.state = HAState.ACTIVE
             self.became_active_at_ms = self.clock_ms()
-            log.info("transitioned to active", extra={"txid": self.last_applied_txid,
-                                                     "took_ms": self.became_active_at_ms - t0})
+            #: phase durations of the last transition (fence, catch-up), for operators and the bench
+            self.last_transition = dict(phases, took_ms=self.became_active_at_ms - t0)
+            log.info("transitioned to active", extra={"txid": self.last_applied_txid, **self.last_transition})
 
     async def transition_to_standby(self, request_source: str = "user") -> None:
         """HAServiceProtocol transitionToStandby: refuse writes at once, finalize, tail.
