@@ -194,34 +194,55 @@ class FrameDecoder:
             src = buf
         else:
             src = data
+            # Fast path: exactly one small whole frame (the common case for
+            # sequential calls and for the in-memory network).
+            n = len(data)
+            if 4 <= n <= 65536:
+                (length,) = _unpack_header(data, 0)
+                if length + FRAME_HEADER_BYTES == n and length <= self.max_frame_bytes:
+                    try:
+                        obj = _unpackb(data[FRAME_HEADER_BYTES:], raw=False, strict_map_key=False)
+                    except Exception:
+                        pass  # fall through to the general path, which reports the error
+                    else:
+                        self._offset += n
+                        return [obj], None
         n = len(src)
         off = 0
         out: list[Any] = []
         limit = self.max_frame_bytes
-        while n - off >= FRAME_HEADER_BYTES:
-            (length,) = _unpack_header(src, off)
-            if length > limit:
-                return out, self._fail(FrameTooLargeError(
-                    f"{self.stream_name}: frame at stream offset {self._offset + off} declares "
-                    f"{length} bytes, more than max_frame_bytes={limit} "
-                    f"(config key ipc.maximum.data.length)",
-                    frame_bytes=length,
-                    max_frame_bytes=limit,
-                ))
-            end = off + FRAME_HEADER_BYTES + length
-            if end > n:
-                break
-            try:
-                with memoryview(src) as mv:
+        error = None
+        mv = memoryview(src)  # one view per feed; frame slices are temporaries
+        try:
+            while n - off >= FRAME_HEADER_BYTES:
+                (length,) = _unpack_header(src, off)
+                if length > limit:
+                    error = FrameTooLargeError(
+                        f"{self.stream_name}: frame at stream offset {self._offset + off} declares "
+                        f"{length} bytes, more than max_frame_bytes={limit} "
+                        f"(config key ipc.maximum.data.length)",
+                        frame_bytes=length,
+                        max_frame_bytes=limit,
+                    )
+                    break
+                end = off + FRAME_HEADER_BYTES + length
+                if end > n:
+                    break
+                try:
                     obj = _unpackb(mv[off + FRAME_HEADER_BYTES:end], raw=False, strict_map_key=False)
-            except Exception as exc:  # msgpack raises several unrelated types
-                return out, self._fail(ProtocolError(
-                    f"{self.stream_name}: undecodable frame of {length} bytes at stream offset "
-                    f"{self._offset + off} ({type(exc).__name__}: {exc})",
-                    frame_bytes=length,
-                ))
-            out.append(obj)
-            off = end
+                except Exception as exc:  # msgpack raises several unrelated types
+                    error = ProtocolError(
+                        f"{self.stream_name}: undecodable frame of {length} bytes at stream offset "
+                        f"{self._offset + off} ({type(exc).__name__}: {exc})",
+                        frame_bytes=length,
+                    )
+                    break
+                out.append(obj)
+                off = end
+        finally:
+            mv.release()
+        if error is not None:
+            return out, self._fail(error)
         self._offset += off
         if src is buf:
             if off:
