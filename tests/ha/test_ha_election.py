@@ -181,3 +181,23 @@ def test_suspended_connection_enters_neutral_mode(zookeeper, zk_parent):
         finally:
             await h.stop_all()
     run(main())
+
+
+def test_namenode_leaving_active_behind_the_controllers_back(zookeeper, zk_parent):
+    async def main():
+        h = Harness(zookeeper.connect_string, zk_parent, 2)
+        try:
+            await h.start_all()
+            first = await _one_active(h)
+            z = h.zkfcs[first]
+            await async_wait_until(lambda: (z.health.last_status or {}).get("state") == "active",
+                                   DEADLINE_S, "the health monitor saw the service active")
+            h.services[first]._set("standby", "user_forced")   # e.g. a forced manual transition
+            await async_wait_until(lambda: any(e[1] == "service_state_mismatch" for e in z.events),
+                                   DEADLINE_S, "the controller notices the mismatch")
+            # it gave up the lock; the election settles with exactly one active again
+            await _one_active(h)
+            h.check_never_two_actives()
+        finally:
+            await h.stop_all()
+    run(main())

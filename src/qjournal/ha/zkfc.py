@@ -166,6 +166,7 @@ class ZKFailoverController:
         self.events: list[tuple[float, str, dict]] = []
         self._rpc_server = None
         self._stopping = False
+        self._transitioning = False  # a transition_to_active of ours is in flight
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, serve_rpc: bool = True) -> tuple[str, int] | None:
@@ -228,7 +229,7 @@ class ZKFailoverController:
             return
         # The NameNode left the active state behind our back (e.g. a manual transition):
         # stop claiming the lock, and re-join once it is healthy again.
-        if el.state is ElectorState.ACTIVE and status.get("state") == "standby":
+        if el.state is ElectorState.ACTIVE and status.get("state") == "standby" and not self._transitioning:
             self._record("service_state_mismatch", expected="active", actual="standby")
             await el.quit_election(need_fence=True)
             el.hold_off(self.settings.elector.sleep_after_failure_ms)
@@ -245,6 +246,7 @@ class ZKFailoverController:
         t0 = time.monotonic()
         self._record("transition_to_active_start")
         proxy = None
+        self._transitioning = True
         try:
             proxy = await self._nn_factory()
             await proxy.call("transition_to_active", timeout_ms=self.settings.new_active_timeout_ms,
@@ -254,6 +256,7 @@ class ZKFailoverController:
             raise ServiceFailedError(f"zkfc {self.settings.nn_id}: transition_to_active of "
                                      f"{self.settings.nn_id} failed: {e}") from e
         finally:
+            self._transitioning = False
             if proxy is not None:
                 await _close_quietly(proxy)
         self._record("transition_to_active_done", ms=round((time.monotonic() - t0) * 1000, 1))
