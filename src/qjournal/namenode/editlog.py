@@ -47,7 +47,7 @@ import asyncio
 import logging
 from typing import Callable
 
-from qjournal.errors import InvariantViolation, JournalError, register_error
+from qjournal.errors import InvariantViolation, JournalError, StandbyError, register_error
 from qjournal.journal.base import EditLogOutputStream, Journal
 from qjournal.namenode.ops import (NO_CALL_ID, NO_CLIENT_ID, EditOp, EndLogSegmentOp,
                                    StartLogSegmentOp, encode_body)
@@ -104,7 +104,8 @@ class FSEditLog:
         if self.fatal is not None:
             raise EditLogFatalError(f"edit log failed earlier: {self.fatal}", cause=str(self.fatal))
         if self._stream is None:
-            raise JournalError("edit log is not open for write")
+            # only a NameNode that left the active state has a closed edit log: clients fail over
+            raise StandbyError("the edit log is closed (this NameNode is not active)")
 
     def _marker(self, cls: type) -> EditOp:
         return cls(self.user, NO_CLIENT_ID, NO_CALL_ID, self.clock_ms())

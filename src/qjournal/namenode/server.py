@@ -677,7 +677,8 @@ class NameNode:
                     f"NameNode resource check failed: {d} has {free} bytes available, less than "
                     f"dfs.namenode.resource.du.reserved = {self.du_reserved_bytes}",
                     path=d, free=free, reserved=self.du_reserved_bytes)
-        if self.tailer is not None and self.state == HAState.STANDBY and not self.tailer.running:
+        if (self.tailer is not None and self.state == HAState.STANDBY and not self.tailer.running
+                and not self._transition_lock.locked()):  # the tailer is stopped during a transition
             raise HealthCheckFailedError(f"{self._where()}: the edit log tailer is not running")
         return None
 
