@@ -301,3 +301,16 @@ def test_caller_errors_do_not_mark_journals_failed(tmp_path):
             assert await j.get_manifest() == [SegmentInfo(1, 1)]
         await s.close()
     run(go())
+
+
+def test_unreadable_journal_is_skipped_for_reads(tmp_path):
+    async def go():
+        import shutil
+        s, (a, b) = await make_set(tmp_path)
+        await write_segment(s, 1, 10)
+        shutil.rmtree(a.current_dir)  # journal a lost its directory
+        assert await s.get_manifest() == [SegmentInfo(1, 10)]
+        assert await read_all(await s.open_input(1)) == list(range(1, 11))
+        assert await s.count_transactions_since(1) == 10
+        await s.close()
+    run(go())

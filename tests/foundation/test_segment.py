@@ -26,7 +26,7 @@ def strip(recs):
     return [(r.txid, r.opcode, r.body) for r in recs]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, print_blob=True)
 @given(first=st.integers(min_value=0, max_value=2 ** 40), payloads=bodies, opcode=opcodes)
 def test_codec_round_trips(first, payloads, opcode):
     buf, recs = image(first, payloads, opcode)
@@ -57,7 +57,7 @@ def _check_damaged(buf: bytes, original: list[seg.EditRecord]) -> None:
         assert strip(prefix) == want[:r.num_records]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, print_blob=True)
 @given(payloads=bodies, data=st.data())
 def test_single_bit_flip_is_detected(payloads, data):
     buf, recs = image(1, payloads)
@@ -75,7 +75,7 @@ def test_single_bit_flip_is_detected(payloads, data):
             seg.decode_header(damaged)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, print_blob=True)
 @given(payloads=bodies, data=st.data())
 def test_truncation_is_detected(payloads, data):
     buf, recs = image(5, payloads)
