@@ -205,3 +205,14 @@ def test_define_refuses_duplicates_and_bad_kinds():
         K.define("qjournal.test.bad-kind", "", "complex")
     with pytest.raises(ValueError, match="needs unit"):
         K.define("qjournal.test.bad-duration", 1, "duration")
+
+
+def test_set_none_unsets_and_source_tracks_origin():
+    c = Configuration.load(overrides=["dfs.nameservices=ns1"])
+    assert c.source("dfs.nameservices") == "-D" and c.is_set("dfs.nameservices")
+    c.set("dfs.nameservices", None)
+    assert not c.is_set("dfs.nameservices") and c.source("dfs.nameservices") == "default"
+    c.set("dfs.journalnode.rpc-address", ("127.0.0.1", 0))
+    assert c.get_address("dfs.journalnode.rpc-address") == ("127.0.0.1", 0)
+    c.set("ha.zookeeper.quorum", ["a:1", "b:2"])
+    assert c.get_list("ha.zookeeper.quorum") == ["a:1", "b:2"] and c.source("ha.zookeeper.quorum") == "set()"

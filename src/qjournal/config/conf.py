@@ -219,11 +219,16 @@ class Configuration:
             self._put(name, _to_text(value), "-D")
 
     def set(self, name: str, value: Any) -> None:
-        """Set one key programmatically (highest precedence).
+        """Set one key programmatically (highest precedence); ``None`` unsets it.
 
         Raises:
             ConfigError: unknown key or malformed value.
         """
+        if value is None:
+            if K.lookup(name) is None:
+                raise ConfigError(f"set(): unknown configuration key {name!r}", key=name, source="set()")
+            self.unset(name)
+            return
         self._put(name, _to_text(value), "set()")
 
     def unset(self, name: str) -> None:
