@@ -1,0 +1,289 @@
+"""Quorum journal commit benchmark: one writer, three JournalNode processes on loopback.
+
+Why: the quorum write path is the NameNode's commit point. This measures what a
+``sync`` costs (commit latency p50/p99, txns/s, MB/s) for batches of 1, 10, 100
+and 1000 records of 100 bytes and 1 KiB, and prints each beside the physical
+floor measured in the same run: one ``fdatasync`` of the batch's bytes on the
+JournalNodes' disk plus one loopback TCP round trip. It also measures the
+commit latency with one of the three JournalNodes stopped with SIGSTOP (a slow
+or dead node must add no latency).
+
+Records are framed before the timed loop (the application's encoding is not
+the commit path); each timed ``sync`` sends one batch and waits for a quorum.
+
+Run: ``.venv/bin/python bench/qjm_bench.py`` (about a minute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+from qjournal.client.qjm import QuorumJournalManager  # noqa: E402
+from qjournal.client.settings import QJMSettings  # noqa: E402
+from qjournal.journal.base import NamespaceInfo  # noqa: E402
+from qjournal.protocol.segment import OP_DATA, RECORD_OVERHEAD, encode_record  # noqa: E402
+from qjournal.util.proc import qjournal_argv, start_daemon  # noqa: E402
+
+SHAPES = [(1, 100), (10, 100), (100, 100), (1000, 100), (1, 1024), (10, 1024), (100, 1024), (1000, 1024)]
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(p / 100.0 * len(s)))]
+
+
+# --- the floor ---------------------------------------------------------------------------
+
+def fdatasync_floor_s(directory: str, nbytes: int, reps: int) -> float:
+    """Median time of write(nbytes) + fdatasync on a file in ``directory``."""
+    path = os.path.join(directory, "floor.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    buf = b"\x5a" * nbytes
+    times = []
+    try:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            os.write(fd, buf)
+            os.fdatasync(fd)
+            times.append(time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return statistics.median(times)
+
+
+def loopback_rtt_s(reps: int = 2000) -> float:
+    """Median round trip of a 64-byte message over loopback TCP (echo thread, TCP_NODELAY)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def echo() -> None:
+        conn, _ = srv.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with conn:
+            while True:
+                d = conn.recv(64)
+                if not d:
+                    return
+                conn.sendall(d)
+    t = threading.Thread(target=echo, daemon=True)
+    t.start()
+    c = socket.create_connection(("127.0.0.1", port))
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    msg = b"x" * 64
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        c.sendall(msg)
+        got = 0
+        while got < 64:
+            got += len(c.recv(64 - got))
+        times.append(time.perf_counter() - t0)
+    c.close()
+    t.join(2)
+    srv.close()
+    return statistics.median(times)
+
+
+# --- the writer ------------------------------------------------------------------------------
+
+def frame_batches(first: int, batch: int, size: int, count: int) -> list[tuple[int, bytes]]:
+    body = b"\xab" * size
+    out = []
+    t = first
+    for _ in range(count):
+        out.append((t, b"".join(encode_record(x, OP_DATA, body) for x in range(t, t + batch))))
+        t += batch
+    return out
+
+
+async def run_shape(qjm: QuorumJournalManager, first: int, batch: int, size: int,
+                    seconds: float, max_syncs: int) -> tuple[list[float], int, float, int]:
+    """Write one segment of this shape for about ``seconds``; returns latencies, txns, elapsed, next txid."""
+    count = max(5, min(max_syncs, int(seconds * 20000 / batch) + 5))
+    batches = frame_batches(first, batch, size, count)
+    stream = await qjm.start_log_segment(first)
+    lat: list[float] = []
+    t_start = time.perf_counter()
+    deadline = t_start + seconds
+    txns = 0
+    last = first - 1
+    for t, data in batches:
+        stream.write_raw(data, t, batch)
+        stream.mark()
+        t0 = time.perf_counter()
+        await stream.sync()
+        t1 = time.perf_counter()
+        lat.append(t1 - t0)
+        txns += batch
+        last = t + batch - 1
+        if t1 > deadline and len(lat) >= 20:
+            break
+    elapsed = time.perf_counter() - t_start
+    await qjm.finalize_log_segment(first, last)
+    return lat, txns, elapsed, last + 1
+
+
+async def run_shape_window(qjm: QuorumJournalManager, first: int, batch: int, size: int,
+                           seconds: float, window: int) -> tuple[list[float], int, float, int]:
+    """Like :func:`run_shape` but with up to ``window`` syncs in flight (group commit)."""
+    count = max(5, int(seconds * 40000 / batch) + window)
+    batches = frame_batches(first, batch, size, count)
+    stream = await qjm.start_log_segment(first)
+    lat: list[float] = []
+    inflight: list[tuple[float, asyncio.Future]] = []
+    t_start = time.perf_counter()
+    deadline = t_start + seconds
+    txns = 0
+    last = first - 1
+
+    async def reap_one() -> None:
+        t0, fut = inflight.pop(0)
+        await fut
+        lat.append(time.perf_counter() - t0)
+    for t, data in batches:
+        stream.write_raw(data, t, batch)
+        stream.mark()
+        inflight.append((time.perf_counter(), asyncio.ensure_future(stream.sync())))
+        txns += batch
+        last = t + batch - 1
+        if len(inflight) >= window:
+            await reap_one()
+        if time.perf_counter() > deadline and len(lat) >= 20:
+            break
+    while inflight:
+        await reap_one()
+    elapsed = time.perf_counter() - t_start
+    await qjm.finalize_log_segment(first, last)
+    return lat, txns, elapsed, last + 1
+
+
+async def bench(args: argparse.Namespace, uri: str, jns: list, edits_root: str) -> list[str]:
+    settings = QJMSettings().with_overrides(write_txns_timeout_ms=20000)
+    qjm = QuorumJournalManager(uri, settings=settings)
+    lines: list[str] = []
+    try:
+        await qjm.format(NamespaceInfo(777, "bench"))
+        await qjm.recover_unfinalized_segments()
+        rtt = loopback_rtt_s()
+        lines.append(f"loopback round trip p50: {rtt * 1e6:.0f} us")
+        header = (f"{'batch':>6} {'size':>5} | {'p50 ms':>7} {'p99 ms':>7} {'floor ms':>8} "
+                  f"{'p50/floor':>9} | {'txns/s':>9} {'MB/s':>6} | {'floor txns/s':>12} {'ratio':>6}")
+        lines.append(header)
+        lines.append("-" * len(header))
+        print("\n".join(lines), flush=True)
+        txid = 1
+        results = {}
+        for batch, size in SHAPES:
+            nbytes = batch * (size + RECORD_OVERHEAD)
+            floor = fdatasync_floor_s(edits_root, nbytes, 30) + rtt
+            lat, txns, elapsed, txid = await run_shape(qjm, txid, batch, size, args.seconds, 100000)
+            p50, p99 = pct(lat, 50), pct(lat, 99)
+            tps = txns / elapsed
+            floor_tps = batch / floor
+            mbs = txns * size / elapsed / 1e6
+            results[(batch, size)] = (p50, floor, tps)
+            line = (f"{batch:>6} {size:>5} | {p50 * 1e3:7.2f} {p99 * 1e3:7.2f} {floor * 1e3:8.2f} "
+                    f"{p50 / floor:9.2f} | {tps:9,.0f} {mbs:6.1f} | {floor_tps:12,.0f} {tps / floor_tps:6.2f}")
+            lines.append(line)
+            print(line, flush=True)
+
+        # group commit: several syncs in flight (a lagging JournalNode coalesces its queue)
+        lines.append("")
+        lines.append(f"with {args.window} syncs in flight (group commit):")
+        print(lines[-1], flush=True)
+        for batch, size in [(100, 100), (1000, 100)]:
+            nbytes = batch * (size + RECORD_OVERHEAD)
+            floor = fdatasync_floor_s(edits_root, nbytes, 30) + rtt
+            lat, txns, elapsed, txid = await run_shape_window(qjm, txid, batch, size, args.seconds,
+                                                              args.window)
+            tps = txns / elapsed
+            results[("window", batch, size)] = tps
+            line = (f"{batch:>6} {size:>5} | {pct(lat, 50) * 1e3:7.2f} {pct(lat, 99) * 1e3:7.2f} "
+                    f"{floor * 1e3:8.2f} {'':>9} | {tps:9,.0f} {txns * size / elapsed / 1e6:6.1f} | "
+                    f"{batch / floor:12,.0f} {tps / (batch / floor):6.2f}")
+            lines.append(line)
+            print(line, flush=True)
+
+        # one JournalNode stopped with SIGSTOP: commit latency must not change
+        healthy = {}
+        stopped = {}
+        for batch, size in [(1, 100), (100, 100)]:
+            lat, _, _, txid = await run_shape(qjm, txid, batch, size, args.seconds, 100000)
+            healthy[(batch, size)] = pct(lat, 50)
+        victim = jns[2]
+        os.kill(victim.pid, signal.SIGSTOP)
+        try:
+            for batch, size in [(1, 100), (100, 100)]:
+                lat, _, _, txid = await run_shape(qjm, txid, batch, size, args.seconds, 100000)
+                stopped[(batch, size)] = (pct(lat, 50), pct(lat, 99))
+        finally:
+            os.kill(victim.pid, signal.SIGCONT)
+        lines.append("")
+        lines.append("one of three JournalNodes stopped (SIGSTOP):")
+        for k in [(1, 100), (100, 100)]:
+            p50s, p99s = stopped[k]
+            line = (f"  batch {k[0]:>4} x {k[1]} B: healthy p50 {healthy[k] * 1e3:.2f} ms, stopped p50 "
+                    f"{p50s * 1e3:.2f} ms (p99 {p99s * 1e3:.2f} ms), ratio {p50s / healthy[k]:.2f}")
+            lines.append(line)
+            print(line, flush=True)
+        p50_1, floor_1, _ = results[(1, 100)]
+        _, _, tps_1000 = results[(1000, 100)]
+        lines.append("")
+        lines.append(f"target p50(batch 1) <= 3x floor: {p50_1 / floor_1:.2f}x "
+                     f"({'met' if p50_1 <= 3 * floor_1 else 'NOT met'})")
+        lines.append(f"target batch 1000 x 100 B >= 250,000 txns/s: {tps_1000:,.0f} one sync at a time "
+                     f"({'met' if tps_1000 >= 250000 else 'NOT met'}), "
+                     f"{results[('window', 1000, 100)]:,.0f} with {args.window} in flight "
+                     f"({'met' if results[('window', 1000, 100)] >= 250000 else 'NOT met'})")
+        r = stopped[(1, 100)][0] / healthy[(1, 100)]
+        lines.append(f"target SIGSTOP p50 within 1.5x of healthy: {r:.2f}x ({'met' if r <= 1.5 else 'NOT met'})")
+        print("\n".join(lines[-4:]), flush=True)
+    finally:
+        await qjm.close(drain_timeout_ms=0)
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=2.0, help="time per shape (default 2)")
+    ap.add_argument("--window", type=int, default=8, help="syncs in flight for the group-commit rows")
+    ap.add_argument("--dir", default=None, help="directory for the JournalNodes (default: a temp dir)")
+    args = ap.parse_args()
+    root = args.dir or tempfile.mkdtemp(prefix="qjm-bench-")
+    jns = []
+    try:
+        for i in range(3):
+            d = os.path.join(root, f"jn{i}")
+            jns.append(start_daemon(f"jn{i}", qjournal_argv(
+                "journalnode", "--edits-dir", d, "--rpc-address", "127.0.0.1:0",
+                "--http-address", "127.0.0.1:0"), log_path=os.path.join(root, f"jn{i}.log"),
+                env={"QJOURNAL_LOG_LEVEL": "WARNING"}))
+        uri = "qjournal://" + ";".join(j.ready["rpc"] for j in jns) + "/bench"
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = float("nan")
+        print(f"qjm_bench: 3 JournalNodes on loopback, edits in {root}, load average {load:.1f}", flush=True)
+        asyncio.run(bench(args, uri, jns, root))
+    finally:
+        for j in jns:
+            j.stop(5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
