@@ -478,3 +478,26 @@ def test_scenario_6_7_corrupt_transaction_is_detected_with_file_and_offset(tmp_p
         await a.close()
         await b.close()
     run(go())
+
+
+def test_separate_reader_tails_in_progress_segment_of_another_writer(tmp_path):
+    """A standby / checkpointer with its own FileJournal object on the shared directory (no lock)."""
+    async def go():
+        w = await new_journal(tmp_path / "shared")
+        r = FileJournal(str(tmp_path / "shared"), use_lock=False)
+        s = await write_segment(w, 1, 20, finalize=False)
+        assert await r.get_manifest(0, True) == [SegmentInfo(1, 20, True)]
+        for t in range(21, 41):
+            s.write(t, body(t))
+        s.mark()
+        await s.sync()
+        assert await r.get_manifest(0, True) == [SegmentInfo(1, 40, True)]  # incremental rescan
+        # a record being written right now (a torn tail as seen by the reader) is not listed
+        with open(seg_path(w, 1), "ab") as f:
+            f.write(seg.encode_record(41, 1, body(41))[:10])
+        assert await r.get_manifest(35, True) == [SegmentInfo(1, 40, True)]
+        assert await read_all(await r.open_input(30, in_progress_ok=True)) == list(range(30, 41))
+        assert await r.count_transactions_since(1, in_progress_ok=True) == 40
+        await w.close()
+        await r.close()
+    run(go())
