@@ -1,0 +1,102 @@
+"""The read side: manifest merge table (pure) and replica failover of a segment stream."""
+
+import asyncio
+
+import pytest
+
+from qjournal.client.reader import QuorumSegmentInputStream, merge_manifests
+from qjournal.errors import JournalError, TransportError
+from qjournal.journal.base import SegmentInfo
+from qjournal.protocol.messages import Manifest, SegmentState
+from qjournal.protocol.segment import INVALID_TXID, OP_DATA, crc32c, encode_header, encode_records
+
+
+def M(*segs, committed=INVALID_TXID):
+    return Manifest(tuple(SegmentState(*s) for s in segs), committed)
+
+
+MERGE_TABLE = [
+    ("finalized everywhere",
+     {"a": M((1, 3, False)), "b": M((1, 3, False)), "c": M((1, 3, False))}, False,
+     [SegmentInfo(1, 3, False)], {1: ("a", "b", "c")}),
+    ("a node missing a segment is not a replica of it (HDFS-3725)",
+     {"a": M((1, 3, False), (4, 6, False)), "b": M((1, 3, False)), "c": M((4, 6, False))}, False,
+     [SegmentInfo(1, 3, False), SegmentInfo(4, 6, False)], {1: ("a", "b"), 4: ("a", "c")}),
+    ("finalized beats in-progress of the same start (HDFS-6777)",
+     {"a": M((1, 3, False)), "b": M((1, 5, True), committed=5)}, True,
+     [SegmentInfo(1, 3, False)], {1: ("a",)}),
+    ("in-progress hidden unless asked",
+     {"a": M((1, 3, False), (4, 9, True), committed=8)}, False,
+     [SegmentInfo(1, 3, False)], {1: ("a",)}),
+    ("in-progress cut at the committed txid; shorter copies are not replicas",
+     {"a": M((4, 9, True), committed=7), "b": M((4, 6, True), committed=6), "c": M((4, 8, True))}, True,
+     [SegmentInfo(4, 7, True)], {4: ("a", "c")}),
+    ("in-progress without a known committed txid is not readable",
+     {"a": M((4, 9, True))}, True, [], {}),
+]
+
+
+@pytest.mark.parametrize("name,manifests,ipok,segs,replicas", MERGE_TABLE, ids=[r[0] for r in MERGE_TABLE])
+def test_merge_manifests_table(name, manifests, ipok, segs, replicas):
+    m = merge_manifests(manifests, ipok)
+    assert list(m.segments) == segs
+    assert m.replicas == replicas
+
+
+def segment_bytes(first, last, tag=b""):
+    return encode_header() + encode_records([(t, OP_DATA, tag + b"%d" % t) for t in range(first, last + 1)])
+
+
+def test_failover_skips_corrupt_and_short_copies_and_never_repeats_txids():
+    good = segment_bytes(1, 5)
+    corrupt = bytearray(good)
+    corrupt[-3] ^= 0xFF
+    short = segment_bytes(1, 3)
+    fetched = []
+
+    async def fetch(name, seg, ipok):
+        fetched.append(name)
+        if name == "down":
+            raise TransportError("connection refused")
+        body = {"corrupt": bytes(corrupt), "short": short, "good": good, "badcrc": good}[name]
+        return body, (0 if name == "badcrc" else crc32c(body))
+
+    async def main():
+        s = QuorumSegmentInputStream("j", SegmentInfo(1, 5, False),
+                                     ("down", "badcrc", "corrupt", "short", "good"), fetch, from_txid=2)
+        return [(r.txid, r.body) async for r in s]
+    got = asyncio.run(main())
+    assert got == [(t, b"%d" % t) for t in range(2, 6)]
+    assert fetched == ["down", "badcrc", "corrupt", "short", "good"]
+
+
+def test_no_replica_left_names_every_error():
+    async def fetch(name, seg, ipok):
+        raise TransportError(f"{name} is down")
+
+    async def main():
+        s = QuorumSegmentInputStream("j", SegmentInfo(1, 5, False), ("a", "b"), fetch)
+        await s.read_next()
+    with pytest.raises(JournalError) as ei:
+        asyncio.run(main())
+    assert "a is down" in str(ei.value) and "b is down" in str(ei.value) and "txid 1" in str(ei.value)
+
+
+def test_copy_damaged_in_its_tail_is_rejected_before_any_record():
+    good = segment_bytes(1, 6)
+    # the first replica's copy is damaged in its last record and has no whole-body checksum:
+    # the copy is scanned before anything is returned, found short of txid 6, and skipped
+    damaged = bytearray(good)
+    damaged[-10] ^= 0x01
+    calls = []
+
+    async def fetch(name, seg, ipok):
+        calls.append(name)
+        body = bytes(damaged) if name == "a" else good
+        return body, None  # no whole-body checksum: the damage is found record by record
+
+    async def main():
+        s = QuorumSegmentInputStream("j", SegmentInfo(1, 6, False), ("a", "b"), fetch)
+        return [r.txid async for r in s]
+    assert asyncio.run(main()) == [1, 2, 3, 4, 5, 6]
+    assert calls == ["a", "b"]
