@@ -274,3 +274,45 @@ def test_many_journals_in_parallel_and_journal_limit(tmp_path):
                 await c.close()
             await node.stop()
     run(main())
+
+
+def test_tls_from_configuration_and_throttled_download(tmp_path):
+    from qjournal.config import Configuration
+    from qjournal.errors import TransportError
+    from qjournal.transport import pki, tls
+
+    d = str(tmp_path)
+    ca = pki.make_ca(d)
+    server, client = pki.make_cert(d, ca, "jn1"), pki.make_cert(d, ca, "nn1")
+    conf = Configuration({"qjournal.rpc.tls.enabled": True, "qjournal.rpc.tls.cert.file": server.cert,
+                          "qjournal.rpc.tls.key.file": server.key, "qjournal.rpc.tls.ca.file": server.ca,
+                          "dfs.edit.log.transfer.bandwidthPerSec": 40000})
+
+    async def main():
+        node = JournalNode(conf, edits_dir=str(tmp_path / "jn"), rpc_address=LOOPBACK, http_address=LOOPBACK)
+        await node.start()
+        host, port = node.rpc_bound.rsplit(":", 1)
+        with pytest.raises(TransportError):  # plain TCP is refused by a TLS server
+            plain = await RpcClient.connect_tcp(host, int(port), connect_timeout_ms=5000)
+            try:
+                await plain.call("is_formatted", timeout_ms=5000, jid=JID)
+            finally:
+                await plain.close()
+        c = await RpcClient.connect_tcp(host, int(port), ssl=tls.client_context(client.cert, client.key, client.ca))
+        try:
+            await c.call("format", jid=JID, ns_info=NS.to_wire())
+            await write_epoch(c, 1, 1, 400, finalize=True)  # ~11 KB of records
+            loop = asyncio.get_running_loop()
+            async with aiohttp.ClientSession() as s:
+                t0 = loop.time()
+                async with s.get(f"http://{node.http_bound}/getJournal?jid={JID}&segmentTxId=1") as r:
+                    body = await r.read()
+                elapsed = loop.time() - t0
+            assert body == encode_header(1) + batch(1, 400)
+            # a lower bound only (a slow machine cannot break it): 11,216 bytes at 40,000 bytes/s
+            # cannot arrive faster than the configured rate allows
+            assert elapsed >= len(body) / 40000 - (4096 / 40000) - 0.01, elapsed
+        finally:
+            await c.close()
+            await node.stop()
+    run(main())

@@ -122,12 +122,21 @@ class JournalNodeHttpServer:
             await resp.prepare(request)
             rs.stream.seek(0)
             left = rs.length
+            rate = self.node.transfer_bytes_per_s  # dfs.edit.log.transfer.bandwidthPerSec, 0 = none
+            chunk_bytes = min(CHUNK_BYTES, max(4096, rate // 10)) if rate else CHUNK_BYTES
+            t0 = loop.time()
+            sent = 0
             while left > 0:
-                chunk = await loop.run_in_executor(None, rs.stream.read, min(CHUNK_BYTES, left))
+                chunk = await loop.run_in_executor(None, rs.stream.read, min(chunk_bytes, left))
                 if not chunk:
                     raise OSError(f"{rs.file_name}: file shrank while being served ({left} bytes missing)")
                 await resp.write(chunk)
                 left -= len(chunk)
+                sent += len(chunk)
+                if rate:  # throttle: never ahead of the configured rate (not a synchronisation)
+                    ahead = sent / rate - (loop.time() - t0)
+                    if ahead > 0:
+                        await asyncio.sleep(ahead)
             await resp.write_eof()
             return resp
         finally:

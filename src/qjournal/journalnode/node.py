@@ -144,7 +144,7 @@ class JournalNode:
         fault_hook: passed to every Journal (simulator crash points).
         segment_fetcher: replaces the HTTP download of accept-recovery.
         clock: seconds for metrics (default ``time.time``).
-        ssl: server TLS context for RPC.
+        ssl: server TLS context for RPC (default: from the ``qjournal.rpc.tls.*`` keys).
 
     Raises:
         ConfigError: a malformed key.
@@ -178,6 +178,7 @@ class JournalNode:
         self.slow_sync_warn_s = c.get_duration_ms("qjournal.journalnode.slow-sync.warn.ms") / 1000.0
         self.download_max_bytes = c.get_bytes("qjournal.journalnode.recovery-download.max.bytes")
         self.transfer_timeout_s = c.get_duration_ms("dfs.edit.log.transfer.timeout") / 1000.0
+        self.transfer_bytes_per_s = c.get_bytes("dfs.edit.log.transfer.bandwidthPerSec")
         fsync = c.get_bool("qjournal.journalnode.fsync")
         self._disk_storage = storage_factory is None
         self.storage_factory = storage_factory or (
@@ -208,6 +209,9 @@ class JournalNode:
         from qjournal.transport import RpcServer  # noqa: PLC0415
 
         self._check_edits_dir()
+        if self.ssl is None and self.network is None:
+            from qjournal.transport.tls import server_context_from_conf  # noqa: PLC0415
+            self.ssl = server_context_from_conf(self.conf)  # None unless qjournal.rpc.tls.enabled
         self.started_at = time.time()
         try:
             if self.http_enabled:
