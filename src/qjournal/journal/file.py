@@ -121,15 +121,18 @@ class DiskIO:
     """
 
     def write_all(self, fd: int, data: bytes | bytearray | memoryview) -> None:
+        """Write every byte of ``data`` at the file position (loops over short writes)."""
         view = memoryview(data)
         while view:
             n = os.write(fd, view)
             view = view[n:]
 
     def fdatasync(self, fd: int) -> None:
+        """Make the file's data durable (``os.fdatasync``)."""
         os.fdatasync(fd)
 
     def fsync(self, fd: int) -> None:
+        """Make the file's data and metadata durable (``os.fsync``)."""
         os.fsync(fd)
 
 
@@ -335,6 +338,7 @@ class FileJournal(Journal):
                                              "cluster_id": ns_info.cluster_id, "forced": force})
 
     async def is_formatted(self) -> bool:
+        """True when ``current/VERSION`` exists."""
         return os.path.exists(self._path(VERSION_FILE))
 
     async def has_some_data(self) -> bool:

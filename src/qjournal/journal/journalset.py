@@ -344,6 +344,7 @@ class _RedundantSource:
         self.uri = ",".join(j.uri for j, _ in copies)
 
     async def open_segment(self, seg: SegmentInfo, from_txid: int | None = None) -> EditLogInputStream:
+        """A :class:`RedundantInputStream` over the copies, from ``from_txid``."""
         return RedundantInputStream(self.copies, from_txid)
 
 
@@ -464,9 +465,11 @@ class JournalSetOutputStream(EditLogOutputStream):
         self._last_written = first_txid + num_txns - 1
 
     def set_version(self, layout_version: int) -> None:
+        """Forward ``set_version`` to every live stream (a refusal marks that journal failed)."""
         self._forward("set_version", lambda s: s.set_version(layout_version))
 
     def mark(self) -> None:
+        """End the batch on every live stream; the next ``sync`` covers it."""
         self._forward("mark", lambda s: s.mark())
         self._marked = self._last_written
 
