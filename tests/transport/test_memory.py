@@ -322,3 +322,49 @@ def test_same_seed_same_trace(seed):
     trace, outcome, calls = first
     assert "RpcTimeoutError" in outcome and any(isinstance(r, int) for r in outcome)
     assert any(n == 2 for *_, n in trace)  # some duplicates happened
+
+
+def test_each_call_expires_at_its_own_deadline_and_the_deadline_heap_stays_small():
+    async def main():
+        net = MemoryNetwork()
+        server = RpcServer(Service())
+        await server.start_memory(net, "jn1")
+        client = await RpcClient.connect_memory(net, "jn1", src="nn1")
+        net.isolate("jn1")  # nothing gets through: every call must time out
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        expired_at = {}
+
+        async def one(timeout_ms):
+            with pytest.raises(RpcTimeoutError) as ei:
+                await client.call("echo", value=timeout_ms, timeout_ms=timeout_ms)
+            assert ei.value.fields["timeout_ms"] == timeout_ms
+            expired_at[timeout_ms] = round(loop.time() - t0, 6)
+
+        await asyncio.gather(one(300), one(100), one(200), one(100))
+        assert expired_at == {100: 0.1, 200: 0.2, 300: 0.3}
+        net.heal()
+        for i in range(500):  # finished calls do not pile up in the deadline heap
+            assert await client.call("echo", value=i, timeout_ms=60_000) == i
+        assert len(client._deadlines) <= 70
+        await client.close()
+        await server.stop()
+    sim(main)
+
+
+def test_paused_reading_keeps_unit_order():
+    async def main():
+        net = MemoryNetwork(hook=lambda s, d, f: [0.0] if f != b"late" else [0.1])
+        got: list = []
+        t, _, server_proto = await raw_pair(net, got, [])
+        server_proto.transport.pause_reading()
+        t.write(b"1")
+        t.write(b"late")
+        t.write(b"2")
+        await asyncio.sleep(0.2)
+        assert got == []
+        server_proto.transport.resume_reading()
+        t.write(b"3")
+        await asyncio.sleep(0.1)
+        assert [d for _, d in got] == [b"1", b"2", b"late", b"3"]
+    sim(main)

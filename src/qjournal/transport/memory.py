@@ -394,6 +394,15 @@ class MemoryTransport(asyncio.Transport):
         if self._closing:  # closed, killed or lost: nothing more is received
             return
         loop = self._loop
+        if delay <= 0.0 and not self._heap and kind == _DATA:
+            # Nothing waits in the heap: deliver on the next callback round,
+            # in call_soon (FIFO) order, which is the same order the heap
+            # would give (invariant 3) without its bookkeeping.
+            now = loop.time()
+            if now > self._last_due:
+                self._last_due = now
+            loop.call_soon(self._deliver_soon, data)
+            return
         due = loop.time() + delay
         seq = self._network._next_seq()
         heapq.heappush(self._heap, (due, seq, kind, data))
@@ -410,10 +419,18 @@ class MemoryTransport(asyncio.Transport):
         heap = self._heap
         while heap and not self._closing and (heap[0][0], heap[0][1]) <= key:
             _, _, kind, data = heapq.heappop(heap)
-            if self._paused:
+            if self._paused or self._backlog:  # keep order behind units held while paused
                 self._backlog.append((kind, data))
             else:
                 self._deliver(kind, data)
+
+    def _deliver_soon(self, data: bytes) -> None:
+        if self._closing:
+            return
+        if self._paused or self._backlog:
+            self._backlog.append((_DATA, data))
+        else:
+            self._deliver(_DATA, data)
 
     def _drain_backlog(self) -> None:
         while self._backlog and not self._paused and not self._closing:

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import heapq
 import inspect
 import logging
 import math
@@ -563,7 +564,9 @@ class _ServerConnection(asyncio.Protocol):
             self._paused = True
             self._transport.pause_reading()  # type: ignore[union-attr]
         if entry.concurrent:
-            task = self._loop.create_task(self._run(request_id, method, entry, kwargs), context=self._context)
+            task = self._loop.create_task(
+                self._run(request_id, method, entry, kwargs), context=self._context.copy()  # type: ignore[union-attr]
+            )
             self._tasks[task] = None
             task.add_done_callback(self._task_done)
             return
@@ -715,6 +718,9 @@ class RpcClient:
         self._next_id = 1
         self._closed_error: TransportError | None = None
         self._lost: asyncio.Future | None = None
+        self._deadlines: list[tuple[float, int, int]] = []  # heap of (deadline, request id, timeout_ms)
+        self._sweep_handle: asyncio.TimerHandle | None = None
+        self._sweep_at = math.inf
 
     # --- construction ---------------------------------------------------------------------
 
@@ -859,16 +865,21 @@ class RpcClient:
         self._writer.write(frame)  # type: ignore[union-attr]
         if timeout_ms is None:
             timeout_ms = self.default_timeout_ms
-        if timeout_ms is None:
-            try:
-                return await fut
-            finally:
-                self._pending.pop(request_id, None)
-        handle = loop.call_later(timeout_ms / 1000.0, self._expire, request_id, timeout_ms)  # type: ignore[union-attr]
+        if timeout_ms is not None:
+            # One sweep timer per client instead of one timer per call: the
+            # deadline heap is pruned lazily (entries of finished calls are
+            # skipped), which keeps the hot path to one heappush.
+            deadline = loop.time() + timeout_ms / 1000.0  # type: ignore[union-attr]
+            heap = self._deadlines
+            heapq.heappush(heap, (deadline, request_id, timeout_ms))
+            if deadline < self._sweep_at:
+                self._arm_sweep(deadline)
+            elif len(heap) > 64 and len(heap) > 4 * len(self._pending):
+                self._deadlines = [e for e in heap if e[1] in self._pending]
+                heapq.heapify(self._deadlines)
         try:
             return await fut
         finally:
-            handle.cancel()
             self._pending.pop(request_id, None)
 
     async def close(self) -> None:
@@ -941,6 +952,7 @@ class RpcClient:
 
     def _fail_all(self, error: TransportError) -> None:
         self._closed_error = error
+        self._stop_sweep()
         pending = self._pending
         self._pending = {}
         for request_id, (fut, method) in pending.items():
@@ -948,6 +960,33 @@ class RpcClient:
                 fields = dict(error.fields)
                 fields["method"] = method
                 fut.set_exception(type(error)(f"call {method} (request {request_id}): {error.message}", **fields))
+
+    def _arm_sweep(self, when: float) -> None:
+        if self._sweep_handle is not None:
+            self._sweep_handle.cancel()
+        self._sweep_at = when
+        self._sweep_handle = self._loop.call_at(when, self._sweep)  # type: ignore[union-attr]
+
+    def _sweep(self) -> None:
+        """Expire every call whose deadline has passed; re-arm for the next one."""
+        self._sweep_handle = None
+        self._sweep_at = math.inf
+        now = self._loop.time()  # type: ignore[union-attr]
+        heap = self._deadlines
+        pending = self._pending
+        while heap and (heap[0][0] <= now or heap[0][1] not in pending):
+            _, request_id, timeout_ms = heapq.heappop(heap)
+            if request_id in pending:
+                self._expire(request_id, timeout_ms)
+        if heap:
+            self._arm_sweep(heap[0][0])
+
+    def _stop_sweep(self) -> None:
+        if self._sweep_handle is not None:
+            self._sweep_handle.cancel()
+            self._sweep_handle = None
+        self._sweep_at = math.inf
+        self._deadlines = []
 
     def _expire(self, request_id: int, timeout_ms: int) -> None:
         entry = self._pending.pop(request_id, None)
