@@ -146,3 +146,33 @@ def test_checkpoint_is_due_by_txn_count_and_by_period(tmp_path):
             await nn.stop()
 
     asyncio.run(main())
+
+
+def test_initialize_shared_edits_turns_a_non_ha_namenode_into_ha(tmp_path):
+    from qjournal.namenode.server import initialize_shared_edits
+
+    async def main():
+        conf = conf_for(tmp_path)
+        await format_namenode(conf, cluster_id="CID-x", namespace_id=5)
+        nn = NameNode(conf)
+        await nn.start(serve=False)
+        for i in range(5):
+            await nn.rpc_mkdirs(f"/pre/{i}", **W)
+        await nn.editlog.roll()
+        await nn.rpc_create("/pre/f", **W)
+        want = nn.namespace.snapshot()
+        await nn.stop()
+        conf.set("dfs.namenode.shared.edits.dir", f"file://{tmp_path}/shared")
+        conf.set("dfs.ha.tail-edits.period", "3600s")
+        copied = await initialize_shared_edits(conf)
+        assert copied == nn.last_applied_txid   # every txn since the txid-0 image
+        ha = NameNode(conf, "nn1")
+        await ha.start(serve=False)
+        try:
+            assert ha.state == HAState.STANDBY and ha.namespace.snapshot() == want
+            await ha.transition_to_active("user")
+            await ha.rpc_mkdirs("/post", **W)
+        finally:
+            await ha.stop()
+
+    asyncio.run(main())

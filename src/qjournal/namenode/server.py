@@ -289,7 +289,7 @@ class NameNode:
     @property
     def last_applied_txid(self) -> int:
         """Invariant 3."""
-        if self.editlog is not None and self.editlog.is_open:
+        if self.editlog is not None:  # active, or stopped after being active
             return self.editlog.last_written_txid
         return self.tailer.last_applied_txid if self.tailer is not None else 0
 
