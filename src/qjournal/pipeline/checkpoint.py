@@ -215,15 +215,15 @@ def direct_deletes(edits):
     """Inodes removed directly: deleted, or overwritten by a create or a rename.
 
     Returns:
-        One column ``inode_id`` (distinct).
+        ``inode_id, txid`` (the txid of the removal; one row per inode).
     """
     from pyspark.sql import functions as F
 
     op = F.col("op")
-    deleted = edits.where(op == "OP_DELETE").select(F.col("inode").alias("inode_id"))
+    deleted = edits.where(op == "OP_DELETE").select(F.col("inode").alias("inode_id"), "txid")
     over = edits.where(op.isin("OP_CREATE", "OP_RENAME") & (F.col("overwrite_inode") != 0)) \
-        .select(F.col("overwrite_inode").alias("inode_id"))
-    return deleted.unionByName(over).distinct()
+        .select(F.col("overwrite_inode").alias("inode_id"), "txid")
+    return deleted.unionByName(over).groupBy("inode_id").agg(F.min("txid").alias("txid"))
 
 
 def last_state(updates):
@@ -233,37 +233,42 @@ def last_state(updates):
         updates: from :func:`attribute_updates`.
 
     Returns:
-        One row per inode that exists at some point (``type`` not null), image columns.
+        One row per inode that exists at some point (``type`` not null): image
+        columns plus ``created_txid`` (the base image's txid for its own rows).
     """
     from pyspark.sql import functions as F
 
     aggs = [F.max_by(F.col(a), F.when(F.col(a).isNotNull(), F.col("txid"))).alias(a) for a in _ATTRS]
-    return updates.groupBy("inode_id").agg(*aggs).where(F.col("type").isNotNull())
+    created = F.min(F.when(F.col("type").isNotNull(), F.col("txid"))).alias("created_txid")
+    return updates.groupBy("inode_id").agg(*aggs, created).where(F.col("type").isNotNull())
 
 
 def pointer_jump_round(nodes):
-    """One round of pointer jumping over ``inode_id, anc, dead, dangling``.
+    """One round of pointer jumping over ``inode_id, anc, dead_txid, dangling``.
 
     ``anc`` moves to the ancestor's ``anc`` (doubling the distance covered);
-    ``dead`` absorbs the ancestor's. Nodes that reached the root (``anc = 0``)
-    or are dead keep still. A link to a missing inode sets ``dangling``.
+    ``dead_txid`` takes the ancestor's when the node has none. Nodes that
+    reached the root (``anc = 0``) or are dead keep still: along final parent
+    links the lowest deleted ancestor is the first one deleted (nothing moves
+    under a deleted directory), so the first removal found is the node's
+    death. A link to a missing inode sets ``dangling``.
     """
     from pyspark.sql import functions as F
 
     p = nodes.select(F.col("inode_id").alias("p_id"), F.col("anc").alias("p_anc"),
-                     F.col("dead").alias("p_dead"), F.col("dangling").alias("p_dangling"))
+                     F.col("dead_txid").alias("p_dead_txid"), F.col("dangling").alias("p_dangling"))
     j = nodes.join(p, nodes["anc"] == p["p_id"], how="left")
-    moving = (F.col("anc") != 0) & ~F.col("dead")
+    moving = (F.col("anc") != 0) & F.col("dead_txid").isNull()
     missing = moving & F.col("p_id").isNull()
-    dead = F.col("dead") | (moving & (missing | F.col("p_dead")))
+    dead_txid = F.when(moving, F.col("p_dead_txid")).otherwise(F.col("dead_txid"))
     dangling = F.col("dangling") | missing | (moving & F.coalesce(F.col("p_dangling"), F.lit(False)))
-    anc = F.when(~moving, F.col("anc")).when(missing, F.lit(0)).otherwise(F.col("p_anc"))
-    return j.select("inode_id", F.when(dead, F.lit(0)).otherwise(anc).cast("long").alias("anc"),
-                    dead.alias("dead"), dangling.alias("dangling"))
+    anc = F.when(~moving | missing, F.lit(0)).otherwise(F.col("p_anc"))
+    return j.select("inode_id", F.when(dead_txid.isNotNull(), F.lit(0)).otherwise(anc).cast("long")
+                    .alias("anc"), dead_txid.cast("long").alias("dead_txid"), dangling.alias("dangling"))
 
 
 def resolve_deletes(state, deleted, *, checkpoint_each_round: bool = True):
-    """Mark every inode under a directly deleted one (step 5), by pointer jumping.
+    """Find every inode under a directly removed one (step 5), by pointer jumping.
 
     Args:
         state: from :func:`last_state`.
@@ -271,29 +276,29 @@ def resolve_deletes(state, deleted, *, checkpoint_each_round: bool = True):
         checkpoint_each_round: cut the lineage after each round (``localCheckpoint``).
 
     Returns:
-        ``inode_id, dead, dangling`` for every inode of ``state``.
+        ``inode_id, dead_txid (null = alive), dead, dangling`` for every inode of ``state``.
 
     Raises:
         CheckpointError: the links do not reach the root within the round bound (a cycle).
     """
     from pyspark.sql import functions as F
 
-    dels = deleted.select("inode_id").withColumn("direct", F.lit(True))
+    dels = deleted.select("inode_id", F.col("txid").alias("dead_txid"))
     nodes = state.select("inode_id", F.col("parent_id").alias("anc")).join(
         dels, on="inode_id", how="left").select(
-        "inode_id", "anc", F.coalesce(F.col("direct"), F.lit(False)).alias("dead"),
-        F.lit(False).alias("dangling"))
+        "inode_id", F.when(F.col("dead_txid").isNull(), F.col("anc")).otherwise(F.lit(0))
+        .cast("long").alias("anc"), F.col("dead_txid").cast("long"), F.lit(False).alias("dangling"))
     previous = None
     for _round in range(MAX_POINTER_JUMPING_ROUNDS):
         if checkpoint_each_round:
             # one job per round: materialise this round (cutting the plan) and test for the end
             nodes = nodes.localCheckpoint(eager=False).cache()
-        moving = nodes.where((F.col("anc") != 0) & ~F.col("dead")).count()
+        moving = nodes.where(F.col("anc") != 0).count()
         if previous is not None:
             previous.unpersist()
         previous = nodes if checkpoint_each_round else None
         if moving == 0:
-            return nodes
+            return nodes.withColumn("dead", F.col("dead_txid").isNotNull())
         nodes = pointer_jump_round(nodes)
     raise CheckpointError(f"parent links do not reach the root after {MAX_POINTER_JUMPING_ROUNDS} "
                           "pointer-jumping rounds: the edits form a cycle")
@@ -322,6 +327,22 @@ def apply_edits(image, edits, *, checkpoint_each_round: bool = True):
     out = alive.where(~F.col("dead")).select(
         *[F.col(c).cast(_IMAGE_TYPES[c]).alias(c) for c in nn_image.IMAGE_COLUMNS])
     return out, dangling
+
+
+def namespace_history(image, edits, *, checkpoint_each_round: bool = True):
+    """Every inode that ever existed with its last state, birth and death txids.
+
+    Args:
+        image / edits: as :func:`apply_edits`.
+
+    Returns:
+        Image columns plus ``created_txid`` and ``dead_txid`` (null = alive at the end).
+    """
+    state = last_state(attribute_updates(image, edits))
+    if checkpoint_each_round:
+        state = state.localCheckpoint(eager=True)
+    marks = resolve_deletes(state, direct_deletes(edits), checkpoint_each_round=checkpoint_each_round)
+    return state.join(marks.select("inode_id", "dead_txid"), on="inode_id", how="inner")
 
 
 def max_created_inode(edits):
@@ -451,5 +472,5 @@ def write_image(name_dir: str, table: pa.Table, info: nn_image.ImageInfo) -> str
 __all__ = ["CheckpointError", "CheckpointResult", "MAX_POINTER_JUMPING_ROUNDS", "empty_image_table",
            "image_frame", "canonical_copies", "canonical_edits", "contiguous_end",
            "attribute_updates", "direct_deletes", "last_state", "pointer_jump_round",
-           "resolve_deletes", "apply_edits", "max_created_inode", "load_base_image", "checkpoint",
+           "resolve_deletes", "apply_edits", "namespace_history", "max_created_inode", "load_base_image", "checkpoint",
            "write_image"]

@@ -1,0 +1,172 @@
+"""The pipeline's stages as one runnable unit: ``ingest | audit | checkpoint | report | all``.
+
+Why one module: ``qjournal pipeline …``, ``python -m qjournal.pipeline …`` and
+``spark-submit src/qjournal/pipeline/__main__.py …`` must accept the same
+arguments and do the same thing. This module owns the argument list
+(:func:`add_arguments`) and the stage runner (:func:`run`); the CLI modules
+only register it.
+
+Exit status: 0 success; 1 the audit found an error (an invariant of seed 000
+§2.7 is broken; ``all`` still writes the checkpoint and report first); 2 bad
+usage or input (a message names what and where).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from qjournal.errors import QJournalError
+
+STAGES = ("ingest", "audit", "checkpoint", "report", "all")
+
+#: exit status when the audit finds an invariant broken
+EXIT_AUDIT_FAILED = 1
+#: exit status for bad usage or unusable input
+EXIT_USAGE = 2
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The pipeline's arguments (shared by every entry point)."""
+    p.add_argument("stage", choices=STAGES, help="what to run (all = ingest, audit, checkpoint, report)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--journal-dirs", metavar="D1,D2,D3",
+                     help="JournalNode edits directories (dfs.journalnode.edits.dir), one per node")
+    src.add_argument("--journal", metavar="qjournal://h1:p1;h2:p2;h3:p3/JID",
+                     help="fetch finalized segments from running JournalNodes (RPC manifest + HTTP)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (tables, image, report)")
+    p.add_argument("--jid", help="journal id (default: the only one found)")
+    p.add_argument("--master", default=None, help="Spark master (default local[*]; spark-submit's own)")
+    p.add_argument("--shuffle-partitions", type=int, default=None,
+                   help="spark.sql.shuffle.partitions (default: 2 x cores)")
+    p.add_argument("--image", metavar="PATH",
+                   help="base image: an fsimage_<txid> file or a NameNode name directory "
+                        "(default: an empty namespace at txid 0)")
+    p.add_argument("--txid", type=int, default=None,
+                   help="checkpoint target txid (default: the end of the hole-free run)")
+    p.add_argument("--namespace-id", type=int, default=0, help="image header without a base image")
+    p.add_argument("--cluster-id", default="", help="image header without a base image")
+    p.add_argument("--storage-info", metavar="NSID:CLUSTERID",
+                   help="sent to /getJournal when fetching (optional)")
+    p.add_argument("--fetch-timeout-ms", type=int, default=60_000,
+                   help="deadline per RPC / segment download when fetching")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _say(args):
+    if args.quiet:
+        return lambda _m: None
+    from qjournal.pipeline.ingest import stderr_progress
+
+    return stderr_progress
+
+
+def _session(args):
+    from qjournal.pipeline.session import DEFAULT_MASTER, SessionOptions, get_or_create
+
+    master = args.master
+    if master is None:
+        # under spark-submit the master comes from spark-submit; elsewhere local[*]
+        master = os.environ.get("MASTER") or _submitted_master() or DEFAULT_MASTER
+    return get_or_create(SessionOptions(master=master, shuffle_partitions=args.shuffle_partitions))
+
+
+def _submitted_master() -> str | None:
+    try:
+        from pyspark import SparkContext
+    except ImportError:  # pragma: no cover
+        return None
+    sc = SparkContext._active_spark_context
+    return sc.master if sc is not None else None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the chosen stage(s).
+
+    Args:
+        args: parsed by a parser built with :func:`add_arguments`.
+
+    Returns:
+        The exit status (module docstring).
+    """
+    say = _say(args)
+    try:
+        return _run(args, say)
+    except QJournalError as e:
+        print(f"qjournal pipeline {args.stage}: {e.message}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _run(args, say) -> int:
+    from qjournal.pipeline import audit as au
+    from qjournal.pipeline import checkpoint as cp
+    from qjournal.pipeline import ingest as ing
+    from qjournal.pipeline import report as rep
+
+    layout = ing.OutputLayout(os.path.abspath(args.out))
+    stage = args.stage
+    if stage in ("ingest", "all") and not (args.journal_dirs or args.journal):
+        print(f"qjournal pipeline {stage}: give --journal-dirs D1,D2,D3 or --journal qjournal://...",
+              file=sys.stderr)
+        return EXIT_USAGE
+    spark = _session(args)
+    rc = 0
+    findings = None
+    if stage in ("ingest", "all"):
+        if args.journal:
+            from qjournal.pipeline.fetch import fetch
+
+            staging = os.path.join(layout.root, "staging")
+            fr = fetch(args.journal, staging, timeout_ms=args.fetch_timeout_ms,
+                       storage_info=args.storage_info, progress=say)
+            for err in fr.errors:
+                say(f"fetch: {err}")
+            say(f"fetch: {fr.fetched} segment copies fetched, {fr.skipped} already staged")
+            dirs, names, jid = fr.journal_dirs, fr.node_names, fr.jid
+        else:
+            dirs = [d for d in args.journal_dirs.split(",") if d]
+            names, jid = ing.node_names(dirs), args.jid
+        copies = ing.discover_local(dirs, jid, names)
+        ing.ingest(spark, copies, layout, names, progress=say)
+    if stage in ("audit", "all", "report"):
+        nodes = ing.read_nodes(layout)
+        manifest = ing.read_manifest(spark, layout)
+        edits = ing.read_edits(spark, layout)
+        nodes_df = spark.createDataFrame([(n,) for n in nodes], "node string")
+        findings = au.audit(manifest, edits, nodes_df, len(nodes)).cache()
+        if stage in ("audit", "all"):
+            pdf = findings.toPandas()
+            os.makedirs(layout.root, exist_ok=True)
+            findings.write.mode("overwrite").parquet(layout.findings)
+            errors = pdf[pdf["severity"] == au.ERROR]
+            for r in pdf.itertuples(index=False):
+                where = f"segment {r.segment_start}" if r.segment_start == r.segment_start and \
+                    r.segment_start is not None else ""
+                print(f"{r.severity.upper():7s} {r.kind:18s} {r.jid} {r.node or '-'} {where}: {r.detail}")
+            say(f"audit: {len(errors)} error(s), {len(pdf) - len(errors)} warning(s)")
+            if len(errors):
+                rc = EXIT_AUDIT_FAILED
+    if stage in ("checkpoint", "all"):
+        manifest = ing.read_manifest(spark, layout)
+        edits = ing.read_edits(spark, layout)
+        cp.checkpoint(spark, edits, manifest, out_name_dir=layout.checkpoint_dir, base=args.image,
+                      jid=args.jid, txid=args.txid, namespace_id=args.namespace_id,
+                      cluster_id=args.cluster_id, progress=say)
+    if stage in ("report", "all"):
+        manifest = ing.read_manifest(spark, layout)
+        edits = ing.read_edits(spark, layout)
+        res = rep.write_report(spark, edits, manifest, findings, layout.report_dir, base=args.image,
+                               jid=args.jid, progress=say)
+        print(res.html_path)
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m qjournal.pipeline`` / ``spark-submit …/__main__.py``."""
+    p = argparse.ArgumentParser(prog="qjournal-pipeline", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+__all__ = ["STAGES", "EXIT_AUDIT_FAILED", "EXIT_USAGE", "add_arguments", "run", "main"]
