@@ -32,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up = add("up", "start ZooKeeper, 3 JournalNodes, 2 NameNodes, 2 ZKFCs", _up)
     up.add_argument("--zk-servers", type=int, default=1, choices=[1, 3])
     up.add_argument("--session-timeout-ms", type=int, default=2000)
+    up.add_argument("--fresh", action="store_true", help="wipe the data of a stopped cluster in --run-dir first")
     add("down", "stop everything and verify nothing is left running", _down)
     add("status", "table of processes: pid, alive, role/HA state, health, address", _status)
     k = add("kill", "SIGKILL (or --signal) one process", _kill, True)
@@ -56,7 +57,7 @@ def _guard(fn):
 def _up(args):
     from qjournal.cluster.launcher import LocalCluster
     c = LocalCluster(args.run_dir, zk_servers=args.zk_servers, session_timeout_ms=args.session_timeout_ms)
-    c.up()
+    c.up(fresh=args.fresh)
     print(c.format_status())
     print(f"\nclients: qjournal --conf {c.conf_dir} dfs ...   stop: qjournal cluster down --run-dir {args.run_dir}")
 

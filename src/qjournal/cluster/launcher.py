@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -193,11 +194,17 @@ class LocalCluster:
                 "-D", f"dfs.ha.namenode.id={nn}"]
 
     # ------------------------------------------------------------------ up
-    def up(self, ready_timeout_s: float = 60.0) -> None:
+    def up(self, ready_timeout_s: float = 60.0, fresh: bool = False) -> None:
         """Start the whole cluster and wait for one active NameNode.
 
+        Args:
+            ready_timeout_s: deadline of each daemon's READY line and of the first election.
+            fresh: wipe a non-empty run directory of a stopped cluster first.
+
         Raises:
-            ClusterError: a step failed; everything started so far is stopped again.
+            ClusterError: a cluster is running in ``run_dir``, the directory holds old data
+                and ``fresh`` is false, or a step failed (everything started so far is
+                stopped again).
         """
         if os.path.exists(self.state_path):
             try:
@@ -208,6 +215,14 @@ class LocalCluster:
             except ClusterError as e:
                 if "already running" in str(e):
                     raise
+        if os.path.isdir(self.run_dir) and os.listdir(self.run_dir):
+            if not os.path.exists(self.state_path):
+                raise ClusterError(f"run directory {self.run_dir} is not empty and holds no {CLUSTER_STATE_FILE}; "
+                                   "refusing to use (or wipe) it: pick another --run-dir")
+            if not fresh:
+                raise ClusterError(f"run directory {self.run_dir} is not empty (a previous cluster's data?); "
+                                   "remove it or pass fresh=True / --fresh to wipe it")
+            shutil.rmtree(self.run_dir)
         os.makedirs(self.run_dir, exist_ok=True)
         t0 = time.monotonic()
         try:
