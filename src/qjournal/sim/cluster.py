@@ -52,7 +52,7 @@ from qjournal.errors import InvariantViolation, QJournalError, TransportError
 from qjournal.journal.base import NamespaceInfo
 from qjournal.journalnode.journal import FAULT_POINTS, Journal
 from qjournal.protocol.messages import Manifest, RequestInfo, SegmentState
-from qjournal.protocol.segment import iter_records, parse_segment_file_name
+from qjournal.protocol.segment import iter_records, parse_segment_file_name, segment_file_name
 from qjournal.sim.disk import SimFS, SimJournalStorage, SimulatedCrash
 from qjournal.sim.faults import FaultConfig, NetworkFaults
 from qjournal.sim.history import Accepted, Failure, Finalized, History, NodeSegment, Note, Promise
@@ -265,6 +265,7 @@ class SimJournalNode:
         data = None
         if not plan.download:
             self._note_kept_copy(r.jid, state, from_url)
+            self._note_unsynced_copy(r.jid, state)
         if plan.download:
             src, seg_txid = _parse_get_journal_url(from_url)
             body, crc = await self.cluster.http_fetch(self.name, src, r.jid, seg_txid, True)
@@ -290,7 +291,19 @@ class SimJournalNode:
             return
         if mine != theirs:
             self.cluster.history.add(Note("accept_kept_different", self.name,
-                                          f"segment {state.start_txid} from {src}"))
+                                          f"segment {state.start_txid} {state.end_txid} from {src}"))
+
+    def _note_unsynced_copy(self, jid: str, state: SegmentState) -> None:
+        """Observation for KB1: the kept copy (no download) still has unsynced bytes when the
+        paxos decision is about to be persisted over it."""
+        path = f"/{self.name}/{jid}/current/{segment_file_name(state.start_txid)}"
+        try:
+            ino = self.fs._ino(path)
+        except FileNotFoundError:
+            return
+        if bytes(ino.visible) != ino.durable:
+            self.cluster.history.add(Note("accept_unsynced", self.name,
+                                          f"segment {state.start_txid}"))
 
     # -- /getJournal -----------------------------------------------------------------------
     def serve_segment(self, jid: str, segment_txid: int, in_progress_ok: bool) -> tuple[bytes, int]:

@@ -16,9 +16,16 @@ Known bugs (see the final report and docs/testing.md):
   ``finalize_log_segment`` renames the in-progress file without syncing it
   first. A crash then tears, zeroes or shortens a *finalized* segment on that
   node, so finalized copies of one segment differ (seed 000 §2.7 invariant 1/3).
+  The same root cause has a second face: ``accept_recovery`` that needs no
+  download (the local copy has the chosen length) persists the paxos decision
+  over a copy whose lagging batches are not durable; a crash empties the copy
+  and every later ``prepare_recovery`` on that node fails with
+  ``InvariantViolation`` ("paxos data says segment ... but the on-disk segment
+  is None"): the node can never take part in that recovery again.
   Attribution: a finalize rule violation on a node/segment for which the
   simulated disk saw a rename to the finalized name while bytes were unsynced,
-  or a failed final read whose only replica was such a torn copy.
+  or a failed final read whose only replica was such a torn copy, or that
+  paxos failure on a node whose kept copy had unsynced bytes at accept time.
 * ``KB2 accept-committed-check`` (journalnode/journal.py with the client's
   committed-txid piggy-back): a late ``accept_recovery`` from the new writer
   reaches a node after that writer already committed txid N in a *newer*
@@ -36,12 +43,17 @@ Known bugs (see the final report and docs/testing.md):
   see different bytes for one txid (requirement 4). Seed 000 §2.8 transmits an
   md5 of the segment with its length; the fix is to compare content (or the
   writer epoch of the copy), not only the end txid.
-  Attribution: a finalize rule violation on a node/segment for which the
-  simulated shell observed accept_recovery keeping a copy whose records differ
-  from the chosen source's (an oracle look at both disks).
+  Attribution: a finalize rule violation on a segment for which the
+  simulated shell observed accept_recovery keeping, on some node, a copy whose
+  records differ from the chosen source's (an oracle look at both disks); the
+  final reader may have read that copy, so good copies then differ from it;
+  or an acked/read txid in such a segment seen with other bytes by a reader
+  (the reader was served the kept copy: an acknowledged edit "changed").
 """
 
 from __future__ import annotations
+
+import re
 
 from qjournal.protocol.segment import segment_file_name
 from qjournal.sim.checker import Violation
@@ -72,10 +84,17 @@ def attribute(history: History, violations: list[Violation]) -> tuple[list[Viola
     for n in history.of(Note):
         if n.kind == "finalize_unsynced":
             unsynced.add((n.node, n.detail.split(" -> ")[0]))
+    accept_unsynced: set[tuple[str, int]] = set()
+    for n in history.of(Note):
+        if n.kind == "accept_unsynced":
+            accept_unsynced.add((n.node, int(n.detail.split()[1])))
     kept_different: set[tuple[str, int]] = set()
+    kept_ranges: list[tuple[int, int]] = []
     for n in history.of(Note):
         if n.kind == "accept_kept_different":
-            kept_different.add((n.node, int(n.detail.split()[1])))
+            parts = n.detail.split()
+            kept_different.add((n.node, int(parts[1])))
+            kept_ranges.append((int(parts[1]), int(parts[2])))
     unexplained: list[Violation] = []
     known: dict[str, int] = {}
     for v in violations:
@@ -85,13 +104,22 @@ def attribute(history: History, violations: list[Violation]) -> tuple[list[Viola
                 e = history.events[seq]
                 if isinstance(e, NodeSegment) and (e.node, segment_file_name(e.start_txid)) in unsynced:
                     bug = "KB1"
-                elif isinstance(e, NodeSegment) and (e.node, e.start_txid) in kept_different:
-                    bug = "KB3"
+                elif isinstance(e, NodeSegment) and e.start_txid in {s for _, s in kept_different}:
+                    bug = "KB3"  # the kept copy, or a good copy judged against a log read from it
+        elif v.rule in ("acked_lost", "read_lost", "read_disagree"):
+            m = re.match(r"txid (\d+) ", v.message)
+            if m and any(a <= int(m.group(1)) <= b for a, b in kept_ranges):
+                bug = "KB3"  # a reader was served the kept copy with the old writer's bytes
         elif v.rule == "failure" and len(v.seqs) == 1:
             e = history.events[v.seqs[0]]
             if isinstance(e, Failure) and e.who.startswith("jn") and \
                     e.error_type == "InvariantViolation" and "would discard already-committed txn" in e.message:
                 bug = "KB2"
+            elif isinstance(e, Failure) and e.error_type == "InvariantViolation" and any(
+                    (node == e.who or node in e.message)
+                    and f"paxos data says segment [{start}-" in e.message
+                    for node, start in sorted(accept_unsynced)):
+                bug = "KB1"  # the paxos decision outlived the unsynced copy it was made over
             elif isinstance(e, Failure) and e.error_type == "NoRead":
                 # the final read failed on a replica whose finalized copy KB1 tore
                 for node, fname in sorted(unsynced):
