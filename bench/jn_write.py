@@ -17,7 +17,9 @@ script measures, in one run on the same disk:
    (``QuorumJournalManager``): ``write_raw`` + ``mark`` + ``sync`` per batch, one
    sync in flight (the NameNode's group commit at a fixed batch size).
 
-Each line prints txns/s and the ratio to the floor. Usage::
+Each line prints txns/s and the ratio to the floor; the last lines give the CPU
+time per txn of validate and journal (process time, which other load on a
+shared machine disturbs far less than wall-clock rates). Usage::
 
     .venv/bin/python bench/jn_write.py [--batches 300] [--window 8] [--dir /tmp]
 """
@@ -69,10 +71,15 @@ def floor(d: str, batches: list[bytes]) -> float:
     return len(batches) * TXNS / dt
 
 
+#: CPU seconds per txn of the last validate / journal step (robust to other load on the machine)
+CPU_PER_TXN: dict[str, float] = {}
+
+
 def validate(batches: list[bytes]) -> float:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i, b in enumerate(batches):
         assert validate_batch(b, 1 + i * TXNS, TXNS, 1 << 20) is not None
+    CPU_PER_TXN["validate"] = (time.process_time() - c0) / (len(batches) * TXNS)
     return len(batches) * TXNS / (time.perf_counter() - t0)
 
 
@@ -82,9 +89,10 @@ def journal_direct(d: str, batches: list[bytes]) -> float:
         j.format(NS)
         j.new_epoch(NS, 1)
         j.start_log_segment(RequestInfo(JID, 1, 0), 1, 1)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for i, b in enumerate(batches):
             j.journal(RequestInfo(JID, 1, i + 1), 1, 1 + i * TXNS, TXNS, b)
+        CPU_PER_TXN["journal"] = (time.process_time() - c0) / (len(batches) * TXNS)
         return len(batches) * TXNS / (time.perf_counter() - t0)
     finally:
         j.close()
@@ -199,6 +207,9 @@ def main() -> int:
                     ("qjm-3", "3 processes, QuorumJournalManager", qjm3)]
         for name, what, v in results:
             print(f"{name:<10} {what:<30} {v:12,.0f} txns/s   {v / fl:4.2f} x floor")
+        for name in ("validate", "journal"):
+            c = CPU_PER_TXN[name]
+            print(f"cpu        {name:<30} {c * 1e6:9.2f} us/txn   (one core: {1 / c:,.0f} txns/s)")
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return 0
