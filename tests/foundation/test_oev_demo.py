@@ -45,6 +45,13 @@ def test_dump_xml(tmp_path, capsys):
     assert "<EDITS>" in out and "<TXID>5</TXID>" in out and "<BODY_HEX>3c263e</BODY_HEX>" in out
 
 
+def test_stats(tmp_path, capsys):
+    p = write_seg(tmp_path / "s", [seg.EditRecord(t, seg.OP_DATA, b"x") for t in range(3, 8)])
+    assert cli_main(["oev", "-i", p, "-p", "stats"]) == 0
+    out = capsys.readouterr().out
+    assert "records: 5 (txids 3-7)" in out and "OP_DATA" in out and out.rstrip().endswith("5")
+
+
 def test_scan_clean_and_corrupt_exit_codes(tmp_path, capsys):
     recs = [seg.EditRecord(t, seg.OP_DATA, b"r%d" % t) for t in range(1, 6)]
     p = write_seg(tmp_path / seg.segment_file_name(1, 5), recs)

@@ -92,7 +92,11 @@ def scan_file(path: str, out: TextIO) -> int:
 
 
 def dump_file(path: str, fmt: str, out: TextIO, err: TextIO) -> int:
-    """Print every record of a segment file as JSON lines or XML; return the exit status."""
+    """Print every record of a segment file as JSON lines or XML, or counts per op (stats).
+
+    Returns:
+        0 when the file is clean (a torn tail of an in-progress segment is clean), 1 on corruption.
+    """
     data = _read(path)
     name_of, decode = _op_decoder()
     try:
@@ -105,6 +109,9 @@ def dump_file(path: str, fmt: str, out: TextIO, err: TextIO) -> int:
         out.write(f"  <EDITS_VERSION>{version}</EDITS_VERSION>\n")
     offset = seg.HEADER_SIZE
     status = 0
+    counts: dict[str, int] = {}
+    first: int | None = None
+    last: int | None = None
     while True:
         d = seg.try_decode(data, offset)
         if d.status == seg.END:
@@ -125,7 +132,9 @@ def dump_file(path: str, fmt: str, out: TextIO, err: TextIO) -> int:
         entry: dict[str, Any] = {"txid": rec.txid, "opcode": rec.opcode, "op": name_of(rec.opcode),
                                  "length": len(rec.body), "checksum": f"{rec.checksum:#010x}",
                                  "offset": offset}
-        if decode is not None:
+        if fmt == "stats":
+            pass
+        elif decode is not None:
             try:
                 entry["fields"] = decode(rec.opcode, rec.body, rec.txid)
             except KeyError:
@@ -137,11 +146,21 @@ def dump_file(path: str, fmt: str, out: TextIO, err: TextIO) -> int:
             entry["body_hex"] = rec.body.hex()
         if fmt == "json":
             out.write(json.dumps(entry, sort_keys=False, default=str) + "\n")
-        else:
+        elif fmt == "xml":
             _write_xml_record(out, entry)
+        else:
+            counts[entry["op"]] = counts.get(entry["op"], 0) + 1
+            first = rec.txid if first is None else first
+            last = rec.txid
         offset = d.next_offset
     if fmt == "xml":
         out.write("</EDITS>\n")
+    elif fmt == "stats":
+        total = sum(counts.values())
+        out.write(f"file: {path}\nlayout version: {version}\n")
+        out.write(f"records: {total}" + (f" (txids {first}-{last})" if total else "") + "\n")
+        for name in sorted(counts):
+            out.write(f"  {name:<24} {counts[name]:>10}\n")
     return status
 
 
@@ -164,8 +183,8 @@ def register(subparsers) -> None:
     """Add the ``oev`` subcommand."""
     p = subparsers.add_parser("oev", help="offline edits viewer: dump or check a segment file")
     p.add_argument("-i", "--input", required=True, metavar="FILE", help="segment file (edits_...)")
-    p.add_argument("-p", "--processor", choices=("json", "xml"), default="json",
-                   help="output format (default json lines)")
+    p.add_argument("-p", "--processor", choices=("json", "xml", "stats"), default="json",
+                   help="output: json lines (default), xml (as hdfs oev), or stats (records per op)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument("--scan", action="store_true",
                    help="print the valid range and every problem (offset, kind, detail) instead of records")
