@@ -78,6 +78,8 @@ async def wait_async(cond, what, timeout_s=60.0):
 
 
 def test_sigkill_active_then_manual_failover_loses_no_acknowledged_op(cluster, tmp_path):
+    # no rolls during the test: the standby follows the in-progress segment (committed txids only)
+    cluster.common.update({"dfs.ha.log-roll.period": "1h", "dfs.ha.tail-edits.in-progress": "true"})
     nn1, nn2 = start_ha(cluster, tmp_path)
     conf = client_conf(cluster, **{"dfs.client.failover.max.attempts": "40",
                                    "dfs.client.failover.sleep.base.millis": "50",
@@ -103,6 +105,15 @@ def test_sigkill_active_then_manual_failover_loses_no_acknowledged_op(cluster, t
 
         task = asyncio.ensure_future(writer())
         await wait_async(lambda: len(acked) >= 30, "30 acknowledged creates on nn1")
+        # the standby tails the in-progress segment: it sees acknowledged creates without a roll
+        async with DFSClient(conf, user="hdfs", addresses=[("nn2", *_addr(nn2))]) as probe:
+            active_txid = 30
+            async def standby_txid():
+                return (await probe.call("get_stats"))["last_applied_txid"]
+            deadline = asyncio.get_running_loop().time() + 60
+            while await standby_txid() < active_txid:
+                assert asyncio.get_running_loop().time() < deadline, "standby never tailed in-progress edits"
+                await asyncio.sleep(0.05)
         nn1.kill()
         n_at_kill = len(acked)
         await asyncio.to_thread(cluster.run, "haadmin", "-transitionToActive", "nn2")

@@ -253,6 +253,13 @@ class NameNode:
             if per_ns is not None:
                 self.automatic_failover = per_ns
         self.ha_enabled = bool(conf.get("dfs.namenode.shared.edits.dir"))
+        # In-progress tailing only where a reader is bounded by the committed txid (the quorum
+        # journal): a file:// shared dir would expose written-but-not-yet-synced edits.
+        self.tail_in_progress = bool(conf.get_bool("dfs.ha.tail-edits.in-progress"))
+        if self.tail_in_progress and not (conf.get("dfs.namenode.shared.edits.dir") or "").startswith("qjournal://"):
+            log.warning("dfs.ha.tail-edits.in-progress needs a qjournal:// shared edits dir; "
+                        "tailing finalized segments only")
+            self.tail_in_progress = False
         self.du_reserved_bytes = int(conf.get_bytes("dfs.namenode.resource.du.reserved") or 0)
         self.roll_period_ms = int(conf.get_duration_ms("dfs.ha.log-roll.period") or 0)
         self.tail_period_ms = int(conf.get_duration_ms("dfs.ha.tail-edits.period") or 0)
@@ -335,7 +342,8 @@ class NameNode:
         self.namespace.last_applied_txid = info.txid
         self.last_checkpoint_txid = info.txid
         self.tailer = EditLogTailer(self.namespace, self.retry_cache, self.ns_lock, info.txid,
-                                    self.clock_ms, self.tail_period_ms)
+                                    self.clock_ms, self.tail_period_ms,
+                                    in_progress_ok=self.tail_in_progress)
         log.info("loaded image", extra={"path": path, "txid": info.txid, "inodes": len(self.namespace)})
         if self.ha_enabled:
             _local, self.shared_reader = open_journals(self.conf, self.ns_info)

@@ -9,7 +9,11 @@ Theory of operation: every ``dfs.ha.tail-edits.period`` the tailer asks the
 shared journal for the *finalized* segments after the last applied txid
 (``open_input(last + 1, in_progress_ok=False)``; the active rolls its segment
 every ``dfs.ha.log-roll.period``, so finalized segments keep appearing), and
-applies each op to the namespace and to the retry cache. The same routine
+applies each op to the namespace and to the retry cache. With
+``dfs.ha.tail-edits.in-progress`` and a quorum journal it also reads the
+in-progress segment, which the quorum reader cuts at the committed txid, so
+the standby never applies an edit that recovery could still drop (it
+re-downloads the in-progress segment each round: simple, not cheap). The same routine
 (``catch_up``) is used at start-up replay and, after fencing, by
 transition-to-active to read every remaining edit.
 
@@ -50,16 +54,20 @@ class EditLogTailer:
         last_applied_txid: txid already in the namespace (image txid + replayed).
         clock_ms: "now" for retry cache entries.
         period_ms: ``dfs.ha.tail-edits.period``.
+        in_progress_ok: also tail the in-progress segment (``dfs.ha.tail-edits.in-progress``;
+            only for journals whose readers stop at the committed txid, i.e. the quorum journal).
     """
 
     def __init__(self, namespace: Namespace, retry_cache: RetryCache, lock: asyncio.Lock,
-                 last_applied_txid: int, clock_ms: Callable[[], int], period_ms: int) -> None:
+                 last_applied_txid: int, clock_ms: Callable[[], int], period_ms: int,
+                 in_progress_ok: bool = False) -> None:
         self.namespace = namespace
         self.retry_cache = retry_cache
         self.lock = lock
         self.last_applied_txid = last_applied_txid
         self.clock_ms = clock_ms
         self.period_ms = period_ms
+        self.in_progress_ok = in_progress_ok
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
         self.journal: Journal | None = None
@@ -143,7 +151,7 @@ class EditLogTailer:
         while True:
             try:
                 assert self.journal is not None
-                await self.catch_up(self.journal)
+                await self.catch_up(self.journal, self.in_progress_ok)
                 self.last_error = ""
             except asyncio.CancelledError:
                 raise
