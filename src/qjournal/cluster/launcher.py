@@ -173,7 +173,7 @@ class LocalCluster:
             "ha.failover-controller.graceful-fence.rpc-timeout.ms": "1000",
             "ha.failover-controller.sleep-after-failure-to-become-active.ms": "500",
             "dfs.client.failover.sleep.base.millis": "50",
-            "dfs.client.failover.sleep.max.millis": "500",
+            "dfs.client.failover.sleep.max.millis": "200",
             "dfs.client.failover.max.attempts": "100",
             "ipc.client.connect.timeout": "1000",
             "qjournal.client.rpc-timeout.ms": "10000",
