@@ -15,6 +15,7 @@ from qjournal.errors import (DirectoryNotEmptyError, FileAlreadyExistsError, Fil
                              InvalidRequestError, NotADirectoryError_)
 from qjournal.namenode import image as img
 from qjournal.namenode.namespace import CallContext, Namespace
+from qjournal.namenode.ops import decode_op, encode_op
 
 NAMES = ["a", "b", "c"]
 PATHS = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map(lambda p: "/" + "/".join(p))
@@ -170,8 +171,8 @@ def test_namespace_matches_model_and_replays(steps, cut):
         assert walk(ns) == model.kind, step
     # replay equality (namespace invariant 1)
     replay = Namespace(superuser="nn")
-    for op in log:
-        replay.apply(op)
+    for op in log:  # through the record codec, as a reader of the journal sees them
+        replay.apply(decode_op(*encode_op(op)))
     assert replay.snapshot() == ns.snapshot()
     # image at `cut` (through real Parquet bytes) plus later edits equals the live state
     if image is not None:
