@@ -184,7 +184,7 @@ class JournalNode:
         self.storage_factory = storage_factory or (
             lambda d, jid: DiskJournalStorage(os.path.join(d, jid), fsync=fsync))
         self.journals: dict[str, _JournalSlot] = {}
-        self._opening: dict[str, asyncio.Lock] = {}
+        self._opening: dict[str, list] = {}
         self.rpc_server: Any = None
         self.http_server: Any = None
         self.rpc_bound: str | None = None
@@ -297,39 +297,48 @@ class JournalNode:
         slot = self.journals.get(jid)
         if slot is not None:
             return slot
-        lock = self._opening.setdefault(jid, asyncio.Lock())
-        async with lock:
-            slot = self.journals.get(jid)
-            if slot is not None:
-                return slot
-            if not create and self._disk_storage and not os.path.isdir(os.path.join(self.edits_dir, jid)):
-                raise SegmentNotFoundError(f"journal {jid}: no such journal on this node", jid=jid)
-            if len(self.journals) >= self.max_journals:
-                raise InvalidRequestError(
-                    f"journal {jid}: this node already serves {len(self.journals)} journals, the limit "
-                    f"of qjournal.journalnode.max-journals", jid=jid)
-            executor = ThreadPoolExecutor(1, thread_name_prefix=f"jn-{jid}") if self.threaded else None
+        entry = self._opening.setdefault(jid, [asyncio.Lock(), 0])  # [lock, callers using it]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                return await self._open_slot(jid, create)
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self._opening.pop(jid, None)  # bounded: no lock is left behind for refused jids
 
-            def _open() -> Journal:
-                return Journal(jid, self.storage_factory(self.edits_dir, jid), clock=self.clock,
-                               fault_hook=self.fault_hook, max_record_bytes=self.max_record_bytes,
-                               slow_sync_warn_s=self.slow_sync_warn_s)
-            try:
-                if executor is None:
-                    journal = _call(jid, _open)
-                else:
-                    journal = await asyncio.get_running_loop().run_in_executor(executor, _call, jid, _open)
-            except BaseException:
-                if executor is not None:
-                    executor.shutdown(wait=False)
-                raise
-            slot = _JournalSlot(journal, executor)
-            self.journals[jid] = slot
-            self._opening.pop(jid, None)
-            log.info("journal %s: opened (formatted=%s, promised epoch %d, writer epoch %d, highest txid "
-                     "%d)", jid, journal.is_formatted(), journal.last_promised_epoch,
-                     journal.last_writer_epoch, journal.highest_written_txid)
+    async def _open_slot(self, jid: str, create: bool) -> _JournalSlot:
+        """Open the journal ``jid`` (called with its opening lock held)."""
+        slot = self.journals.get(jid)
+        if slot is not None:
             return slot
+        if not create and self._disk_storage and not os.path.isdir(os.path.join(self.edits_dir, jid)):
+            raise SegmentNotFoundError(f"journal {jid}: no such journal on this node", jid=jid)
+        if len(self.journals) >= self.max_journals:
+            raise InvalidRequestError(
+                f"journal {jid}: this node already serves {len(self.journals)} journals, the limit "
+                f"of qjournal.journalnode.max-journals", jid=jid)
+        executor = ThreadPoolExecutor(1, thread_name_prefix=f"jn-{jid}") if self.threaded else None
+
+        def _open() -> Journal:
+            return Journal(jid, self.storage_factory(self.edits_dir, jid), clock=self.clock,
+                           fault_hook=self.fault_hook, max_record_bytes=self.max_record_bytes,
+                           slow_sync_warn_s=self.slow_sync_warn_s)
+        try:
+            if executor is None:
+                journal = _call(jid, _open)
+            else:
+                journal = await asyncio.get_running_loop().run_in_executor(executor, _call, jid, _open)
+        except BaseException:
+            if executor is not None:
+                executor.shutdown(wait=False)
+            raise
+        slot = _JournalSlot(journal, executor)
+        self.journals[jid] = slot
+        log.info("journal %s: opened (formatted=%s, promised epoch %d, writer epoch %d, highest txid "
+                 "%d)", jid, journal.is_formatted(), journal.last_promised_epoch,
+                 journal.last_writer_epoch, journal.highest_written_txid)
+        return slot
 
     async def run(self, jid: Any, method: str, *args: Any) -> Any:
         """Call ``Journal.<method>(*args)`` of ``jid`` on its thread."""
