@@ -166,39 +166,55 @@ class DFSClient:
         await self.close()
 
     # ------------------------------------------------------ ClientProtocol
+    # Each method is one ClientProtocol call (docs/architecture.md, "NameNode client RPC"):
+    # the arguments and results are those of the table; every method raises the
+    # NameNode's typed error (FileNotFoundError_, FileAlreadyExistsError,
+    # PermissionDeniedError, ...) or, after max_attempts failovers, the last
+    # StandbyError / TransportError / RpcTimeoutError.
     async def mkdirs(self, path: str, perm: int = 0o755, create_parent: bool = True) -> bool:
+        """mkdir (-p with create_parent). Returns True. Raises the NameNode's typed errors."""
         return await self.call("mkdirs", path=path, perm=perm, create_parent=create_parent)
 
     async def create(self, path: str, perm: int = 0o644, overwrite: bool = False,
                      replication: int = 3, block_size: int = 134217728) -> dict:
+        """Create an empty file. Returns its FileStatus dict. Raises FileAlreadyExistsError and others."""
         return await self.call("create", path=path, perm=perm, overwrite=overwrite,
                                replication=replication, block_size=block_size)
 
     async def delete(self, path: str, recursive: bool = False) -> bool:
+        """Delete (recursive for a tree). Returns True. Raises FileNotFoundError_, DirectoryNotEmptyError."""
         return await self.call("delete", path=path, recursive=recursive)
 
     async def rename(self, src: str, dst: str, overwrite: bool = False) -> bool:
+        """Rename (into dst when it is a directory). Returns True. Raises FileAlreadyExistsError and others."""
         return await self.call("rename", src=src, dst=dst, overwrite=overwrite)
 
     async def set_permission(self, path: str, perm: int) -> None:
+        """chmod. Returns None. Raises FileNotFoundError_, PermissionDeniedError."""
         return await self.call("set_permission", path=path, perm=perm)
 
     async def set_owner(self, path: str, owner: str | None = None, group: str | None = None) -> None:
+        """chown. Returns None. Raises FileNotFoundError_, PermissionDeniedError."""
         return await self.call("set_owner", path=path, owner=owner, group=group)
 
     async def set_times(self, path: str, mtime: int = -1, atime: int = -1) -> None:
+        """Set mtime/atime (-1 unchanged). Returns None. Raises FileNotFoundError_."""
         return await self.call("set_times", path=path, mtime=mtime, atime=atime)
 
     async def set_replication(self, path: str, replication: int) -> None:
+        """setrep. Returns None. Raises FileNotFoundError_, InvalidRequestError."""
         return await self.call("set_replication", path=path, replication=replication)
 
     async def get_file_info(self, path: str) -> dict | None:
+        """stat. Returns the FileStatus dict or None. Raises PermissionDeniedError."""
         return await self.call("get_file_info", path=path)
 
     async def list_status(self, path: str) -> list[dict]:
+        """ls. Returns FileStatus dicts sorted by name. Raises FileNotFoundError_."""
         return await self.call("list_status", path=path)
 
     async def get_content_summary(self, path: str) -> dict:
+        """du/count. Returns the summary dict. Raises FileNotFoundError_."""
         return await self.call("get_content_summary", path=path)
 
 
@@ -218,16 +234,20 @@ class HAServiceClient:
         return self._c
 
     async def get_service_status(self) -> dict:
+        """HAServiceProtocol get_service_status. Returns the status dict."""
         return await (await self._client()).call("get_service_status", timeout_ms=self.timeout_ms)
 
     async def monitor_health(self) -> None:
+        """HAServiceProtocol monitor_health. Returns None. Raises HealthCheckFailedError."""
         return await (await self._client()).call("monitor_health", timeout_ms=self.timeout_ms)
 
     async def transition_to_active(self, request_source: str = "user") -> None:
+        """HAServiceProtocol transition_to_active. Raises ServiceFailedError."""
         return await (await self._client()).call("transition_to_active", timeout_ms=self.timeout_ms,
                                                  request_source=request_source)
 
     async def transition_to_standby(self, request_source: str = "user") -> None:
+        """HAServiceProtocol transition_to_standby. Raises ServiceFailedError."""
         return await (await self._client()).call("transition_to_standby", timeout_ms=self.timeout_ms,
                                                  request_source=request_source)
 

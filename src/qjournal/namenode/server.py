@@ -598,64 +598,117 @@ class NameNode:
     # ------------------------------------------------------- ClientProtocol
     async def rpc_mkdirs(self, path: str, perm: int = 0o755, create_parent: bool = True,
                          user: str = "", groups: list = (), client_id: bytes = b"", call_id: int = -1) -> bool:
-        """mkdir (-p). Returns True."""
+        """mkdir (``create_parent``: -p).
+
+        Returns:
+            True.
+
+        Raises:
+            FileAlreadyExistsError, FileNotFoundError_, NotADirectoryError_,
+            PermissionDeniedError, InvalidRequestError, StandbyError (not active),
+            EditLogFatalError (the journal failed: not durable).
+        """
         return await self._write("mkdirs", user, groups, client_id, call_id,
                                  lambda ctx: self.namespace.mkdirs(ctx, path, perm, create_parent))
 
     async def rpc_create(self, path: str, perm: int = 0o644, overwrite: bool = False,
                          replication: int = 3, block_size: int = 134217728, user: str = "",
                          groups: list = (), client_id: bytes = b"", call_id: int = -1) -> dict:
-        """Create an empty file; returns its FileStatus."""
+        """Create an empty file.
+
+        Returns:
+            Its FileStatus dict.
+
+        Raises:
+            as :meth:`rpc_mkdirs`.
+        """
         return await self._write("create", user, groups, client_id, call_id,
                                  lambda ctx: self.namespace.create(ctx, path, perm, bool(overwrite),
                                                                    replication, block_size))
 
     async def rpc_delete(self, path: str, recursive: bool = False, user: str = "", groups: list = (),
                          client_id: bytes = b"", call_id: int = -1) -> bool:
+        """Delete a file or (``recursive``) a directory tree.
+
+        Returns:
+            True.
+
+        Raises:
+            FileNotFoundError_, DirectoryNotEmptyError, PermissionDeniedError,
+            StandbyError, EditLogFatalError.
+        """
         return await self._write("delete", user, groups, client_id, call_id,
                                  lambda ctx: self.namespace.delete(ctx, path, bool(recursive)))
 
     async def rpc_rename(self, src: str, dst: str, overwrite: bool = False, user: str = "",
                          groups: list = (), client_id: bytes = b"", call_id: int = -1) -> bool:
+        """Rename ``src`` to ``dst`` (into ``dst`` when it is a directory).
+
+        Returns:
+            True.
+
+        Raises:
+            FileNotFoundError_, FileAlreadyExistsError, InvalidRequestError,
+            PermissionDeniedError, StandbyError, EditLogFatalError.
+        """
         return await self._write("rename", user, groups, client_id, call_id,
                                  lambda ctx: self.namespace.rename(ctx, src, dst, bool(overwrite)))
 
     async def rpc_set_permission(self, path: str, perm: int, user: str = "", groups: list = (),
                                  client_id: bytes = b"", call_id: int = -1) -> None:
+        """chmod. Returns None. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
         return await self._write("set_permission", user, groups, client_id, call_id,
                                  lambda ctx: self.namespace.set_permission(ctx, path, perm))
 
     async def rpc_set_owner(self, path: str, owner: str | None = None, group: str | None = None,
                             user: str = "", groups: list = (), client_id: bytes = b"",
                             call_id: int = -1) -> None:
+        """chown. Returns None. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
         return await self._write("set_owner", user, groups, client_id, call_id,
                                  lambda ctx: self.namespace.set_owner(ctx, path, owner, group))
 
     async def rpc_set_times(self, path: str, mtime: int = -1, atime: int = -1, user: str = "",
                             groups: list = (), client_id: bytes = b"", call_id: int = -1) -> None:
+        """Set mtime/atime (-1 = unchanged). Returns None. Raises FileNotFoundError_, PermissionDeniedError."""
         return await self._write("set_times", user, groups, client_id, call_id,
                                  lambda ctx: self.namespace.set_times(ctx, path, mtime, atime))
 
     async def rpc_set_replication(self, path: str, replication: int, user: str = "",
                                   groups: list = (), client_id: bytes = b"", call_id: int = -1) -> None:
+        """setrep on a file. Returns None. Raises FileNotFoundError_, InvalidRequestError, PermissionDeniedError."""
         return await self._write("set_replication", user, groups, client_id, call_id,
                                  lambda ctx: self.namespace.set_replication(ctx, path, replication))
 
     async def rpc_get_file_info(self, path: str, user: str = "", groups: list = (), **_kw: Any) -> dict | None:
+        """stat.
+
+        Returns:
+            The FileStatus dict, or None when the path does not exist.
+
+        Raises:
+            PermissionDeniedError, StandbyError (standby without stale reads).
+        """
         self._gate(OpCategory.READ, "get_file_info")
         return self.namespace.get_file_info(self._ctx(user, groups), path)  # type: ignore[union-attr]
 
     async def rpc_list_status(self, path: str, user: str = "", groups: list = (), **_kw: Any) -> list:
+        """ls. Returns FileStatus dicts sorted by name. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
         self._gate(OpCategory.READ, "list_status")
         return self.namespace.list_status(self._ctx(user, groups), path)  # type: ignore[union-attr]
 
     async def rpc_get_content_summary(self, path: str, user: str = "", groups: list = (),
                                       **_kw: Any) -> dict:
+        """du/count. Returns the summary dict. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
         self._gate(OpCategory.READ, "get_content_summary")
         return self.namespace.get_content_summary(self._ctx(user, groups), path)  # type: ignore[union-attr]
 
     # ------------------------------------------------------- HAServiceProtocol
     async def rpc_get_service_status(self) -> dict:
+        """HAServiceProtocol getServiceStatus.
+
+        Returns:
+            ``{"state", "ready_to_become_active", "not_ready_reason"}``.
+        """
         ready, reason = True, ""
         if self.state == HAState.STOPPING:
             ready, reason = False, "the NameNode is stopping"
@@ -691,9 +744,19 @@ class NameNode:
         return None
 
     async def rpc_transition_to_active(self, request_source: str = "user") -> None:
+        """HAServiceProtocol transitionToActive (see :meth:`transition_to_active`).
+
+        Raises:
+            ServiceFailedError.
+        """
         await self.transition_to_active(request_source)
 
     async def rpc_transition_to_standby(self, request_source: str = "user") -> None:
+        """HAServiceProtocol transitionToStandby (see :meth:`transition_to_standby`).
+
+        Raises:
+            ServiceFailedError.
+        """
         await self.transition_to_standby(request_source)
 
     # ---------------------------------------------------------- checkpoints
@@ -723,6 +786,7 @@ class NameNode:
                 log.warning("purging edits older than %d failed: %s", min_txid, e)
 
     async def rpc_get_namespace_info(self, **_kw: Any) -> dict:
+        """Returns this namespace's NamespaceInfo wire dict."""
         return self.ns_info.to_wire()  # type: ignore[union-attr]
 
     async def rpc_get_image(self) -> dict:
@@ -737,10 +801,12 @@ class NameNode:
         raise JournalError(f"{self.name_dir}: no valid image to send")
 
     async def rpc_roll_edit_log(self, **_kw: Any) -> int | None:
+        """Roll the edit log now. Returns the new segment's first txid (None: nothing to roll). Raises StandbyError."""
         self._gate(OpCategory.WRITE, "roll_edit_log")
         return await self.editlog.roll() if self.editlog is not None else None
 
     async def rpc_get_stats(self, **_kw: Any) -> dict:
+        """Returns counters: state, last applied txid, inodes, edit log and retry cache statistics."""
         return {"state": self.state.value, "last_applied_txid": self.last_applied_txid,
                 "inodes": len(self.namespace) if self.namespace else 0,
                 "editlog": self.editlog.stats() if self.editlog is not None else None,
