@@ -201,3 +201,24 @@ def test_namenode_leaving_active_behind_the_controllers_back(zookeeper, zk_paren
         finally:
             await h.stop_all()
     run(main())
+
+
+def test_quit_while_suspended_releases_the_lock_after_reconnect(zookeeper, zk_parent):
+    async def main():
+        h = Harness(zookeeper.connect_string, zk_parent, 2)
+        try:
+            await h.start_all()
+            first = await _one_active(h)
+            second = [nn for nn in sorted(h.services) if nn != first][0]
+            el = h.zkfcs[first].elector
+            with drop_zk_connection(zookeeper):
+                await el.wait_for_state((ElectorState.NEUTRAL,), DEADLINE_S)
+                h.services[first].healthy = False       # the controller quits while cut off
+                await async_wait_until(lambda: el.state is ElectorState.INIT, DEADLINE_S, "quit")
+            # whether the session survived the pause or not, the lock must not stay with first
+            await async_wait_until(lambda: h.actives() == [second], DEADLINE_S, f"{second} active")
+            assert el.state is ElectorState.INIT
+            h.check_never_two_actives()
+        finally:
+            await h.stop_all()
+    run(main())

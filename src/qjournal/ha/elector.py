@@ -580,6 +580,10 @@ class ActiveStandbyElector:
                 await self._set_state(ElectorState.STANDBY)
                 await self.cb.become_standby()
         if not self._wants_election:
+            # a quit while the connection was suspended could not delete the lock: do it now
+            stat = await self._op(self.zk.exists_async(self.settings.lock_path))
+            if stat is not None and stat.ephemeralOwner == sid:
+                await self._release(delete_breadcrumb=False)
             return
         stat = await self._op(self.zk.exists_async(self.settings.lock_path, watch=self._on_watch))
         if stat is not None and stat.ephemeralOwner == sid:
