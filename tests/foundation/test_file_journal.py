@@ -501,3 +501,22 @@ def test_separate_reader_tails_in_progress_segment_of_another_writer(tmp_path):
         await w.close()
         await r.close()
     run(go())
+
+
+def test_use_case_7_new_writer_cannot_fence_a_live_file_writer(tmp_path):
+    """Seed 003 §3.7: a storage that cannot fence the old writer makes the new one fail loudly."""
+    async def go():
+        old = await new_journal(tmp_path / "j")
+        await old.recover_unfinalized_segments()
+        s = await write_segment(old, 1, 5, finalize=False)
+        new = FileJournal(str(tmp_path / "j"))
+        with pytest.raises(JournalLockedError):
+            await new.recover_unfinalized_segments()  # the standby becoming active
+        s.write(6, body(6))  # the old writer is untouched
+        s.mark()
+        await s.sync()
+        await old.close()  # once the old writer is gone, the new one recovers its segment
+        await new.recover_unfinalized_segments()
+        assert await new.get_manifest() == [SegmentInfo(1, 6)]
+        await new.close()
+    run(go())
