@@ -21,6 +21,9 @@ Theory of operation:
 * The driver compares what it wants (``join_election`` / ``quit_election``) with
   what ZooKeeper says (the lock znode and its ``ephemeralOwner``) and acts:
   create the lock, become standby and watch the lock, become active, or release.
+  The decisions themselves are the pure, table-tested functions of
+  :mod:`qjournal.ha.elector_rules` (``connection_step``, ``lock_step``); this
+  module only performs them.
 * Winning: read the breadcrumb; if it names another node, ask the owner
   (the ZKFC) to fence it; write the breadcrumb (create, or set with the version
   just read); only then call ``become_active``. If fencing or the transition
@@ -49,7 +52,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import enum
 import hashlib
 import logging
 import time
@@ -64,6 +66,9 @@ from kazoo.protocol.states import KazooState
 from kazoo.security import ACL, Id, Permissions
 
 from qjournal.errors import ConfigError, QJournalError
+from qjournal.ha.elector_rules import (
+    Conn, ConnAction, ElectorState, LockAction, connection_step, lock_step,
+)
 
 __all__ = ["ElectorState", "ElectorCallbacks", "ElectorSettings", "ActiveStandbyElector",
            "parse_zk_acls", "parse_zk_auths", "digest_acl_id", "LOCK_ZNODE", "BREADCRUMB_ZNODE",
@@ -72,18 +77,13 @@ __all__ = ["ElectorState", "ElectorCallbacks", "ElectorSettings", "ActiveStandby
 log = logging.getLogger("qjournal.ha.elector")
 
 LOCK_ZNODE = "ActiveStandbyElectorLock"
+
+_CONN = {KazooState.CONNECTED: Conn.CONNECTED, KazooState.SUSPENDED: Conn.SUSPENDED, KazooState.LOST: Conn.LOST}
 BREADCRUMB_ZNODE = "ActiveBreadCrumb"
 
 
 class ElectorError(QJournalError):
     """A ZooKeeper operation of the elector failed (names the znode and session)."""
-
-
-class ElectorState(str, enum.Enum):
-    INIT = "INIT"          # not in the election (or not yet decided)
-    STANDBY = "STANDBY"    # someone else holds the lock
-    ACTIVE = "ACTIVE"      # we hold the lock and our service was made active
-    NEUTRAL = "NEUTRAL"    # connection suspended: we do not know
 
 
 class ElectorCallbacks(Protocol):
@@ -555,55 +555,46 @@ class ActiveStandbyElector:
         self._loop.call_later(delay_s, self._kick)
 
     async def _step(self) -> None:
-        conn = self._conn_state
-        if conn == KazooState.SUSPENDED:
-            if self.state is ElectorState.ACTIVE:
-                await self._set_state(ElectorState.NEUTRAL)
-                await self.cb.enter_neutral_mode()
-            return
-        if conn == KazooState.LOST:
-            # session expired: the ephemeral lock is gone with it
-            if self._holder_session is not None or self.state in (ElectorState.ACTIVE,
-                                                                  ElectorState.NEUTRAL):
-                self._holder_session = None
-                self._record("lock_lost_with_session")
-                await self._set_state(ElectorState.STANDBY)
-                await self.cb.become_standby()
-            return
-        # CONNECTED
+        """One wake-up: apply the pure rules of ``elector_rules`` to what ZooKeeper says."""
         sid = self._session_id
-        if self._holder_session is not None and self._holder_session != sid:
-            # reconnected with a *new* session: the old lock is gone
+        conn_action, read_lock = connection_step(_CONN[self._conn_state], self.state,
+                                                 self._holder_session, sid)
+        if conn_action is ConnAction.ENTER_NEUTRAL:
+            await self._set_state(ElectorState.NEUTRAL)
+            await self.cb.enter_neutral_mode()
+        elif conn_action in (ConnAction.LOSE_LOCK, ConnAction.FORGET_LOCK):
+            # session expired or replaced: the ephemeral lock is gone with it
             self._holder_session = None
-            if self.state in (ElectorState.ACTIVE, ElectorState.NEUTRAL):
+            if conn_action is ConnAction.LOSE_LOCK:
                 self._record("lock_lost_with_session")
                 await self._set_state(ElectorState.STANDBY)
                 await self.cb.become_standby()
-        if not self._wants_election:
-            # a quit while the connection was suspended could not delete the lock: do it now
-            stat = await self._op(self.zk.exists_async(self.settings.lock_path))
-            if stat is not None and stat.ephemeralOwner == sid:
-                await self._release(delete_breadcrumb=False)
+        if not read_lock:
             return
-        stat = await self._op(self.zk.exists_async(self.settings.lock_path, watch=self._on_watch))
-        if stat is not None and stat.ephemeralOwner == sid:
+        watch = self._on_watch if self._wants_election else None
+        stat = await self._op(self.zk.exists_async(self.settings.lock_path, watch=watch))
+        owner = stat.ephemeralOwner if stat is not None else None
+        held_off = time.monotonic() < self._rejoin_at
+        action = lock_step(self._wants_election, owner, sid, self.state, held_off)
+        if action is LockAction.RELEASE:
+            # e.g. a quit while the connection was suspended could not delete the lock
+            await self._release(delete_breadcrumb=False)
+        elif action is LockAction.RESTORE_ACTIVE:
             self._holder_session = sid
-            if self.state is ElectorState.NEUTRAL:
-                self._record("lock_still_held")
-                await self._set_state(ElectorState.ACTIVE)
-            elif self.state is not ElectorState.ACTIVE:
-                await self._become_active()
-            return
-        if stat is not None:
-            if self.state is not ElectorState.STANDBY:
-                await self._set_state(ElectorState.STANDBY)
-                await self.cb.become_standby()
-            return
-        # nobody holds the lock
-        now = time.monotonic()
-        if now < self._rejoin_at:
-            self._schedule_kick(self._rejoin_at - now)
-            return
+            self._record("lock_still_held")
+            await self._set_state(ElectorState.ACTIVE)
+        elif action is LockAction.BECOME_ACTIVE:
+            self._holder_session = sid
+            await self._become_active()
+        elif action is LockAction.BECOME_STANDBY:
+            await self._set_state(ElectorState.STANDBY)
+            await self.cb.become_standby()
+        elif action is LockAction.WAIT:
+            self._schedule_kick(max(0.0, self._rejoin_at - time.monotonic()))
+        elif action is LockAction.TRY_CREATE:
+            await self._try_create_lock(sid)
+
+    async def _try_create_lock(self, sid: int | None) -> None:
         self._record("lock_free")
         try:
             await self._op(self.zk.create_async(self.settings.lock_path, self.app_data,
