@@ -520,3 +520,21 @@ def test_use_case_7_new_writer_cannot_fence_a_live_file_writer(tmp_path):
         assert await new.get_manifest() == [SegmentInfo(1, 6)]
         await new.close()
     run(go())
+
+
+def test_write_framing_is_byte_identical_to_encode_record(tmp_path):
+    async def go():
+        j = await new_journal(tmp_path / "j")
+        sizes = [0, 1, 255, 256, 257, 1024, 70000]
+        s = await j.start_log_segment(1)
+        for i, n in enumerate(sizes):
+            s.write(i + 1, bytes([i + 1]) * n, opcode=0x10 + i)
+        s.mark()
+        await s.sync()
+        with open(seg_path(j, 1), "rb") as f:
+            data = f.read()
+        want = seg.encode_header() + b"".join(
+            seg.encode_record(i + 1, 0x10 + i, bytes([i + 1]) * n) for i, n in enumerate(sizes))
+        assert data == want
+        await j.close()
+    run(go())

@@ -768,15 +768,21 @@ class FileEditLogOutputStream(EditLogOutputStream):
             raise JournalOutOfSyncError(
                 f"{self.path}: write of txid {txid}, expected {self._last_written + 1}",
                 txid=txid, expected_txid=self._last_written + 1)
-        # The hot path: the framing of seg.encode_record, inlined (one concatenation,
-        # one CRC pass, two appends; about 1 us per 100-byte record).
+        # The hot path: the framing of seg.encode_record, inlined (about 1 us per
+        # 100-byte record on an idle core). Same bytes as encode_record.
         n = len(body)
         if n > self.max_record_bytes or not 0 < opcode < 0xFF:
             seg.encode_record(txid, opcode, body, self.max_record_bytes)  # raises the right error
-        rec = _REC_HEAD_PACK(opcode, n, txid) + body
         cur = self._current
-        cur += rec
-        cur += _CRC_PACK(_crc32c(rec))
+        if n <= 256:  # small body: one concatenation, one CRC call
+            rec = _REC_HEAD_PACK(opcode, n, txid) + body
+            cur += rec
+            cur += _CRC_PACK(_crc32c(rec))
+        else:  # large body: do not copy it twice
+            head = _REC_HEAD_PACK(opcode, n, txid)
+            cur += head
+            cur += body
+            cur += _CRC_PACK(_crc32c(body, _crc32c(head)))
         self._last_written = txid
 
     def write_raw(self, data: bytes, first_txid: int, num_txns: int) -> None:
