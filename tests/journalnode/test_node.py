@@ -316,3 +316,20 @@ def test_tls_from_configuration_and_throttled_download(tmp_path):
             await c.close()
             await node.stop()
     run(main())
+
+
+def test_bind_host_keys(tmp_path):
+    from qjournal.config import Configuration
+
+    conf = Configuration({"dfs.journalnode.rpc-address": "0.0.0.0:0", "dfs.journalnode.http-address": "0.0.0.0:0",
+                          "dfs.journalnode.rpc-bind-host": "127.0.0.1",
+                          "dfs.journalnode.http-bind-host": "127.0.0.1"})
+
+    async def main():
+        node = JournalNode(conf, edits_dir=str(tmp_path / "jn"))
+        info = await node.start()
+        try:
+            assert info["rpc"].startswith("127.0.0.1:") and info["http"].startswith("127.0.0.1:")
+        finally:
+            await node.stop()
+    run(main())

@@ -130,9 +130,10 @@ class JournalNode:
     Args:
         conf: a :class:`qjournal.config.Configuration` (defaults when None).
         edits_dir: overrides ``dfs.journalnode.edits.dir``.
-        rpc_address: ``(host, port)``, overrides ``dfs.journalnode.rpc-address`` (port 0 = any).
-        http_address: ``(host, port)``, overrides ``dfs.journalnode.http-address``; ignored
-            when ``http`` is False.
+        rpc_address: ``(host, port)``, overrides ``dfs.journalnode.rpc-address`` (port 0 = any;
+            ``dfs.journalnode.rpc-bind-host`` replaces the configured host).
+        http_address: ``(host, port)``, overrides ``dfs.journalnode.http-address`` (and
+            ``dfs.journalnode.http-bind-host``); ignored when ``http`` is False.
         http: run the aiohttp server (False: segments are served to in-process
             peers through ``mem://<name>`` URLs).
         network: a :class:`~qjournal.transport.MemoryNetwork`; when given, RPC
@@ -164,6 +165,10 @@ class JournalNode:
         self.edits_dir = os.path.abspath(edits_dir) if edits_dir else c.get("dfs.journalnode.edits.dir")
         self.rpc_address = rpc_address or c.get_address("dfs.journalnode.rpc-address")
         self.http_address = http_address or c.get_address("dfs.journalnode.http-address")
+        if rpc_address is None and c.get("dfs.journalnode.rpc-bind-host"):
+            self.rpc_address = (c.get("dfs.journalnode.rpc-bind-host"), self.rpc_address[1])
+        if http_address is None and c.get("dfs.journalnode.http-bind-host"):
+            self.http_address = (c.get("dfs.journalnode.http-bind-host"), self.http_address[1])
         self.http_enabled = http
         self.network = network
         self.name = name or "journalnode"
