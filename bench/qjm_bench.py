@@ -113,7 +113,8 @@ def frame_batches(first: int, batch: int, size: int, count: int) -> list[tuple[i
 async def run_shape(qjm: QuorumJournalManager, first: int, batch: int, size: int,
                     seconds: float, max_syncs: int) -> tuple[list[float], int, float, int]:
     """Write one segment of this shape for about ``seconds``; returns latencies, txns, elapsed, next txid."""
-    count = max(5, min(max_syncs, int(seconds * 20000 / batch) + 5))
+    # enough pre-framed batches for the time budget (about 1,500 syncs/s or 400,000 txns/s at most)
+    count = min(max_syncs, int(seconds * min(1500, 400000 / batch)) + 20)
     batches = frame_batches(first, batch, size, count)
     stream = await qjm.start_log_segment(first)
     lat: list[float] = []
@@ -140,7 +141,7 @@ async def run_shape(qjm: QuorumJournalManager, first: int, batch: int, size: int
 async def run_shape_window(qjm: QuorumJournalManager, first: int, batch: int, size: int,
                            seconds: float, window: int) -> tuple[list[float], int, float, int]:
     """Like :func:`run_shape` but with up to ``window`` syncs in flight (group commit)."""
-    count = max(5, int(seconds * 40000 / batch) + window)
+    count = int(seconds * min(3000, 800000 / batch)) + window
     batches = frame_batches(first, batch, size, count)
     stream = await qjm.start_log_segment(first)
     lat: list[float] = []
