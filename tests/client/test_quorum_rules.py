@@ -83,3 +83,14 @@ def test_never_lost_while_win_possible_exhaustive():
                     assert s >= rule.min_successes
                 if out is P:
                     assert win_possible and s < rule.min_successes
+
+
+def test_public_api():
+    import qjournal.client as client
+    import qjournal.protocol.quorum as quorum
+    import qjournal.protocol.recovery as recovery
+    assert sorted(client.__all__) == ["AsyncLogger", "AsyncLoggerSet", "QJMSettings", "QuorumCall",
+                                      "QuorumJournalManager", "QuorumOutputStream", "parse_qjournal_uri"]
+    for mod in (client, quorum, recovery):
+        for name in mod.__all__:
+            assert hasattr(mod, name), f"{mod.__name__}.{name}"
