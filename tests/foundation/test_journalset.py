@@ -135,6 +135,9 @@ def test_txid_out_of_order_does_not_mark_journals_failed(tmp_path):
         assert s.failed() == []
         with pytest.raises(JournalOutOfSyncError, match="still open"):
             await s.start_log_segment(2)
+        with pytest.raises(JournalOutOfSyncError, match="cannot recover"):
+            await s.recover_unfinalized_segments()
+        assert s.failed() == []
         await s.close()
     run(go())
 

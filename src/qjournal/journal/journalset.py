@@ -196,8 +196,13 @@ class JournalSet(Journal):
         """Recover every healthy journal; failures mark the journal failed.
 
         Raises:
+            JournalOutOfSyncError: the set's own segment is still open (nothing is marked failed).
             NoJournalsAvailableError: none left, or a required one failed.
         """
+        if self._stream is not None and not self._stream.closed:
+            raise JournalOutOfSyncError(
+                f"{self.uri}: cannot recover while segment {self._stream.segment_txid} is open for writing",
+                txid=self._stream.segment_txid)
         await self._each(self.healthy(), "recover_unfinalized_segments",
                          lambda m: m.journal.recover_unfinalized_segments())
         self._check_enough("recover_unfinalized_segments")
