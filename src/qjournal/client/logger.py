@@ -215,6 +215,7 @@ class AsyncLogger:
     # -- the FIFO queue ----------------------------------------------------------------
     def _enqueue(self, op: _Op) -> asyncio.Future:
         if self._closed:
+            self._release(op)
             op.future.set_exception(TransportError(
                 f"journal {self.jid!r}: logger for {self.name} is closed", node=self.name))
             return op.future

@@ -507,7 +507,9 @@ class QuorumJournalManager(Journal):
             JournalError: no replica of the segment is known.
         """
         merged = self._last_manifest
-        if merged is None or seg.start_txid not in merged.replicas:
+        known = None if merged is None else next(
+            (s for s in merged.segments if s.start_txid == seg.start_txid), None)
+        if known is None or known.end_txid < seg.end_txid or known.in_progress != seg.in_progress:
             merged = await self.get_merged_manifest(seg.start_txid, seg.in_progress)
         replicas = merged.replicas.get(seg.start_txid, ())
         chosen = next((s for s in merged.segments if s.start_txid == seg.start_txid), None)
