@@ -347,6 +347,8 @@ class FileJournal(Journal):
             return bool(os.listdir(self.current_dir))
         except FileNotFoundError:
             return False
+        except OSError as e:
+            raise self._io_error(f"cannot list {self.current_dir}", e) from None
 
     def namespace_info(self) -> NamespaceInfo:
         """The namespace recorded in VERSION.
@@ -355,7 +357,10 @@ class FileJournal(Journal):
             JournalNotFormattedError: no VERSION file.
             JournalError: VERSION is malformed (path named).
         """
-        raw = fs.read_file(self._path(VERSION_FILE))
+        try:
+            raw = fs.read_file(self._path(VERSION_FILE))
+        except OSError as e:
+            raise self._io_error(f"cannot read {self._path(VERSION_FILE)}", e) from None
         if raw is None:
             self._require_formatted()
         fields = {}
@@ -564,6 +569,8 @@ class FileJournal(Journal):
             names = sorted(os.listdir(self.current_dir))
         except FileNotFoundError:
             return
+        except OSError as e:
+            raise self._io_error(f"cannot list {self.current_dir}", e) from None
         removed = []
         for name in names:
             parsed = seg.parse_segment_file_name(name)
@@ -585,7 +592,10 @@ class FileJournal(Journal):
             except OSError as e:
                 raise self._io_error(f"cannot purge {self._path(name)}", e) from None
         if removed:
-            fs.fsync_dir(self.current_dir)
+            try:
+                fs.fsync_dir(self.current_dir)
+            except OSError as e:
+                raise self._io_error(f"cannot fsync {self.current_dir} after purging", e) from None
             log.info("purged segments", extra={"journal": self.uri, "min_txid_to_keep": min_txid,
                                                "files": removed})
 
