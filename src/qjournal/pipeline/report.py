@@ -33,13 +33,18 @@ from qjournal.namenode import ops as nn_ops
 TOP_N = 20
 #: a history shorter than this many days is bucketed by hour, else by day
 HOURLY_SPAN_DAYS = 3
+#: a history shorter than this many hours is bucketed by minute
+MINUTELY_SPAN_HOURS = 6
 
 
 def bucket_unit(min_ts_ms: int | None, max_ts_ms: int | None) -> str:
-    """``hour`` for short histories, ``day`` for long ones."""
+    """``minute`` for histories under 6 hours, ``hour`` under 3 days, else ``day``."""
     if min_ts_ms is None or max_ts_ms is None:
         return "hour"
-    return "hour" if (max_ts_ms - min_ts_ms) < HOURLY_SPAN_DAYS * 86400_000 else "day"
+    span = max_ts_ms - min_ts_ms
+    if span < MINUTELY_SPAN_HOURS * 3600_000:
+        return "minute"
+    return "hour" if span < HOURLY_SPAN_DAYS * 86400_000 else "day"
 
 
 def _bucket(unit: str):
@@ -228,7 +233,7 @@ def plot_growth(pdf, unit: str) -> str | None:
     fig, ax = plt.subplots(figsize=(10, 4))
     ax.plot(pdf["bucket"], pdf["inodes"], marker=".", color="#2a9d8f", label="inodes alive")
     ax2 = ax.twinx()
-    ax2.bar(pdf["bucket"], pdf["created"], width=0.02 if unit == "hour" else 0.6, alpha=0.3,
+    ax2.bar(pdf["bucket"], pdf["created"], width={"minute": 0.0005, "hour": 0.03}.get(unit, 0.6), alpha=0.3,
             color="#e76f51", label=f"created per {unit}")
     ax.set_title("Namespace size over time")
     ax.set_xlabel("time (UTC)")
