@@ -14,7 +14,7 @@ Theory of operation:
   and name dir are passed as ``-D`` overrides so clients can share the same conf
   dir), then starts, in dependency order, ZooKeeper -> JournalNodes -> ``namenode
   -format`` (nn1) -> nn1 -> ``namenode -bootstrapStandby`` (nn2) -> nn2 ->
-  ``zkfc -formatZK`` -> both ZKFCs, waiting on each daemon's ``READY`` line, and
+  ``zkfc -formatZK`` (done in-process) -> both ZKFCs, waiting on each daemon's ``READY`` line, and
   finally waits until exactly one NameNode is active.
 * Every started process is recorded in ``<run>/cluster.json`` (argv, pid, log,
   address) *before* the next one starts, so a failed ``up`` can still be torn down.
@@ -261,12 +261,21 @@ class LocalCluster:
         self._run_tool("bootstrap nn2", qjournal_argv(*base, *self._nn_overrides("nn2"), "namenode",
                                                       "-bootstrapStandby", "--nn-id", "nn2"))
         self._start("nn2", "namenode", self._nn_argv("nn2"), ready_timeout_s)
-        self._run_tool("format ZooKeeper", qjournal_argv(*base, "zkfc", "-formatZK", "-force"))
+        self.out("cluster: format ZooKeeper (zkfc -formatZK)")
+        self._format_zk()
         self._start_parallel([(f"zkfc-{nn}", "zkfc", qjournal_argv(
             *base, "zkfc", "--nn-id", nn, "--pid-file", os.path.join(self.run_dir, f"zkfc-{nn}.pid")))
             for nn in NN_IDS], ready_timeout_s)
         active = self.wait_for_active(ready_timeout_s)
         self.out(f"cluster: {active} is active")
+
+    def _format_zk(self) -> None:
+        """What ``qjournal zkfc -formatZK -force`` does, in-process (saves a process start)."""
+        from qjournal.config.conf import Configuration
+        from qjournal.ha.elector import ElectorSettings, format_zk
+
+        conf = Configuration.load(self.conf_dir)
+        format_zk(ElectorSettings.from_conf(conf, NAMESERVICE), force=True)
 
     def _nn_argv(self, nn: str) -> list[str]:
         return qjournal_argv("--conf", self.conf_dir, *self._nn_overrides(nn), "namenode", "--nn-id", nn,
