@@ -112,27 +112,29 @@ async def _raw_floor(port, n):
     for _ in range(200):
         await proto.round_trip(PAYLOAD)
     lat = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(n):
         a = time.perf_counter_ns()
         await proto.round_trip(PAYLOAD)
         lat.append(time.perf_counter_ns() - a)
-    total = time.perf_counter() - t0
+    total, cpu = time.perf_counter() - t0, time.process_time() - c0
     proto.transport.close()
-    return {"p50_us": _pct(lat, 0.5) / 1e3, "p99_us": _pct(lat, 0.99) / 1e3, "calls_s": n / total}
+    return {"p50_us": _pct(lat, 0.5) / 1e3, "p99_us": _pct(lat, 0.99) / 1e3, "calls_s": n / total,
+            "cpu_us": cpu / n * 1e6}
 
 
 async def _rpc_sequential(client, n):
     for _ in range(200):
         await client.call("echo", data=PAYLOAD)
     lat = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(n):
         a = time.perf_counter_ns()
         await client.call("echo", data=PAYLOAD, timeout_ms=20_000)
         lat.append(time.perf_counter_ns() - a)
-    total = time.perf_counter() - t0
-    return {"p50_us": _pct(lat, 0.5) / 1e3, "p99_us": _pct(lat, 0.99) / 1e3, "calls_s": n / total}
+    total, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"p50_us": _pct(lat, 0.5) / 1e3, "p99_us": _pct(lat, 0.99) / 1e3, "calls_s": n / total,
+            "cpu_us": cpu / n * 1e6}
 
 
 async def _rpc_pipelined(client, n, window):
@@ -143,9 +145,9 @@ async def _rpc_pipelined(client, n, window):
             await client.call("echo", data=PAYLOAD, timeout_ms=20_000)
 
     await asyncio.gather(*[one() for _ in range(min(n, 1000))])
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     await asyncio.gather(*[one() for _ in range(n)])
-    return {"calls_s": n / (time.perf_counter() - t0)}
+    return {"calls_s": n / (time.perf_counter() - t0), "cpu_us": (time.process_time() - c0) / n * 1e6}
 
 
 async def _rpc_batches(client, batches, record_bytes, in_flight):
@@ -163,10 +165,11 @@ async def _rpc_batches(client, batches, record_bytes, in_flight):
             await one(i)
 
     await asyncio.gather(*[limited(i) for i in range(min(batches, 20))])
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     await asyncio.gather(*[limited(i) for i in range(batches)])
-    total = time.perf_counter() - t0
-    return {"txns_s": batches * 1000 / total, "mb_s": batches * len(records) / total / 1e6}
+    total, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"txns_s": batches * 1000 / total, "mb_s": batches * len(records) / total / 1e6,
+            "cpu_us": cpu / batches * 1e6}
 
 
 async def _client_main(ports, cert_dir, args):
@@ -232,16 +235,17 @@ def main(argv=None):
     floor = results["raw echo (floor)"]
     print(f"# rpc_bench: 1 KiB payload, {args.calls} sequential calls, window {args.window}, "
           f"batches of 1000 x {args.record_bytes} B; python {sys.version.split()[0]}, {os.cpu_count()} cores")
-    print(f"{'case':<26} {'p50 us':>8} {'p99 us':>8} {'calls/s':>9} {'txns/s':>10} {'MB/s':>7}  vs floor")
+    print("# cpu us: client-process CPU per call (per batch for batches); memory cases include the server")
+    print(f"{'case':<26} {'p50 us':>8} {'p99 us':>8} {'calls/s':>9} {'txns/s':>10} {'MB/s':>7} {'cpu us':>7}  vs floor")
     for name, r in results.items():
         ratio = ""
         if "p50_us" in r:
             ratio = f"p50 x{r['p50_us'] / floor['p50_us']:.2f}, calls/s x{r['calls_s'] / floor['calls_s']:.2f}"
         elif "calls_s" in r:
-            ratio = f"calls/s x{r['calls_s'] / floor['calls_s']:.2f} (floor is sequential)"
+            ratio = f"calls/s x{r['calls_s'] / floor['calls_s']:.2f}"
         print(f"{name:<26} {r.get('p50_us', float('nan')):8.1f} {r.get('p99_us', float('nan')):8.1f} "
               f"{r.get('calls_s', float('nan')):9.0f} {r.get('txns_s', float('nan')):10.0f} "
-              f"{r.get('mb_s', float('nan')):7.1f}  {ratio}")
+              f"{r.get('mb_s', float('nan')):7.1f} {r.get('cpu_us', float('nan')):7.1f}  {ratio}")
     return results
 
 
