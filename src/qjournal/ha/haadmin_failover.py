@@ -26,8 +26,11 @@ from qjournal.ha.health_monitor import tcp_proxy_factory
 __all__ = ["failover"]
 
 
+_SSL: list = []  # the client TLS context of this haadmin run (qjournal.rpc.tls.*), set by failover()
+
+
 async def _call(host: str, port: int, method: str, timeout_ms: int, **kwargs):
-    proxy = await tcp_proxy_factory(host, port, timeout_ms)()
+    proxy = await tcp_proxy_factory(host, port, timeout_ms, _SSL[0] if _SSL else None)()
     try:
         return await proxy.call(method, timeout_ms=timeout_ms, **kwargs)
     finally:
@@ -42,6 +45,9 @@ async def failover(ctx: HAAdminContext, flags: set[str], args: list[str]) -> int
     """
     from qjournal.ha.fencing import FencingSettings, HATarget, fence_old_active
     from qjournal.ha.zkfc import resolve_ha_addresses
+    from qjournal.transport.tls import client_context_from_conf
+
+    _SSL[:] = [client_context_from_conf(ctx.conf)]
 
     src, dst = args
     if src == dst:
@@ -76,7 +82,9 @@ async def failover(ctx: HAAdminContext, flags: set[str], args: list[str]) -> int
     if need_fence:
         target = HATarget(ctx.nameservice or "", src, src_addr[0], src_addr[1])
         try:
-            how = await fence_old_active(target, FencingSettings.from_conf(ctx.conf))
+            how = await fence_old_active(
+                target, FencingSettings.from_conf(ctx.conf),
+                proxy_factory=tcp_proxy_factory(src_addr[0], src_addr[1], ctx.timeout_ms, _SSL[0]))
         except FencingError as e:
             raise ServiceFailedError(f"failover: unable to fence {src}: {e}; {dst} was not made active") from e
         print(f"fenced {src} ({how})")

@@ -76,6 +76,8 @@ class ZKFCSettings:
     standby_timeout_ms: int = 5000
     connect_timeout_ms: int = 5000
     graceful_failover_timeout_ms: int = 60000
+    ssl_client: Any = None   # ssl.SSLContext for calls to NameNodes and other ZKFCs (qjournal.rpc.tls.*)
+    ssl_server: Any = None   # ssl.SSLContext of this ZKFC's RPC server
 
     @classmethod
     def from_conf(cls, conf, nn_id: str | None = None, nameservice: str | None = None) -> "ZKFCSettings":
@@ -85,8 +87,11 @@ class ZKFCSettings:
             ConfigError: no nameservice, unknown NameNode id, no NameNode address, or a
                 malformed ZooKeeper / fencing key.
         """
+        from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
+
         ns, nn, (nn_host, nn_port), (zk_host, zk_port) = resolve_ha_addresses(conf, nn_id, nameservice)
-        return cls(nameservice=ns, nn_id=nn, nn_host=nn_host, nn_port=nn_port,
+        return cls(ssl_client=client_context_from_conf(conf), ssl_server=server_context_from_conf(conf),
+                   nameservice=ns, nn_id=nn, nn_host=nn_host, nn_port=nn_port,
                    zkfc_host=zk_host, zkfc_port=zk_port,
                    elector=ElectorSettings.from_conf(conf, ns),
                    health=HealthMonitorSettings.from_conf(conf),
@@ -153,11 +158,12 @@ class ZKFailoverController:
                  zkfc_client_factory: Callable[[HATarget], ProxyFactory] | None = None) -> None:
         self.settings = settings
         s = settings
-        self._nn_factory = proxy_factory or tcp_proxy_factory(s.nn_host, s.nn_port, s.connect_timeout_ms)
+        self._nn_factory = proxy_factory or tcp_proxy_factory(s.nn_host, s.nn_port, s.connect_timeout_ms,
+                                                              s.ssl_client)
         self._target_factory = target_proxy_factory or (
-            lambda t: tcp_proxy_factory(t.host, t.port, s.connect_timeout_ms))
+            lambda t: tcp_proxy_factory(t.host, t.port, s.connect_timeout_ms, s.ssl_client))
         self._zkfc_factory = zkfc_client_factory or (
-            lambda t: tcp_proxy_factory(t.zkfc_host, t.zkfc_port, s.connect_timeout_ms))
+            lambda t: tcp_proxy_factory(t.zkfc_host, t.zkfc_port, s.connect_timeout_ms, s.ssl_client))
         self.health = HealthMonitor(self._nn_factory, s.health, on_health_change=self._on_health,
                                     on_service_status=self._on_service_status, name=s.nn_id)
         self.elector: ActiveStandbyElector | None = None
@@ -182,7 +188,8 @@ class ZKFailoverController:
         if serve_rpc:
             from qjournal.transport import RpcServer
             self._rpc_server = RpcServer(self, name=f"zkfc-{self.settings.nn_id}")
-            bound = await self._rpc_server.start_tcp(self.settings.zkfc_host, self.settings.zkfc_port)
+            bound = await self._rpc_server.start_tcp(self.settings.zkfc_host, self.settings.zkfc_port,
+                                                     ssl=self.settings.ssl_server)
             self.settings.zkfc_host, self.settings.zkfc_port = bound
         self.elector = ActiveStandbyElector(self.settings.elector, self.settings.target().to_bytes(),
                                             self, name=self.settings.nn_id)
