@@ -150,7 +150,14 @@ class MemoryNetwork:
         return listener
 
     def is_listening(self, address: str) -> bool:
-        """Whether a server currently listens on ``address``."""
+        """Whether a server currently listens on ``address``.
+
+        Args:
+            address: node name.
+
+        Returns:
+            True if a listener holds the name.
+        """
         return address in self._listeners
 
     async def connect(
@@ -205,7 +212,12 @@ class MemoryNetwork:
         return client, client_protocol
 
     def connections(self) -> list[tuple[str, str]]:
-        """``(src, dst)`` of every open connection, in creation order (client side view)."""
+        """The open connections.
+
+        Returns:
+            ``(src, dst)`` of every connection whose client side is open, in
+            creation order.
+        """
         out = []
         for ep in self._endpoints.values():
             if ep._is_client and not ep._lost:
@@ -215,11 +227,23 @@ class MemoryNetwork:
     # --- faults ---------------------------------------------------------------------
 
     def partition(self, a: str, b: str) -> None:
-        """Drop every unit between ``a`` and ``b`` (both directions) until :meth:`heal`."""
+        """Drop every unit between ``a`` and ``b`` (both directions) until :meth:`heal`.
+
+        Units already in flight between them are dropped when they come due
+        (invariant 2). Connections stay open, as TCP connections do.
+
+        Args:
+            a: a node name.
+            b: another node name.
+        """
         self._partitions.add((a, b) if a <= b else (b, a))
 
     def isolate(self, a: str) -> None:
-        """Drop every unit to or from ``a`` until :meth:`heal`."""
+        """Drop every unit to or from ``a`` until :meth:`heal`.
+
+        Args:
+            a: the node name to cut off from every other node.
+        """
         self._isolated.add(a)
 
     def heal(self) -> None:
@@ -228,7 +252,15 @@ class MemoryNetwork:
         self._isolated.clear()
 
     def is_blocked(self, a: str, b: str) -> bool:
-        """Whether units between ``a`` and ``b`` are currently dropped."""
+        """Whether units between ``a`` and ``b`` are currently dropped.
+
+        Args:
+            a: a node name.
+            b: another node name.
+
+        Returns:
+            True if a partition or an isolation separates them.
+        """
         return self._blocked(a, b)
 
     def crash(self, address: str) -> None:
@@ -238,6 +270,9 @@ class MemoryNetwork:
         ``connection_lost(ConnectionResetError)`` on the next loop iteration;
         units in flight to or from the node are discarded. A new
         :meth:`listen` on ``address`` (a restarted server) is allowed at once.
+
+        Args:
+            address: the node name.
         """
         listener = self._listeners.pop(address, None)
         if listener is not None:
