@@ -618,8 +618,10 @@ class ActiveStandbyElector:
             if self._conn_state != KazooState.CONNECTED or self._holder_session != self._session_id:
                 raise ElectorError(f"elector {self.name}: lost the ZooKeeper session while fencing")
             self._record("become_active_start")
-            await self._set_state(ElectorState.ACTIVE)
             await self.cb.become_active()
+            # ACTIVE only once the service really is active, so waiters (graceful failover,
+            # tests) never see ACTIVE while the NameNode is still mid-transition
+            await self._set_state(ElectorState.ACTIVE)
             self._record("become_active_done")
         except asyncio.CancelledError:
             raise
