@@ -47,11 +47,6 @@ def write_conf(conf_dir, quorum, parent, nn_ports, zkfc_ports, fencing=""):
     conf.write_xml(os.path.join(conf_dir, "hdfs-site.xml"))
 
 
-def free_port():
-    from qjournal.ha.zookeeper import free_ports
-    return free_ports(1)[0]
-
-
 async def zkfc_status(port):
     c = await RpcClient.connect_tcp("127.0.0.1", port, connect_timeout_ms=2000)
     try:
@@ -83,7 +78,7 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
             services[nn] = FakeHAService(nn)
             servers[nn] = RpcServer(services[nn], name=f"fake-{nn}")
             _, nn_ports[nn] = await servers[nn].start_tcp("127.0.0.1", 0)
-        zkfc_ports = {nn: free_port() for nn in ("nn1", "nn2")}
+        zkfc_ports = {nn: 0 for nn in ("nn1", "nn2")}   # port 0: the READY line says which
         conf_dir = str(tmp_path / "conf")
         write_conf(conf_dir, zookeeper.connect_string, zk_parent, nn_ports, zkfc_ports, fencing)
         r = await asyncio.to_thread(subprocess.run, qjournal_argv("--conf", conf_dir, "zkfc", "-formatZK"),
@@ -95,7 +90,8 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
                 daemons[nn] = await asyncio.to_thread(
                     start_daemon, f"zkfc-{nn}", qjournal_argv("--conf", conf_dir, "zkfc", "--nn-id", nn),
                     log_path=str(tmp_path / f"zkfc-{nn}.log"), ready_timeout_s=60)
-                assert daemons[nn].ready["rpc"] == f"127.0.0.1:{zkfc_ports[nn]}"
+                zkfc_ports[nn] = int(daemons[nn].ready["rpc"].rsplit(":", 1)[1])
+                assert zkfc_ports[nn] > 0 and daemons[nn].ready["nn_id"] == nn
 
             def actives():
                 return sorted(n for n, s in services.items() if s.state == "active")
@@ -120,6 +116,7 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
             daemons[first] = await asyncio.to_thread(
                 start_daemon, f"zkfc-{first}", qjournal_argv("--conf", conf_dir, "zkfc", "--nn-id", first),
                 log_path=str(tmp_path / f"zkfc-{first}.log"), ready_timeout_s=60)
+            zkfc_ports[first] = int(daemons[first].ready["rpc"].rsplit(":", 1)[1])
             await async_wait_until(lambda: services[first].state == "standby", DEADLINE_S, "standby")
 
             # 2. the active NameNode stops answering (its server goes away): the other side
