@@ -95,7 +95,7 @@ from qjournal.transport.frames import (
     encode_request,
     encode_response,
 )
-from qjournal.transport.memory import MemoryListener, MemoryNetwork
+from qjournal.transport.memory import MemoryListener, MemoryNetwork, MemoryTransport
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_MS",
@@ -231,14 +231,21 @@ def _rebuild_error(payload: Any, method: str, peer: str) -> BaseException:
 
 
 class _Coalescer:
-    """Prompt, coalesced writes: first frame of a loop iteration now, the rest at its end."""
+    """Prompt, coalesced writes: first frame of a loop iteration now, the rest at its end.
 
-    __slots__ = ("_loop", "_transport", "_out")
+    Frames gathered in one iteration go to a socket transport as one joined
+    buffer (one ``send``; under TLS one record stream instead of one record per
+    frame), and to a :class:`MemoryTransport` one frame per write, so that the
+    memory network's fault hook sees whole frames.
+    """
+
+    __slots__ = ("_loop", "_transport", "_out", "_per_frame")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, transport: asyncio.WriteTransport) -> None:
         self._loop = loop
         self._transport = transport
         self._out: list[bytes] | None = None
+        self._per_frame = isinstance(transport, MemoryTransport)
 
     def write(self, frame: bytes) -> None:
         out = self._out
@@ -252,16 +259,26 @@ class _Coalescer:
     def _flush(self) -> None:
         out = self._out
         self._out = None
-        if out and not self._transport.is_closing():
-            self._transport.writelines(out)
+        if out:
+            self._hand_over(out)
 
     def flush_now(self) -> None:
         """Hand every gathered frame to the transport now (before a close)."""
         out = self._out
         if out:
             self._out = []
-            if not self._transport.is_closing():
-                self._transport.writelines(out)
+            self._hand_over(out)
+
+    def _hand_over(self, out: list[bytes]) -> None:
+        transport = self._transport
+        if transport.is_closing():
+            return
+        if self._per_frame:
+            transport.writelines(out)
+        elif len(out) == 1:
+            transport.write(out[0])
+        else:
+            transport.write(b"".join(out))
 
 
 # --- server -------------------------------------------------------------------------------
