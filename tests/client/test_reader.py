@@ -43,6 +43,19 @@ def test_merge_manifests_table(name, manifests, ipok, segs, replicas):
     assert m.replicas == replicas
 
 
+def test_merge_ignores_in_progress_copy_of_an_older_writer():
+    # node c kept writer 1's in-progress copy of segment 4 (it refused writer 2's start there);
+    # a and b hold writer 2's copy: only they are replicas, and c's longer copy sets no bound
+    manifests = {"a": M((4, 6, True), committed=6), "b": M((4, 7, True), committed=6),
+                 "c": M((4, 9, True), committed=3)}
+    m = merge_manifests(manifests, True, {"a": 2, "b": 2, "c": 1})
+    assert list(m.segments) == [SegmentInfo(4, 6, True)]
+    assert m.replicas == {4: ("a", "b")}
+    # finalized copies are not filtered by writer epoch
+    m = merge_manifests({"a": M((1, 3, False)), "c": M((1, 3, False))}, True, {"a": 2, "c": 1})
+    assert m.replicas == {1: ("a", "c")}
+
+
 def segment_bytes(first, last, tag=b""):
     return encode_header() + encode_records([(t, OP_DATA, tag + b"%d" % t) for t in range(first, last + 1)])
 

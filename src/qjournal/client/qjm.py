@@ -462,7 +462,9 @@ class QuorumJournalManager(Journal):
             lambda lg: lg.get_edit_log_manifest(since_txid, in_progress_ok))
         res = await self.loggers.wait_for_quorum(call, self.settings.select_input_streams_timeout_ms)
         manifests = {n: Manifest.from_wire(r) for n, r in sorted(res.items())}
-        merged = merge_manifests(manifests, in_progress_ok)
+        epochs = {n: r["last_writer_epoch"] for n, r in sorted(res.items())
+                  if isinstance(r.get("last_writer_epoch"), int)}
+        merged = merge_manifests(manifests, in_progress_ok, epochs or None)
         self._last_manifest = merged
         return merged
 

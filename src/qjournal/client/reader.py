@@ -27,6 +27,9 @@ Invariants:
 2. Records are returned in consecutive txid order from ``from_txid`` to the
    chosen end; each one passed its record checksum.
 3. Replicas are tried in a fixed (sorted) order.
+4. In-progress copies come only from nodes whose last writer epoch is the newest
+   among the holders (when the manifests report it), so an out-of-sync node's
+   copy left by an older writer is never read.
 """
 
 from __future__ import annotations
@@ -64,12 +67,17 @@ class MergedManifest:
     committed_txid: int
 
 
-def merge_manifests(manifests: Mapping[str, Manifest], in_progress_ok: bool) -> MergedManifest:
+def merge_manifests(manifests: Mapping[str, Manifest], in_progress_ok: bool,
+                    writer_epochs: Mapping[str, int] | None = None) -> MergedManifest:
     """Merge per-node manifests into one readable view (pure).
 
     Args:
         manifests: node name -> its manifest.
         in_progress_ok: include in-progress segments (cut at the committed txid).
+        writer_epochs: node name -> its ``last_writer_epoch`` when known. In-progress
+            copies of a segment are only taken from the nodes with the newest writer
+            epoch among its holders: an out-of-sync node may keep an older writer's
+            in-progress copy of the same start txid whose bytes differ (invariant 4).
 
     Returns:
         A :class:`MergedManifest`.
@@ -95,6 +103,9 @@ def merge_manifests(manifests: Mapping[str, Manifest], in_progress_ok: bool) -> 
             holders = tuple(n for n, s in finalized if s.end_txid == end)
             seg = SegmentInfo(start, end, False)
         else:
+            if writer_epochs:
+                newest = max(writer_epochs.get(n, -1) for n, _ in group)
+                group = [(n, s) for n, s in group if writer_epochs.get(n, -1) == newest]
             end = max(s.end_txid for _, s in group)
             if committed == INVALID_TXID:
                 continue
