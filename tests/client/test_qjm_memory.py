@@ -276,3 +276,60 @@ def test_overlapping_syncs_group_commit(tmp_path):
         await q.close(); await r.close()
         return got
     assert run(tmp_path, sc) == [(t, body(t)) for t in range(1, 21)]
+
+
+def test_a_node_that_never_answers_adds_no_wait_and_its_queue_stays_bounded(tmp_path):
+    """Node 2 accepts connections but never answers a journal call (a stopped process). Every
+    sync still returns on the other two; its queue fills to the byte limit, after which its
+    batches are refused at once (LoggerTooFarBehindError), without ever blocking a sync."""
+    from qjournal.transport import RpcClient
+
+    from .memcluster import FAST
+
+    async def sc(c):
+        q0 = c.qjm()
+        await q0.format(NS)
+        await q0.close()
+        stuck = c.names[2]
+        never = asyncio.get_running_loop().create_future()
+
+        class Hanging:
+            def __init__(self, client):
+                self._c = client
+
+            @property
+            def is_closed(self):
+                return self._c.is_closed
+
+            async def call(self, method, timeout_ms=None, **kw):
+                if method == "journal":
+                    await never  # no answer, no timeout (the write-txns timeout is an hour)
+                return await self._c.call(method, timeout_ms=timeout_ms, **kw)
+
+            async def close(self):
+                await self._c.close()
+
+        def factory(name):
+            async def connect():
+                cl = await RpcClient.connect_memory(c.network, name, src="qjm")
+                return Hanging(cl) if name == stuck else cl
+            return connect
+        settings = FAST.with_overrides(write_txns_timeout_ms=3_600_000, queued_edits_limit_mb=1)
+        q = c.qjm(settings=settings, connector_factory=factory)
+        await q.recover_unfinalized_segments()
+        s = await q.start_log_segment(1)
+        lg = q.loggers.by_name(stuck)
+        big = b"x" * 100_000
+        for t in range(1, 31):
+            s.write(t, big)
+            s.mark()
+            await s.sync()  # returns although node 2 never answers
+            if lg.queued_bytes > settings.queue_size_limit_bytes:
+                raise AssertionError("queue passed its byte limit")
+        assert s.last_synced_txid == 30
+        # full: the later batches were refused (LoggerTooFarBehindError), none waited
+        assert settings.queue_size_limit_bytes - 2 * 100_100 < lg.queued_bytes <= settings.queue_size_limit_bytes
+        assert lg.highest_acked_txid == -12345  # it never acknowledged anything
+        never.cancel()
+        await q.close(drain_timeout_ms=0)
+    run(tmp_path, sc)
