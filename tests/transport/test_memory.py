@@ -368,3 +368,34 @@ def test_paused_reading_keeps_unit_order():
         await asyncio.sleep(0.1)
         assert [d for _, d in got] == [b"1", b"2", b"late", b"3"]
     sim(main)
+
+
+class HookBug(Exception):
+    pass
+
+
+@pytest.mark.parametrize("method", ["echo", "slow"])  # sequential and concurrent dispatch
+def test_a_failing_hook_ends_only_the_connection_it_broke(method):
+    async def main():
+        def hook(src, dst, frame):
+            if src == "jn1" and dst == "bad":
+                raise HookBug("hook bug on the response path")
+            if src == "nn1" and decode_frame_bytes(frame)[3].get("value") == "boom":
+                raise HookBug("hook bug on the request path")
+            return [0.0]
+
+        net = MemoryNetwork(hook)
+        server = RpcServer(Service())
+        await server.start_memory(net, "jn1")
+        good = await RpcClient.connect_memory(net, "jn1", src="nn1")
+        bad = await RpcClient.connect_memory(net, "jn1", src="bad")
+        kwargs = {"value": 1} if method == "echo" else {"seconds": 0.1}
+        with pytest.raises(TransportError):
+            await bad.call(method, **kwargs, timeout_ms=5000)
+        with pytest.raises(HookBug):  # a client-side write failure reaches the caller
+            await good.call("echo", value="boom")
+        assert good.pending_calls == 0
+        assert await good.call(method, **kwargs) in (1, 0.1)
+        await good.close()
+        await server.stop()
+    sim(main)

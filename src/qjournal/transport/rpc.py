@@ -511,10 +511,16 @@ class _ServerConnection(asyncio.Protocol):
         if self._closed or self._draining:
             return
         messages, error = self._decoder.feed_all(data)
-        for msg in messages:
-            if self._closed or self._draining:
-                return
-            self._dispatch(msg)
+        try:
+            for msg in messages:
+                if self._closed or self._draining:
+                    return
+                self._dispatch(msg)
+        except Exception:  # a bug, not bad input: end this connection only (invariant 3)
+            log.exception("%s: dispatch failed on connection from %s", self._server.name, self._peer.address)
+            self._transport.abort()  # type: ignore[union-attr]
+            self.connection_lost(None)
+            return
         if error is not None:
             self._bad_frame(error)
 
@@ -596,8 +602,15 @@ class _ServerConnection(asyncio.Protocol):
 
     def _task_done(self, task: asyncio.Task) -> None:
         self._tasks.pop(task, None)
-        if not task.cancelled():
-            task.exception()  # _run never raises; keep asyncio quiet regardless
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:  # a bug below the handler (e.g. a fault hook): end this connection only
+            log.error("%s: connection from %s failed while answering a call", self._server.name,
+                      self._peer.address, exc_info=exc)
+            if not self._closed:
+                self._transport.abort()  # type: ignore[union-attr]
+                self.connection_lost(None)
 
     async def _work(self) -> None:
         queue = self._queue
@@ -608,7 +621,14 @@ class _ServerConnection(asyncio.Protocol):
                 self._waiter = None
                 continue
             request_id, method, entry, kwargs = queue.popleft()
-            await self._run(request_id, method, entry, kwargs)
+            try:
+                await self._run(request_id, method, entry, kwargs)
+            except Exception:  # a bug below the handler (e.g. a fault hook): end this connection only
+                log.exception("%s: connection from %s failed while answering %s", self._server.name,
+                              self._peer.address, method)
+                self._transport.abort()  # type: ignore[union-attr]
+                self.connection_lost(None)
+                return
 
     async def _run(self, request_id: int, method: str, entry: _Method, kwargs: dict) -> None:
         try:
@@ -879,9 +899,13 @@ class RpcClient:
         loop = self._loop
         fut = loop.create_future()  # type: ignore[union-attr]
         self._pending[request_id] = (fut, method)
-        self._writer.write(frame)  # type: ignore[union-attr]
         if timeout_ms is None:
             timeout_ms = self.default_timeout_ms
+        try:
+            self._writer.write(frame)  # type: ignore[union-attr]
+        except BaseException:
+            self._pending.pop(request_id, None)
+            raise
         if timeout_ms is not None:
             # One sweep timer per client instead of one timer per call: the
             # deadline heap is pruned lazily (entries of finished calls are
