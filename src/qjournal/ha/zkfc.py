@@ -194,7 +194,12 @@ class ZKFailoverController:
         self.elector = ActiveStandbyElector(self.settings.elector, self.settings.target().to_bytes(),
                                             self, name=self.settings.nn_id)
         self.elector.events = self.events  # one timeline for the controller (invariant 3)
-        await self.elector.start()
+        try:
+            await self.elector.start()
+        except BaseException:
+            if self._rpc_server is not None:
+                await self._rpc_server.stop()
+            raise
         self.health.start()
         self._record("zkfc_started", zkfc=f"{self.settings.zkfc_host}:{self.settings.zkfc_port}")
         return bound
