@@ -249,7 +249,7 @@ def select_new_segments(discovered, manifest):
         The rows of ``discovered`` to decode.
     """
     keys = ["jid", "node", "segment_start", "segment_end", "file_crc32c"]
-    return discovered.join(manifest.select(*keys), on=keys, how="left_anti")
+    return discovered.join(manifest.select(*keys), on=keys, how="left_anti").select(*discovered.columns)
 
 
 def copy_stats(edits):

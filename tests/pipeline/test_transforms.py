@@ -1,0 +1,155 @@
+"""Transform tests on small in-memory frames (Spark's testing guide: assertDataFrameEqual)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from qjournal.namenode import image as nn_image
+from qjournal.namenode import ops as nn_ops
+from qjournal.namenode.namespace import CallContext, Namespace
+from qjournal.pipeline import audit as au
+from qjournal.pipeline import checkpoint as cp
+from qjournal.pipeline import decode as dec
+from qjournal.pipeline import ingest as ing
+from qjournal.protocol import segment as seg
+
+pytestmark = pytest.mark.slow
+
+
+def _edits_frame(spark, ops: list[nn_ops.EditOp], start: int = 1, node: str = "n1"):
+    recs = [(start + i, *nn_ops.encode_op(op)) for i, op in enumerate(ops)]
+    data = seg.encode_header() + seg.encode_records(recs)
+    batch = dec.decode_segment("j", node, start, start + len(ops) - 1, data)
+    return spark.createDataFrame(pa.Table.from_batches([batch]))
+
+
+def _image_frame(spark, ns: Namespace):
+    return cp.image_frame(spark, pa.table(ns.to_image_columns(), schema=nn_image.IMAGE_SCHEMA))
+
+
+def test_apply_edits_matches_namespace_replay(spark):
+    """Renames through parent ids, a delete after a move-out, recursive deletes, overwrites, set ops."""
+    ns = Namespace(permissions_enabled=False)
+    base = _image_frame(spark, ns)
+    ts = iter(range(1000, 2000, 10))
+
+    def ctx():
+        return CallContext("alice", ts=next(ts))
+
+    ops: list[nn_ops.EditOp] = []
+    ops += ns.mkdirs(ctx(), "/a/b")                 # 16386, 16387
+    ops += ns.create(ctx(), "/a/b/f")               # 16388
+    ops += ns.mkdirs(ctx(), "/c")                   # 16389
+    ops += ns.create(ctx(), "/c/g")                 # 16390
+    ops += ns.rename(ctx(), "/a/b", "/c/b")         # b moves out of /a
+    ops += ns.delete(ctx(), "/a", recursive=True)   # b and f survive
+    ops += ns.mkdirs(ctx(), "/c/b/d")
+    ops += ns.create(ctx(), "/c/g", overwrite=True)  # 16390 replaced
+    ops += ns.mkdirs(ctx(), "/e")
+    ops += ns.rename(ctx(), "/c/g", "/e/g2")
+    ops += ns.delete(ctx(), "/c/b", recursive=True)  # b, f, d go
+    ops += ns.set_times(ctx(), "/c", -1, 77)
+    ops += ns.set_permission(ctx(), "/e/g2", 0o600)
+    ops += ns.set_owner(ctx(), "/e/g2", None, "staff")
+    ops += ns.set_replication(ctx(), "/e/g2", 5)
+    edits = _edits_frame(spark, ops)
+    got, dangling = cp.apply_edits(base, edits)
+    assertDataFrameEqual(got, _image_frame(spark, ns))
+    assert dangling.count() == 0
+    assert cp.max_created_inode(edits) == ns.last_inode_id
+
+
+def test_resolve_deletes_marks_subtrees_and_dangling(spark):
+    state = spark.createDataFrame(
+        [(16385, 0), (1, 16385), (2, 1), (3, 2), (4, 3), (5, 16385), (6, 99)],
+        "inode_id long, parent_id long")
+    deleted = spark.createDataFrame([(2, 40)], "inode_id long, txid long")
+    got = cp.resolve_deletes(state, deleted).select("inode_id", "dead_txid", "dangling")
+    expect = spark.createDataFrame(
+        [(16385, None, False), (1, None, False), (2, 40, False), (3, 40, False), (4, 40, False),
+         (5, None, False), (6, None, True)], "inode_id long, dead_txid long, dangling boolean")
+    assertDataFrameEqual(got, expect)
+
+
+def test_select_new_segments_and_merge_manifest(spark):
+    files_schema = ing.spark_schema(ing.SEGMENT_FILES_ARROW_SCHEMA)
+    discovered = spark.createDataFrame([
+        ("j", "n1", 1, 10, "/p1", 100, 111),   # unchanged: skipped
+        ("j", "n2", 1, 10, "/p2", 100, 222),   # checksum changed: re-ingested
+        ("j", "n1", 11, 20, "/p3", 100, 333),  # new
+    ], files_schema)
+    manifest = spark.createDataFrame([
+        ("j", "n1", 1, 10, "/p1", 100, 111, 1, 10, 10, 0, "f1", None),
+        ("j", "n2", 1, 10, "/p2", 100, 999, 1, 10, 10, 0, "f9", None),
+    ], ing.spark_schema(ing.MANIFEST_ARROW_SCHEMA))
+    new = ing.select_new_segments(discovered, manifest)
+    assertDataFrameEqual(new, discovered.where("path != '/p1'"))
+    stats = spark.createDataFrame([("j", "n2", 1, 10, 1, 10, 10, 0, "f2", None),
+                                   ("j", "n1", 11, 20, 11, 20, 10, 0, "f3", None)],
+                                  "jid string, node string, segment_start long, segment_end long, "
+                                  "first_txid long, last_txid long, num_records long, num_invalid long, "
+                                  "fingerprint string, problem string")
+    merged = ing.merge_manifest(manifest, new, stats)
+    assertDataFrameEqual(merged.select("node", "segment_start", "file_crc32c", "fingerprint"),
+                         spark.createDataFrame([("n1", 1, 111, "f1"), ("n2", 1, 222, "f2"),
+                                                ("n1", 11, 333, "f3")],
+                                               "node string, segment_start long, file_crc32c long, "
+                                               "fingerprint string"))
+
+
+def _manifest(spark, rows):
+    """rows: (node, start, end, first, last, n_invalid, fingerprint, problem)."""
+    full = [("j", n, s, e, f"/{n}/{s}", 1, 1, f, l, (l - f + 1) if f else 0, bad, fp, prob)
+            for n, s, e, f, l, bad, fp, prob in rows]
+    return spark.createDataFrame(full, ing.spark_schema(ing.MANIFEST_ARROW_SCHEMA))
+
+
+def _kinds(df):
+    return sorted((r["kind"], r["node"], r["segment_start"]) for r in df.collect())
+
+
+def test_audit_clean_manifest_has_no_findings(spark):
+    rows = [(n, s, s + 9, s, s + 9, 0, f"fp{s}", None) for n in ("n1", "n2", "n3") for s in (1, 11, 21)]
+    m = _manifest(spark, rows)
+    nodes = spark.createDataFrame([("n1",), ("n2",), ("n3",)], "node string")
+    edits = spark.createDataFrame([], ing.spark_schema(dec.EDITS_ARROW_SCHEMA))
+    assert au.audit(m, edits, nodes, 3).count() == 0
+
+
+def test_audit_replication_gap_and_divergent_end(spark):
+    rows = [(n, 1, 10, 1, 10, 0, "a", None) for n in ("n1", "n2", "n3")]
+    rows += [("n1", 11, 20, 11, 20, 0, "b", None)]                      # only one copy: I3, missing x2
+    rows += [("n2", 11, 15, 11, 15, 0, "c", None)]                      # divergent end
+    rows += [(n, 31, 40, 31, 40, 0, "d", None) for n in ("n1", "n2", "n3")]  # gap 21..30
+    rows += [("n3", 41, 50, 41, 44, 1, "e", "x: corrupt at byte 9: checksum mismatch")]
+    rows += [(n, 41, 50, 41, 50, 0, "f", None) for n in ("n1", "n2")]
+    m = _manifest(spark, rows)
+    nodes = spark.createDataFrame([("n1",), ("n2",), ("n3",)], "node string")
+    kinds = _kinds(au.damaged_copies(m))
+    assert kinds == [("checksum-failure", "n3", 41)]
+    assert _kinds(au.divergent_ends(m)) == [("divergent-end", None, 11)]
+    assert _kinds(au.gaps_and_overlaps(m)) == [("overlapping", None, 11), ("txid-gap", None, 31)]
+    rep = _kinds(au.replication_findings(m, nodes, 3))
+    assert ("under-replicated", None, 11) in rep and ("under-replicated", None, 11) in rep
+    assert ("invariant-2", None, 31) in rep      # nobody ends at 30
+    assert ("missing-copy", "n3", 11) in rep
+    assert not any(k == "under-replicated" and s == 41 for k, _n, s in rep)  # 2 clean of 3 suffice
+
+
+def test_audit_divergent_records_compares_checksums(spark):
+    ops = [nn_ops.StartLogSegmentOp("root", nn_ops.NO_CLIENT_ID, nn_ops.NO_CALL_ID, 1),
+           nn_ops.SetTimesOp("u", b"\0" * 16, 1, 5, inode=16385, path="/", mtime=5, atime=-1),
+           nn_ops.EndLogSegmentOp("root", nn_ops.NO_CLIENT_ID, nn_ops.NO_CALL_ID, 1)]
+    other = list(ops)
+    other[1] = nn_ops.SetTimesOp("u", b"\0" * 16, 1, 5, inode=16385, path="/", mtime=6, atime=-1)
+    e = _edits_frame(spark, ops, node="n1").unionByName(_edits_frame(spark, ops, node="n2")) \
+        .unionByName(_edits_frame(spark, other, node="n3"))
+    m = ing.copy_stats(e).join(spark.createDataFrame([], ing.spark_schema(ing.SEGMENT_FILES_ARROW_SCHEMA))
+                               .select("jid", "node", "segment_start", "segment_end", "path",
+                                       "file_length", "file_crc32c"),
+                               on=["jid", "node", "segment_start", "segment_end"], how="left")
+    got = au.divergent_records(m, e).collect()
+    assert [(r["kind"], r["txid"]) for r in got] == [("divergent-records", 2)]
+    assert "n3=" in got[0]["detail"] and "n1=" in got[0]["detail"]
