@@ -185,3 +185,57 @@ def test_initialize_shared_edits_turns_a_non_ha_namenode_into_ha(tmp_path):
             await ha.stop()
 
     asyncio.run(main())
+
+
+def test_malformed_arguments_get_typed_errors_never_crashes(tmp_path):
+    """Every client call with wrongly typed arguments answers a QJournalError (the RPC layer sends it typed)."""
+    from qjournal.errors import QJournalError
+
+    bad_values = [None, 7, "x", b"\x00", [1], {"a": 1}, -1, True, "/ok", 2 ** 70]
+    calls = {
+        "rpc_mkdirs": ("path", "perm", "create_parent"),
+        "rpc_create": ("path", "perm", "replication", "block_size", "overwrite"),
+        "rpc_delete": ("path", "recursive"),
+        "rpc_rename": ("src", "dst"),
+        "rpc_set_permission": ("path", "perm"),
+        "rpc_set_owner": ("path", "owner", "group"),
+        "rpc_set_times": ("path", "mtime", "atime"),
+        "rpc_set_replication": ("path", "replication"),
+        "rpc_get_file_info": ("path",),
+        "rpc_list_status": ("path",),
+        "rpc_get_content_summary": ("path",),
+    }
+
+    async def main():
+        conf = conf_for(tmp_path)
+        await format_namenode(conf, cluster_id="CID-x", namespace_id=5)
+        nn = NameNode(conf)
+        await nn.start(serve=False)
+        try:
+            await nn.rpc_mkdirs("/ok", **W)
+            await nn.rpc_create("/ok/f", **W)
+            good = {"path": "/ok/f", "perm": 0o644, "create_parent": True, "replication": 2,
+                    "block_size": 1024, "overwrite": True, "recursive": False, "src": "/ok/f",
+                    "dst": "/ok/g", "owner": "hdfs", "group": "g", "mtime": 5, "atime": 5}
+            for method in sorted(calls):
+                for arg in calls[method]:
+                    for v in bad_values:
+                        kw = {a: good[a] for a in calls[method]}
+                        kw[arg] = v
+                        try:
+                            await getattr(nn, method)(**kw, **W)
+                        except QJournalError:
+                            pass
+            for v in bad_values:   # a bad identity is refused before anything else
+                for k in ("user", "groups", "client_id", "call_id"):
+                    ident = dict(W, client_id=b"\x01" * 16, call_id=1)
+                    ident[k] = v
+                    try:
+                        await nn.rpc_mkdirs("/ok/z", **ident)
+                    except QJournalError:
+                        pass
+            assert nn.state == HAState.ACTIVE and nn.fatal_error is None
+        finally:
+            await nn.stop()
+
+    asyncio.run(main())

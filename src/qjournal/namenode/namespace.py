@@ -50,6 +50,36 @@ _ACCESS_NAMES = {READ: "READ", WRITE: "WRITE", EXECUTE: "EXECUTE", READ | EXECUT
 DEFAULT_BLOCK_SIZE = 134217728
 MAX_PATH_COMPONENT_BYTES = 255
 MAX_PATH_DEPTH = 1000
+#: longest user, owner or group name, in UTF-8 bytes (every name goes into an edit record)
+MAX_NAME_BYTES = 255
+INT64_MAX = 2 ** 63 - 1
+
+
+def check_name(v: Any, what: str, path: Any = "") -> None:
+    """A user / owner / group name: a non-empty UTF-8 string of at most 255 bytes, no ':' or NUL.
+
+    Raises:
+        InvalidRequestError: naming ``what`` and ``path``.
+    """
+    where = f" ({path})" if path else ""
+    if not isinstance(v, str) or not v or ":" in v or "\x00" in v:
+        raise InvalidRequestError(f"invalid {what} {v!r}{where}", path=str(path))
+    try:
+        n = len(v.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidRequestError(f"invalid {what} {v!r}{where}: not valid UTF-8", path=str(path)) from None
+    if n > MAX_NAME_BYTES:
+        raise InvalidRequestError(f"invalid {what}{where}: longer than {MAX_NAME_BYTES} bytes", path=str(path))
+
+
+def check_int(v: Any, what: str, path: Any, lo: int, hi: int = INT64_MAX) -> None:
+    """An int (not a bool) in ``lo..hi`` (int64 by default: it goes into an edit record).
+
+    Raises:
+        InvalidRequestError: naming ``what`` and ``path``.
+    """
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise InvalidRequestError(f"{path}: invalid {what} {v!r} (expected {lo}..{hi})", path=str(path))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +144,11 @@ def split_path(path: Any) -> list[str]:
     for p in parts:
         if p in (".", "..") or ":" in p or "\x00" in p:
             raise InvalidRequestError(f"Invalid path name {path}: bad component {p!r}", path=path)
-        if len(p.encode("utf-8", "surrogatepass")) > MAX_PATH_COMPONENT_BYTES:
+        try:
+            nbytes = len(p.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise InvalidRequestError(f"Invalid path name {path!r}: not valid UTF-8", path=repr(path)) from None
+        if nbytes > MAX_PATH_COMPONENT_BYTES:
             raise InvalidRequestError(
                 f"Invalid path name {path}: component longer than {MAX_PATH_COMPONENT_BYTES} bytes",
                 path=path)
@@ -261,6 +295,7 @@ class Namespace:
             NotADirectoryError_: an ancestor is a file.
             PermissionDeniedError: no WRITE|EXECUTE on the deepest existing ancestor.
         """
+        _check_perm(perm, path, "mkdir")
         nodes, parts = self._resolve(ctx, path)
         if len(nodes) == len(parts) + 1:
             last = nodes[-1]
@@ -313,8 +348,8 @@ class Namespace:
             raise InvalidRequestError(f"create {path}: create_parent is not supported; mkdirs first",
                                       path=path)
         _check_replication(replication, path)
-        if not isinstance(block_size, int) or block_size <= 0:
-            raise InvalidRequestError(f"create {path}: invalid block size {block_size!r}", path=path)
+        _check_perm(perm, path, "create")
+        check_int(block_size, "block size", path, 1)
         nodes, parts = self._resolve(ctx, path)
         if not parts:
             raise FileAlreadyExistsError(f"{path}: File exists (is a directory)", path=path)
@@ -463,8 +498,8 @@ class Namespace:
         if owner is None and group is None:
             raise InvalidRequestError(f"chown {path}: neither owner nor group given", path=str(path))
         for v, what in ((owner, "owner"), (group, "group")):
-            if v is not None and (not isinstance(v, str) or not v or ":" in v):
-                raise InvalidRequestError(f"chown {path}: invalid {what} {v!r}", path=str(path))
+            if v is not None:
+                check_name(v, what, path)
         node, _nodes, parts = self._get(ctx, path)
         p = join_path(parts)
         if not self._is_super(ctx):
@@ -483,8 +518,7 @@ class Namespace:
     def set_times(self, ctx: CallContext, path: str, mtime: int = -1, atime: int = -1) -> list[EditOp]:
         """Set mtime / atime (-1 = unchanged). Needs WRITE on the inode (or ownership)."""
         for v, what in ((mtime, "mtime"), (atime, "atime")):
-            if not isinstance(v, int) or isinstance(v, bool) or v < -1:
-                raise InvalidRequestError(f"setTimes {path}: invalid {what} {v!r}", path=str(path))
+            check_int(v, what, path, -1)
         node, _nodes, parts = self._get(ctx, path)
         p = join_path(parts)
         if ctx.user != node.owner:
@@ -737,6 +771,11 @@ class Namespace:
             raise CorruptSegmentError(f"{where}: some inodes are not reachable from the root", path=where)
         ns.last_inode_id = max(last_inode_id, max(ns.inodes))
         return ns
+
+
+def _check_perm(perm: Any, path: Any, what: str) -> None:
+    if not isinstance(perm, int) or isinstance(perm, bool) or not 0 <= perm <= 0o1777:
+        raise InvalidRequestError(f"{what} {path}: invalid permission {perm!r} (0..0o1777)", path=str(path))
 
 
 def _check_replication(replication: Any, path: Any) -> None:

@@ -67,7 +67,7 @@ from qjournal.namenode import image as img
 from qjournal.namenode.editlog import EditLogFatalError, FSEditLog
 from qjournal.namenode.ha_state import (HAState, OpCategory, Transition, check_operation,
                                         check_transition)
-from qjournal.namenode.namespace import CallContext, Namespace
+from qjournal.namenode.namespace import CallContext, Namespace, check_int, check_name
 from qjournal.namenode.retry_cache import RetryCache, answer_from_ops
 from qjournal.namenode.tailer import EditLogTailer
 from qjournal.protocol.segment import LAYOUT_VERSION
@@ -76,6 +76,8 @@ from qjournal.util.fs import atomic_write, read_file
 log = logging.getLogger(__name__)
 
 NN_VERSION_FILE = "NNVERSION"
+#: most groups a caller may claim (each call carries them)
+MAX_GROUPS = 1024
 
 
 # ----------------------------------------------------------------- config helpers
@@ -549,14 +551,14 @@ class NameNode:
         check_operation(self.state, category, self.allow_stale_reads, method)
 
     def _ctx(self, user: Any, groups: Any, client_id: Any = b"", call_id: Any = -1) -> CallContext:
-        if not isinstance(user, str) or not user:
-            raise InvalidRequestError(f"invalid user {user!r}")
-        if not isinstance(groups, (list, tuple)) or not all(isinstance(g, str) for g in groups):
-            raise InvalidRequestError(f"invalid groups {groups!r}")
+        check_name(user, "user")
+        if not isinstance(groups, (list, tuple)) or len(groups) > MAX_GROUPS:
+            raise InvalidRequestError(f"invalid groups: a list of at most {MAX_GROUPS} names expected")
+        for g in groups:
+            check_name(g, "group")
         if not isinstance(client_id, bytes) or len(client_id) not in (0, 16):
             raise InvalidRequestError("client_id must be 16 bytes")
-        if not isinstance(call_id, int) or isinstance(call_id, bool):
-            raise InvalidRequestError(f"invalid call_id {call_id!r}")
+        check_int(call_id, "call_id", "call", -(2 ** 63))
         return CallContext(user, tuple(sorted(groups)), client_id or b"\x00" * 16, call_id,
                            self.clock_ms())
 
