@@ -399,3 +399,64 @@ def test_a_failing_hook_ends_only_the_connection_it_broke(method):
         await good.close()
         await server.stop()
     sim(main)
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_fuzzed_bytes_never_stop_the_server(seed):
+    """Random and mutated frames, each on its own connection: the server answers
+    or closes that connection, and keeps serving a well-behaved client."""
+    print(f"seed={seed}")
+    from qjournal.transport.frames import encode_frame, encode_request
+
+    rng = random.Random(seed)
+    valid = [encode_request(1, "echo", {"value": [1, b"x", "y"]}), encode_request(2, "slow", {"seconds": 0.01}),
+             encode_frame([0, 3, "echo", {"value": {"k": 2**40}}])]
+
+    def sample() -> bytes:
+        base = bytearray(rng.choice(valid))
+        kind = rng.randrange(4)
+        if kind == 0:  # random bytes
+            return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40)))
+        if kind == 1:  # flip bytes of the body
+            for _ in range(rng.randrange(1, 4)):
+                base[rng.randrange(4, len(base))] = rng.randrange(256)
+            return bytes(base)
+        if kind == 2:  # truncated
+            return bytes(base[: rng.randrange(1, len(base))])
+        return bytes(base) + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 10)))  # trailing junk
+
+    async def main():
+        net = MemoryNetwork()
+        server = RpcServer(Service(), max_frame_bytes=1 << 16)
+        await server.start_memory(net, "jn1")
+        good = await RpcClient.connect_memory(net, "jn1", src="nn1")
+        for i in range(150):
+            raw_log: list = []
+            transport, proto = await net.connect(f"fuzz{i}", "jn1", lambda: Recorder(raw_log))
+            transport.write(sample())
+            await asyncio.sleep(0.05)
+            transport.close()
+            await proto.lost
+            assert await good.call("echo", value=i) == i
+        assert net.connections() == [("nn1", "jn1")]
+        await good.close()
+        await server.stop()
+    sim(main, seed)
+
+
+def test_a_cancelled_call_is_forgotten():
+    async def main():
+        net = MemoryNetwork(hook=lambda s, d, f: [0.5])
+        server = RpcServer(Service())
+        await server.start_memory(net, "jn1")
+        client = await RpcClient.connect_memory(net, "jn1", src="nn1")
+        task = asyncio.ensure_future(client.call("echo", value="cancel me"))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert client.pending_calls == 0
+        assert await client.call("echo", value="next") == "next"  # the late answer was dropped
+        await client.close()
+        await server.stop()
+    sim(main)
