@@ -119,3 +119,19 @@ def test_wait_rule_size_must_match():
         await call.wait(majority_rule(3), 10)
     with pytest.raises(InvariantViolation):
         run(main())
+
+
+def test_slow_wait_logs_progress_naming_who_answered(caplog):
+    import logging
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        futs = {n: loop.create_future() for n in ("a", "b", "c")}
+        futs["a"].set_result(None)
+        call = QuorumCall(futs, "journal", "j")
+        with pytest.raises(RpcTimeoutError):
+            await call.wait(majority_rule(3), 50)
+    with caplog.at_level(logging.INFO, logger="qjournal.client.quorum_call"):
+        asyncio.run(main())
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("waited" in m and "timeout=50 ms" in m and "a: ok" in m and "b: no answer" in m for m in msgs), msgs

@@ -24,7 +24,8 @@ Invariants:
 3. ``QuorumError`` and ``RpcTimeoutError`` name the operation, the journal and
    every node's error (or "no answer"), in sorted node order.
 4. Time is the event loop's clock (``loop.time()``), so the simulator's
-   virtual clock drives deadlines.
+   virtual clock drives deadlines. A wait that lasts past 30% of its timeout
+   logs its progress every second (INFO, WARNING past 70%), naming who answered.
 """
 
 from __future__ import annotations
@@ -138,7 +139,9 @@ class QuorumCall:
             raise InvariantViolation(
                 f"{self.op_name}: wait rule for {rule.n} nodes used on {len(self.names)} calls")
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000.0
+        start = loop.time()
+        deadline = start + timeout_ms / 1000.0
+        next_log = start + 0.3 * timeout_ms / 1000.0  # progress logging from 30% of the timeout
         while True:
             self._check_invariants()
             out = self.outcome(rule)
@@ -156,7 +159,14 @@ class QuorumCall:
                     f"{len(self.successes)} succeeded): {self.error_report()}",
                     op=self.op_name, jid=self.jid, timeout_ms=timeout_ms,
                     errors={n: _describe(e) for n, e in sorted(self.errors.items())})
-            done, _ = await asyncio.wait(pending, timeout=left,
+            now = loop.time()
+            if now >= next_log:
+                waited_ms = int((now - start) * 1000)
+                level = logging.WARNING if waited_ms > 0.7 * timeout_ms else logging.INFO
+                log.log(level, "waited %d ms (timeout=%d ms) for a %s of %s on journal %r: %s",
+                        waited_ms, timeout_ms, rule.name, self.op_name, self.jid, self.error_report())
+                next_log = now + 1.0
+            done, _ = await asyncio.wait(pending, timeout=min(left, max(next_log - now, 0.001)),
                                          return_when=asyncio.FIRST_COMPLETED)
             for name, t in self._tasks.items():
                 if t in done:
