@@ -412,3 +412,34 @@ def test_handler_msgpack_result_with_int_keys_round_trips():
         assert await c.call("echo", value={1: "a", 2: "b"}) == {1: "a", 2: "b"}
         assert msgpack.unpackb(msgpack.packb(b"x", use_bin_type=True), raw=False) == b"x"
     run("memory", body)
+
+
+_ROLE: "contextvars.ContextVar[str]" = __import__("contextvars").ContextVar("test_role", default="unset")
+
+
+class RoleService:
+    async def rpc_role(self):
+        return _ROLE.get()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_handlers_run_in_the_servers_context_not_the_clients(kind):
+    async def main():
+        async def start_server(rig):
+            _ROLE.set("server")
+            await rig.start(RoleService())
+
+        async def use(rig):
+            _ROLE.set("client")
+            c = await rig.connect()
+            return await c.call("role")
+
+        from .helpers import Rig
+        rig = Rig(kind)
+        try:
+            await asyncio.ensure_future(start_server(rig))  # its own task: its own context
+            return await asyncio.ensure_future(use(rig))
+        finally:
+            await rig.stop()
+
+    assert arun(main) == "server"

@@ -59,6 +59,7 @@ Invariants
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import heapq
 import logging
 import math
@@ -90,6 +91,9 @@ class MemoryListener:
         self.address = address
         self.protocol_factory = protocol_factory
         self.closed = False
+        # Server-side callbacks run in the context of the code that started
+        # listening, as asyncio does for TCP servers, never in a client's.
+        self.context = contextvars.copy_context()
 
     def close(self) -> None:
         """Stop accepting connections (existing connections stay open, as with TCP)."""
@@ -196,18 +200,18 @@ class MemoryNetwork:
             raise TransportError(
                 f"memory connect {src} -> {dst}: connection refused (nothing listens on {dst})", src=src, dst=dst
             )
-        client = MemoryTransport(self, loop, self._new_id(), src, dst)
-        server = MemoryTransport(self, loop, self._new_id(), dst, src)
+        client = MemoryTransport(self, loop, self._new_id(), src, dst, contextvars.copy_context())
+        server = MemoryTransport(self, loop, self._new_id(), dst, src, listener.context)
         client._is_client = True
         client._peer = server
         server._peer = client
         self._endpoints[server._id] = server
         self._endpoints[client._id] = client
-        server_protocol = listener.protocol_factory()
+        server_protocol = listener.context.run(listener.protocol_factory)
         server._protocol = server_protocol
         client_protocol = protocol_factory()
         client._protocol = client_protocol
-        server_protocol.connection_made(server)
+        listener.context.run(server_protocol.connection_made, server)
         client_protocol.connection_made(client)
         return client, client_protocol
 
@@ -331,8 +335,10 @@ class MemoryTransport(asyncio.Transport):
     the local one; ``'socket'`` is None.
     """
 
-    def __init__(self, network: MemoryNetwork, loop: asyncio.AbstractEventLoop, ep_id: int, local: str, remote: str):
+    def __init__(self, network: MemoryNetwork, loop: asyncio.AbstractEventLoop, ep_id: int, local: str, remote: str,
+                 context: contextvars.Context):
         super().__init__()
+        self._context = context  # callbacks into our protocol run in it
         self._network = network
         self._loop = loop
         self._id = ep_id
@@ -401,7 +407,7 @@ class MemoryTransport(asyncio.Transport):
             return
         self._paused = False
         if self._backlog:
-            self._loop.call_soon(self._drain_backlog)
+            self._loop.call_soon(self._drain_backlog, context=self._context)
 
     def close(self) -> None:
         """Graceful close: the peer sees end-of-stream after all units already sent."""
@@ -412,7 +418,7 @@ class MemoryTransport(asyncio.Transport):
         if peer is not None and not peer._lost:
             now = self._loop.time()
             peer._schedule(max(0.0, peer._last_due - now), _EOF, b"")
-        self._loop.call_soon(self._lose, None)
+        self._loop.call_soon(self._lose, None, context=self._context)
 
     def abort(self) -> None:
         """Immediate close: in-flight units are dropped and the peer sees a reset."""
@@ -436,7 +442,7 @@ class MemoryTransport(asyncio.Transport):
             now = loop.time()
             if now > self._last_due:
                 self._last_due = now
-            loop.call_soon(self._deliver_soon, data)
+            loop.call_soon(self._deliver_soon, data, context=self._context)
             return
         due = loop.time() + delay
         seq = self._network._next_seq()
@@ -444,9 +450,9 @@ class MemoryTransport(asyncio.Transport):
         if due > self._last_due:
             self._last_due = due
         if delay <= 0.0:
-            loop.call_soon(self._fire, due, seq)
+            loop.call_soon(self._fire, due, seq, context=self._context)
         else:
-            loop.call_later(delay, self._fire, due, seq)
+            loop.call_later(delay, self._fire, due, seq, context=self._context)
 
     def _fire(self, due: float, seq: int) -> None:
         # Invariant 3: release everything ordered at or before this entry.
@@ -494,7 +500,7 @@ class MemoryTransport(asyncio.Transport):
         self._closing = True
         self._heap.clear()
         self._backlog.clear()
-        self._loop.call_soon(self._lose, exc)
+        self._loop.call_soon(self._lose, exc, context=self._context)
 
     def _lose(self, exc: BaseException | None) -> None:
         if self._lost:
