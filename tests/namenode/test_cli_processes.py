@@ -60,8 +60,10 @@ def test_file_shared_edits_failover_through_the_clis(cluster, tmp_path):
     cluster.run(*su, "-chown", "alice:staff", "/user/alice/f")
     ls = cluster.run(*su, "-ls", "/user/alice").stdout.splitlines()
     assert ls[0] == "Found 2 items"
-    assert re.match(r"^drwx------   - hdfs  supergroup 0 \d{4}-\d\d-\d\d \d\d:\d\d /user/alice/dir$", ls[1]), ls
-    assert re.match(r"^-rw-r--r--   3 alice staff      0 \d{4}-\d\d-\d\d \d\d:\d\d /user/alice/f$", ls[2]), ls
+    assert re.match(r"^drwx------   - hdfs  supergroup          0 \d{4}-\d\d-\d\d \d\d:\d\d /user/alice/dir$",
+                    ls[1]), ls
+    assert re.match(r"^-rw-r--r--   3 alice staff               0 \d{4}-\d\d-\d\d \d\d:\d\d /user/alice/f$",
+                    ls[2]), ls
     assert cluster.run(*su, "-stat", "%F %u:%g %r", "/user/alice/f").stdout.strip() == \
         "regular empty file alice:staff 3"
     count = cluster.run(*su, "-count", "/user").stdout.split()

@@ -69,8 +69,8 @@ def test_dfs_commands_and_formats(namenode, capsys):
     rc, out, _ = dfs(a, capsys, "-ls", "/u/a")
     lines = out.splitlines()
     assert lines[0] == "Found 2 items"
-    assert re.fullmatch(r"drwxr-xr-x   - hdfs supergroup 0 \S+ \S+ /u/a/b", lines[1])
-    assert re.fullmatch(r"-rw-r--r--   2 hdfs supergroup 0 \S+ \S+ /u/a/f", lines[2])
+    assert re.fullmatch(r"drwxr-xr-x   - hdfs supergroup          0 \d{4}-\d\d-\d\d \d\d:\d\d /u/a/b", lines[1])
+    assert re.fullmatch(r"-rw-r--r--   2 hdfs supergroup          0 \d{4}-\d\d-\d\d \d\d:\d\d /u/a/f", lines[2])
     rc, out, _ = dfs(a, capsys, "-ls", "-d", "/u")
     assert rc == 0 and out.count("\n") == 1 and out.rstrip().endswith(" /u")
     rc, out, _ = dfs(a, capsys, "-du", "-s", "/u")

@@ -49,14 +49,15 @@ def format_ls(statuses: list[dict]) -> list[str]:
     """``hdfs dfs -ls`` lines (columns aligned as Hadoop's Ls command does)."""
     if not statuses:
         return []
+    # Hadoop's Ls: replication at least 3 wide, length at least 10 wide, owner/group left-aligned
     rep = [("-" if s["type"] == "d" else str(s["replication"])) for s in statuses]
-    wr = max(len(r) for r in rep)
+    wr = max([3] + [len(r) for r in rep])
     wo = max(len(s["owner"]) for s in statuses)
     wg = max(len(s["group"]) for s in statuses)
-    wl = max(len(str(s["length"])) for s in statuses)
+    wl = max([10] + [len(str(s["length"])) for s in statuses])
     out = []
     for s, r in zip(statuses, rep):
-        out.append(f"{mode_string(s)}   {r:>{wr}} {s['owner']:<{wo}} {s['group']:<{wg}} "
+        out.append(f"{mode_string(s)} {r:>{wr}} {s['owner']:<{wo}} {s['group']:<{wg}} "
                    f"{s['length']:>{wl}} {_fmt_time(s['mtime'])} {s['path']}")
     return out
 
