@@ -161,6 +161,7 @@ class AsyncLogger:
 
     @property
     def queue_size_limit_bytes(self) -> int:
+        """``dfs.qjournal.queued-edits.limit.mb`` in bytes."""
         return self.settings.queue_size_limit_bytes
 
     def report(self) -> str:
@@ -343,9 +344,12 @@ class AsyncLogger:
 
     # -- the QJournalProtocol calls ------------------------------------------------------
     def is_formatted(self) -> asyncio.Future:
+        """Queue ``is_formatted``; the future's result is the node's bool."""
         return self._submit("is_formatted", self.settings.operations_timeout_ms, jid=self.jid)
 
     def format(self, ns_info_wire: dict, force: bool) -> asyncio.Future:
+        """Queue ``format`` (fails with JournalAlreadyFormattedError on a journal with data
+        unless ``force``)."""
         return self._submit("format", self.settings.operations_timeout_ms, jid=self.jid,
                             ns_info=ns_info_wire, force=force)
 
@@ -375,6 +379,8 @@ class AsyncLogger:
         return url.rstrip("/")
 
     def new_epoch(self, ns_info_wire: dict, epoch: int) -> asyncio.Future:
+        """Queue ``new_epoch``; result ``{"last_segment_txid"}``; EpochError if ``epoch`` is
+        not above the node's promise."""
         return self._submit("new_epoch", self.settings.new_epoch_timeout_ms, jid=self.jid,
                             ns_info=ns_info_wire, epoch=epoch)
 
@@ -418,6 +424,7 @@ class AsyncLogger:
         return self._enqueue(op)
 
     def heartbeat(self) -> asyncio.Future:
+        """Queue a ``heartbeat`` (carries the committed txid; fences like any epoch-checked call)."""
         return self._submit("heartbeat", self.settings.write_txns_timeout_ms)
 
     def finalize_log_segment(self, start_txid: int, end_txid: int) -> asyncio.Future:
@@ -432,14 +439,18 @@ class AsyncLogger:
                             start_txid=start_txid, end_txid=end_txid)
 
     def purge_logs(self, min_txid_to_keep: int) -> asyncio.Future:
+        """Queue ``purge_logs``: the node deletes segments ending before ``min_txid_to_keep``."""
         return self._submit("purge_logs", self.settings.operations_timeout_ms,
                             min_txid_to_keep=min_txid_to_keep)
 
     def prepare_recovery(self, segment_txid: int) -> asyncio.Future:
+        """Queue ``prepare_recovery`` (Paxos phase 1a); result a PrepareRecoveryResponse wire dict."""
         return self._submit("prepare_recovery", self.settings.prepare_recovery_timeout_ms,
                             segment_txid=segment_txid)
 
     def accept_recovery(self, segment_state_wire: list, from_url: str) -> asyncio.Future:
+        """Queue ``accept_recovery`` (Paxos phase 2a): the node syncs its copy from ``from_url``
+        if it differs, then persists the accepted value."""
         return self._submit("accept_recovery", self.settings.accept_recovery_timeout_ms,
                             segment_state=segment_state_wire, from_url=from_url)
 

@@ -49,13 +49,16 @@ class AsyncLoggerSet:
 
     @property
     def majority(self) -> int:
+        """Nodes needed for a quorum."""
         return majority(len(self.loggers))
 
     @property
     def quorum_string(self) -> str:
+        """``"2/3"``-style quorum size."""
         return quorum_string(len(self.loggers))
 
     def by_name(self, name: str) -> AsyncLogger:
+        """The logger of node ``name``. Raises: KeyError."""
         for lg in self.loggers:
             if lg.name == name:
                 return lg
@@ -71,6 +74,7 @@ class AsyncLoggerSet:
             lg.set_epoch(epoch)
 
     def set_committed_txid(self, txid: int) -> None:
+        """Push the committed txid into every logger (it rides on their next call)."""
         for lg in self.loggers:
             lg.set_committed_txid(txid)
 
@@ -80,9 +84,11 @@ class AsyncLoggerSet:
         return QuorumCall({lg.name: fn(lg) for lg in self.loggers}, op_name, self.jid)
 
     def majority_rule(self) -> WaitRule:
+        """Wait rule: a majority of successes."""
         return majority_rule(len(self.loggers))
 
     def all_rule(self) -> WaitRule:
+        """Wait rule: every node succeeds."""
         return all_rule(len(self.loggers))
 
     async def wait_for_quorum(self, call: QuorumCall, timeout_ms: int) -> dict[str, Any]:
@@ -98,4 +104,5 @@ class AsyncLoggerSet:
         return "; ".join(lg.report() for lg in self.loggers)
 
     async def close(self) -> None:
+        """Close every logger."""
         await asyncio.gather(*(lg.close() for lg in self.loggers), return_exceptions=True)

@@ -147,6 +147,7 @@ class QuorumOutputStream(EditLogOutputStream):
         self._next_txid += num_txns
 
     def set_version(self, layout_version: int) -> None:
+        """Record the layout version (the segment header was written at start)."""
         self.layout_version = layout_version
 
     def mark(self) -> None:
@@ -235,5 +236,6 @@ class QuorumOutputStream(EditLogOutputStream):
         self._qjm._on_stream_closed(self)
 
     def generate_report(self) -> str:
+        """"Writing segment beginning at txid N." plus every logger's progress."""
         return (f"Writing segment beginning at txid {self._segment_txid}. "
                 f"{self._qjm.loggers.report()}")

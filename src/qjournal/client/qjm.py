@@ -470,6 +470,11 @@ class QuorumJournalManager(Journal):
 
     async def get_manifest(self, since_txid: int = 0,
                            in_progress_ok: bool = False) -> list[SegmentInfo]:
+        """Segments holding txids >= ``since_txid`` on a quorum (see :meth:`get_merged_manifest`).
+
+        Raises:
+            QuorumError / RpcTimeoutError: no quorum answered.
+        """
         merged = await self.get_merged_manifest(since_txid, in_progress_ok)
         return [s for s in merged.segments if s.end_txid >= since_txid]
 

@@ -223,6 +223,7 @@ class QuorumSegmentInputStream(EditLogInputStream):
             return rec
 
     async def close(self) -> None:
+        """Drop the downloaded copy."""
         self._iter = None
 
 
