@@ -161,3 +161,25 @@ def test_committed_txid_survives_and_is_checked(tmp_path):
         assert sorted(got) == [1, 2, 3, 4]
         await q.close()
     run(tmp_path, sc)
+
+
+def test_recovery_of_a_writer_fenced_between_its_epoch_and_prepare(tmp_path):
+    """Writer A gets epoch 2; before A's prepare_recovery, writer B gets epoch 3 and recovers.
+    A's prepare is refused on a quorum (FencedError naming the newer epoch), and B's log is
+    untouched."""
+    from qjournal.errors import FencedError
+
+    async def sc(c):
+        await build(c, {n: [("ip", 1, 3, 1)] for n in c.names})
+        a = c.qjm()
+        await a._create_new_unique_epoch()
+        assert a.epoch == 2
+        b = await recover(c)
+        assert b.epoch == 3
+        with pytest.raises(FencedError, match="promised epoch 3"):
+            await a._recover_unclosed_segment(1)
+        await check_recovered(c, 1, 3, c.names)
+        await write_after(b, 4)
+        await a.close()
+        await b.close()
+    run(tmp_path, sc)
