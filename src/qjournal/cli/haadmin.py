@@ -54,7 +54,7 @@ class HAAdminContext:
     """What a command needs: the configuration, the nameservice and NameNode addresses."""
 
     def __init__(self, conf: Any, nameservice: str | None) -> None:
-        from qjournal.namenode.server import namenode_ids
+        from qjournal.namenode.addresses import namenode_ids
 
         self.conf = conf
         self.nameservice = nameservice or (conf.get_list("dfs.nameservices") or [None])[0]
@@ -68,7 +68,7 @@ class HAAdminContext:
 
     def address(self, nn_id: str) -> tuple[str, int]:
         from qjournal.errors import InvalidRequestError
-        from qjournal.namenode.server import rpc_address_of
+        from qjournal.namenode.addresses import rpc_address_of
 
         if nn_id not in self.nn_ids:
             raise InvalidRequestError(f"Unable to determine the address of NameNode {nn_id!r}: not in "

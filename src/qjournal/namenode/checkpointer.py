@@ -123,7 +123,7 @@ class Checkpointer:
         return txid
 
     async def _upload(self, path: str, txid: int) -> None:
-        from qjournal.namenode.server import namenode_ids, rpc_address_of
+        from qjournal.namenode.addresses import namenode_ids, rpc_address_of
         from qjournal.transport.rpc import RpcClient
 
         data, crc = await asyncio.to_thread(img.read_image_bytes, path)

@@ -64,6 +64,7 @@ from qjournal.errors import (HealthCheckFailedError, InvalidRequestError, Journa
                              QJournalError, ServiceFailedError, StandbyError)
 from qjournal.journal.base import Journal, NamespaceInfo
 from qjournal.namenode import image as img
+from qjournal.namenode.addresses import namenode_ids, nameservice_of, rpc_address_of
 from qjournal.namenode.editlog import EditLogFatalError, FSEditLog
 from qjournal.namenode.ha_state import (HAState, OpCategory, Transition, check_operation,
                                         check_transition)
@@ -109,35 +110,6 @@ def local_edits_uris(conf: Configuration) -> list[str]:
     for u in conf.get_list("dfs.namenode.edits.dir"):
         out.append(u if "://" in u else f"file://{_uri_to_path(u, 'dfs.namenode.edits.dir')}")
     return out
-
-
-def nameservice_of(conf: Configuration) -> str | None:
-    ns = conf.get_list("dfs.nameservices")
-    return ns[0] if ns else None
-
-
-def namenode_ids(conf: Configuration, ns: str | None = None) -> list[str]:
-    ns = ns or nameservice_of(conf)
-    if not ns:
-        return []
-    return conf.get_list(f"dfs.ha.namenodes.{ns}")
-
-
-def rpc_address_of(conf: Configuration, nn_id: str | None) -> tuple[str, int]:
-    """RPC address of NameNode ``nn_id`` (HA) or ``dfs.namenode.rpc-address``.
-
-    Raises:
-        InvalidRequestError: no address configured (the key is named).
-    """
-    ns = nameservice_of(conf)
-    if ns and nn_id:
-        key = f"dfs.namenode.rpc-address.{ns}.{nn_id}"
-    else:
-        key = "dfs.namenode.rpc-address"
-    addr = conf.get_address(key)
-    if addr is None:
-        raise InvalidRequestError(f"configuration key {key} is not set", key=key)
-    return addr
 
 
 def read_nn_version(name_dir: str) -> NamespaceInfo | None:

@@ -1,0 +1,48 @@
+"""Where the NameNodes of a nameservice are: the HDFS HA address keys, in one light module.
+
+Why separate: ``haadmin``, the checkpointer, the DFS client and the ZKFC all
+need the addresses, and none of them should import the NameNode daemon (and
+with it pyarrow) to get them. Keys: ``dfs.nameservices``,
+``dfs.ha.namenodes.<ns>``, ``dfs.namenode.rpc-address.<ns>.<nn>``, and the
+non-HA ``dfs.namenode.rpc-address``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qjournal.errors import InvalidRequestError
+
+
+def nameservice_of(conf: Any) -> str | None:
+    """The first of ``dfs.nameservices``, or None (non-HA)."""
+    ns = conf.get_list("dfs.nameservices")
+    return ns[0] if ns else None
+
+
+def namenode_ids(conf: Any, ns: str | None = None) -> list[str]:
+    """``dfs.ha.namenodes.<ns>`` in configured order (empty without a nameservice)."""
+    ns = ns or nameservice_of(conf)
+    if not ns:
+        return []
+    return conf.get_list(f"dfs.ha.namenodes.{ns}")
+
+
+def rpc_address_of(conf: Any, nn_id: str | None) -> tuple[str, int]:
+    """RPC address of NameNode ``nn_id`` (HA) or ``dfs.namenode.rpc-address``.
+
+    Raises:
+        InvalidRequestError: no address configured (the key is named).
+    """
+    ns = nameservice_of(conf)
+    if ns and nn_id:
+        key = f"dfs.namenode.rpc-address.{ns}.{nn_id}"
+    else:
+        key = "dfs.namenode.rpc-address"
+    addr = conf.get_address(key)
+    if addr is None:
+        raise InvalidRequestError(f"configuration key {key} is not set", key=key)
+    return addr
+
+
+__all__ = ["nameservice_of", "namenode_ids", "rpc_address_of"]
