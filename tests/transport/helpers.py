@@ -35,7 +35,7 @@ class RawConnection:
     """A raw byte connection to the server, to send malformed frames and read frames back."""
 
     def __init__(self) -> None:
-        self.decoder = FrameDecoder()
+        self.decoder = FrameDecoder(max_frame_bytes=64 << 20)
         self.messages: list[Any] = []
         self.closed: asyncio.Future | None = None
         self.transport: asyncio.Transport | None = None

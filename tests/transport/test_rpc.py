@@ -443,3 +443,25 @@ def test_handlers_run_in_the_servers_context_not_the_clients(kind):
             await rig.stop()
 
     assert arun(main) == "server"
+
+
+def test_a_client_that_does_not_read_stops_the_server_reading_it():
+    """Write back-pressure: responses never pile up without bound in the server."""
+    n, size = 64, 1 << 20
+
+    async def body(rig, h):
+        raw = await rig.raw()
+        raw.transport.pause_reading()  # never read the responses
+        for i in range(n):
+            raw.write(encode_request(i, "big", {"n": size}))
+        await wait_until(lambda: rig.server.connection_count == 1, what="connection")
+        (conn,) = rig.server._connections.values()
+        await wait_until(lambda: not conn._reading, what="server to stop reading")
+        assert conn._transport.get_write_buffer_size() < 8 * size
+        raw.transport.resume_reading()
+        await wait_until(lambda: len(raw.messages) == n, what="every response")
+        assert [m[1] for m in raw.messages] == list(range(n))
+        assert all(m[2] is True and len(m[3]) == size for m in raw.messages)
+        raw.close()
+
+    run("tcp", body, max_frame_bytes=2 * size)

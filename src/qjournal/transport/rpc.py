@@ -239,12 +239,17 @@ class _Coalescer:
     memory network's fault hook sees whole frames.
     """
 
-    __slots__ = ("_loop", "_transport", "_out", "_per_frame")
+    __slots__ = ("_loop", "_transport", "_out", "_out_bytes", "_per_frame")
+
+    #: gathered bytes beyond which frames are handed over at once (the
+    #: transport then sees them and can apply its write back-pressure)
+    MAX_GATHER_BYTES = 256 * 1024
 
     def __init__(self, loop: asyncio.AbstractEventLoop, transport: asyncio.WriteTransport) -> None:
         self._loop = loop
         self._transport = transport
         self._out: list[bytes] | None = None
+        self._out_bytes = 0
         self._per_frame = isinstance(transport, MemoryTransport)
 
     def write(self, frame: bytes) -> None:
@@ -255,18 +260,23 @@ class _Coalescer:
             self._loop.call_soon(self._flush)
         else:
             out.append(frame)
+            self._out_bytes += len(frame)
+            if self._out_bytes > self.MAX_GATHER_BYTES:
+                self.flush_now()
 
     def _flush(self) -> None:
         out = self._out
         self._out = None
+        self._out_bytes = 0
         if out:
             self._hand_over(out)
 
     def flush_now(self) -> None:
-        """Hand every gathered frame to the transport now (before a close)."""
+        """Hand every gathered frame to the transport now (before a close, or when many bytes wait)."""
         out = self._out
         if out:
             self._out = []
+            self._out_bytes = 0
             self._hand_over(out)
 
     def _hand_over(self, out: list[bytes]) -> None:
@@ -470,7 +480,10 @@ class _ServerConnection(asyncio.Protocol):
         self._worker: asyncio.Task | None = None
         self._tasks: dict[asyncio.Task, None] = {}  # concurrent calls, insertion order
         self._in_flight = 0  # queued + running
-        self._paused = False
+        self._paused = False  # too many requests queued or running (invariant 5)
+        self._write_paused = False  # the peer does not read our responses fast enough
+        self._writable: asyncio.Future | None = None  # resolved when writing may resume
+        self._reading = True
         self._draining = False  # a bad frame arrived: finish what is in flight, then close
         self._closed = False
 
@@ -503,6 +516,7 @@ class _ServerConnection(asyncio.Protocol):
         # because its caller went away); their responses are dropped. Queued
         # calls that had not started are forgotten, as if never received.
         self._queue.clear()
+        self._release_writable()
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -544,7 +558,7 @@ class _ServerConnection(asyncio.Protocol):
         if self._in_flight == 0:
             self._close_drained()
         else:
-            self._transport.pause_reading()  # type: ignore[union-attr]
+            self._update_reading()
 
     def _close_drained(self) -> None:
         self._writer.flush_now()  # type: ignore[union-attr]
@@ -585,7 +599,7 @@ class _ServerConnection(asyncio.Protocol):
         self._in_flight += 1
         if self._in_flight >= server.max_queued_requests and not self._paused:
             self._paused = True
-            self._transport.pause_reading()  # type: ignore[union-attr]
+            self._update_reading()
         if entry.concurrent:
             task = self._loop.create_task(
                 self._run(request_id, method, entry, kwargs), context=self._context.copy()  # type: ignore[union-attr]
@@ -619,6 +633,9 @@ class _ServerConnection(asyncio.Protocol):
                 self._waiter = self._loop.create_future()
                 await self._waiter
                 self._waiter = None
+                continue
+            if self._writable is not None:
+                await self._writable
                 continue
             request_id, method, entry, kwargs = queue.popleft()
             try:
@@ -681,7 +698,39 @@ class _ServerConnection(asyncio.Protocol):
             return
         if self._paused and self._in_flight <= self._server.max_queued_requests // 2:
             self._paused = False
-            self._transport.resume_reading()  # type: ignore[union-attr]
+            self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Read from the peer only while neither back-pressure condition holds."""
+        want = not (self._paused or self._write_paused or self._draining or self._closed)
+        if want != self._reading:
+            self._reading = want
+            if want:
+                self._transport.resume_reading()  # type: ignore[union-attr]
+            else:
+                self._transport.pause_reading()  # type: ignore[union-attr]
+
+    def pause_writing(self) -> None:
+        # The transport's write buffer is above its high-water mark: stop
+        # reading requests and starting queued ones, so that responses cannot
+        # pile up without bound (invariant 5).
+        self._write_paused = True
+        if self._writable is None:
+            self._writable = self._loop.create_future()
+        if not self._closed:
+            self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._release_writable()
+        if not self._closed:
+            self._update_reading()
+
+    def _release_writable(self) -> None:
+        writable = self._writable
+        self._writable = None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
 
     def _respond_error(self, request_id: int, exc: BaseException) -> None:
         self._server.metrics["errors"] += 1
