@@ -58,8 +58,13 @@ Invariants
    transport failure; responses for unknown or expired ids are discarded.
 5. Per-connection limits: frames are at most ``max_frame_bytes``; at most
    ``max_queued_requests`` requests are queued or running, beyond which the
-   server stops reading from that connection until it drains (back-pressure,
-   not an error).
+   server stops reading from that connection until it drains; and while the
+   transport's write buffer is above its high-water mark (the peer does not
+   read its responses) the server neither reads nor starts queued calls of
+   that connection (back-pressure, not an error).
+6. Memory connections run their protocol callbacks in the context of the code
+   that listened or connected, as asyncio does for sockets: a handler never
+   sees a client's context variables.
 """
 
 from __future__ import annotations
