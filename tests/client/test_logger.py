@@ -212,3 +212,17 @@ def test_segment_url_uses_configured_host_for_wildcard():
         await lg.get_journal_state()
         return lg.segment_url(101, "1:c")
     assert asyncio.run(main()) == "http://jn1:9/getJournal?jid=j&segmentTxId=101&storageInfo=1%3Ac&inProgressOk=true"
+
+
+def test_recovery_calls_carry_no_committed_txid():
+    """Invariant 5: a recovery call queued behind a slow call must not carry a txid committed
+    later in a newer segment (the simulator's KB2)."""
+    async def main():
+        lg, rpc = make()
+        lg.set_epoch(2)
+        lg.set_committed_txid(40)
+        await asyncio.gather(lg.prepare_recovery(1), lg.accept_recovery([1, 5, True], "mem://x"),
+                             lg.finalize_log_segment(1, 5), lg.heartbeat())
+        return {m: kw["req"]["committed_txid"] for m, kw in rpc.calls}
+    assert asyncio.run(main()) == {"prepare_recovery": -12345, "accept_recovery": -12345,
+                                   "finalize_log_segment": 40, "heartbeat": 40}

@@ -41,6 +41,12 @@ Invariants:
    or in flight; it never exceeds the limit except by one batch that arrived
    when it was 0.
 4. While ``out_of_sync``, no ``journal`` batch is sent; ``finalize`` is refused.
+5. ``prepare_recovery`` and ``accept_recovery`` carry no committed txid
+   (INVALID_TXID). The RequestInfo is built when a call is sent, so a recovery
+   call that waited behind a slow one could otherwise carry a txid this writer
+   committed later in a *newer* segment, and the JournalNode would judge the old
+   segment against it ("would discard already-committed txn", the simulator's
+   KB2). A writer has committed nothing before its recovery ends, so nothing is lost.
 """
 
 from __future__ import annotations
@@ -65,6 +71,9 @@ __all__ = ["AsyncLogger", "Connector"]
 #: an async factory of an RPC client (``RpcClient`` or a test proxy): it has
 #: ``async call(method, timeout_ms=..., **kw)``, ``async close()``, ``is_closed``.
 Connector = Callable[[], Awaitable[Any]]
+
+#: recovery calls: sent without a committed txid (invariant 5)
+_RECOVERY_CALLS = frozenset({"prepare_recovery", "accept_recovery"})
 
 #: calls whose kwargs carry a RequestInfo (epoch-checked on the JournalNode)
 _REQ_CALLS = frozenset({"start_log_segment", "journal", "heartbeat", "finalize_log_segment",
@@ -170,11 +179,12 @@ class AsyncLogger:
         return (f"{self.name} (written txid {self.highest_acked_txid}, {self.lag_txns} txns behind, "
                 f"{self.queued_bytes} bytes queued, {state})")
 
-    def _make_req(self) -> dict:
+    def _make_req(self, with_committed: bool = True) -> dict:
         if self.epoch is None:
             raise InvariantViolation(f"{self.name}: epoch-checked call before an epoch was set")
         self.ipc_serial += 1
-        return RequestInfo(self.jid, self.epoch, self.ipc_serial, self.committed_txid).to_wire()
+        committed = self.committed_txid if with_committed else INVALID_TXID
+        return RequestInfo(self.jid, self.epoch, self.ipc_serial, committed).to_wire()
 
     # -- connection ------------------------------------------------------------------
     async def _get_client(self) -> Any:
@@ -247,7 +257,8 @@ class AsyncLogger:
         try:
             kw = dict(op.kwargs)
             if op.method in _REQ_CALLS:
-                kw["req"] = self._make_req()
+                # Invariant 5: recovery calls never carry a committed txid.
+                kw["req"] = self._make_req(with_committed=op.method not in _RECOVERY_CALLS)
             result = await self._rpc(op.method, op.timeout_ms, **kw)
         except asyncio.CancelledError:
             if not op.future.done():

@@ -337,10 +337,16 @@ class QuorumJournalManager(Journal):
         recovery.check_committed_not_lost(decision, resps)
         urls = await self._source_urls(decision.sources, segment_txid)
         state_wire = decision.state.to_wire()
+        accepting = {"open": True}
         call = self.loggers.fan_out(
             "accept_recovery",
-            lambda lg: self._accept_with_fallback(lg, state_wire, urls))
-        await self._writer_quorum(call, s.accept_recovery_timeout_ms)
+            lambda lg: self._accept_with_fallback(lg, state_wire, urls, accepting))
+        try:
+            await self._writer_quorum(call, s.accept_recovery_timeout_ms)
+        finally:
+            # No retry may be queued once the quorum is decided: it would reach the node
+            # after the finalize and the next segment's calls (a "late accept").
+            accepting["open"] = False
         end = decision.state.end_txid
         call = self.loggers.fan_out("finalize_log_segment",
                                     lambda lg: lg.finalize_log_segment(segment_txid, end))
@@ -372,11 +378,12 @@ class QuorumJournalManager(Journal):
         return out
 
     async def _accept_with_fallback(self, lg: AsyncLogger, state_wire: list,
-                                    urls: list[tuple[str, str]]) -> None:
+                                    urls: list[tuple[str, str]], accepting: dict) -> None:
         """accept_recovery on one node, trying each tied source's URL in turn.
 
         The node's own URL goes first when it is a source (no download), then the
         others starting at a position that depends on the node (spreads the load).
+        No retry starts after the accept quorum was decided (``accepting["open"]``).
         """
         order = [u for u in urls if u[0] == lg.name]
         others = [u for u in urls if u[0] != lg.name]
@@ -385,6 +392,8 @@ class QuorumJournalManager(Journal):
             order += others[k:] + others[:k]
         last: BaseException | None = None
         for i, (src, url) in enumerate(order):
+            if i > 0 and not accepting["open"]:
+                break
             try:
                 return await lg.accept_recovery(state_wire, url)
             except (InvariantViolation, EpochError):
