@@ -60,6 +60,29 @@ class _EchoServer(asyncio.Protocol):
         self.transport.write(data)
 
 
+class _SinkServer(asyncio.Protocol):
+    """Floor for batches: reads ``u32 length | body`` messages, answers one byte per message."""
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.buf = bytearray()
+
+    def data_received(self, data):
+        buf = self.buf
+        buf += data
+        acks = 0
+        off = 0
+        while len(buf) - off >= 4:
+            end = off + 4 + int.from_bytes(buf[off:off + 4], "big")
+            if end > len(buf):
+                break
+            off = end
+            acks += 1
+        del buf[:off]
+        if acks:
+            self.transport.write(b"k" * acks)
+
+
 class _EchoClient(asyncio.Protocol):
     """Counts echoed bytes; completes a future when ``expect`` bytes have come back."""
 
@@ -89,13 +112,14 @@ def _server_main(conn, cert_dir):
     async def main():
         loop = asyncio.get_running_loop()
         echo = await loop.create_server(_EchoServer, "127.0.0.1", 0)
+        sink = await loop.create_server(_SinkServer, "127.0.0.1", 0)
         plain = RpcServer(BenchService())
         _, plain_port = await plain.start_tcp("127.0.0.1", 0)
         s = pki.CertPaths(*(os.path.join(cert_dir, f"server.{x}") for x in ("crt", "key")),
                           os.path.join(cert_dir, "ca.crt"))
         secure = RpcServer(BenchService())
         _, tls_port = await secure.start_tcp("127.0.0.1", 0, ssl=tls.server_context(s.cert, s.key, s.ca))
-        conn.send((echo.sockets[0].getsockname()[1], plain_port, tls_port))
+        conn.send((echo.sockets[0].getsockname()[1], plain_port, tls_port, sink.sockets[0].getsockname()[1]))
         await loop.run_in_executor(None, conn.recv)  # wait for "stop"
 
     asyncio.run(main())
@@ -121,6 +145,30 @@ async def _raw_floor(port, n):
     proto.transport.close()
     return {"p50_us": _pct(lat, 0.5) / 1e3, "p99_us": _pct(lat, 0.99) / 1e3, "calls_s": n / total,
             "cpu_us": cpu / n * 1e6}
+
+
+async def _raw_batches(port, batches, record_bytes):
+    """Floor for batches: the same bytes, length-prefixed, one at a time, acknowledged by one byte."""
+    loop = asyncio.get_running_loop()
+    _, proto = await loop.create_connection(_EchoClient, "127.0.0.1", port)
+    body = os.urandom(1000 * record_bytes)
+    message = len(body).to_bytes(4, "big") + body
+
+    async def one():
+        proto.expect = proto.received + 1
+        proto.waiter = loop.create_future()
+        proto.transport.write(message)
+        await proto.waiter
+
+    for _ in range(min(batches, 20)):
+        await one()
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(batches):
+        await one()
+    total, cpu = time.perf_counter() - t0, time.process_time() - c0
+    proto.transport.close()
+    return {"txns_s": batches * 1000 / total, "mb_s": batches * len(body) / total / 1e6,
+            "cpu_us": cpu / batches * 1e6}
 
 
 async def _rpc_sequential(client, n):
@@ -173,10 +221,11 @@ async def _rpc_batches(client, batches, record_bytes, in_flight):
 
 
 async def _client_main(ports, cert_dir, args):
-    echo_port, plain_port, tls_port = ports
+    echo_port, plain_port, tls_port, sink_port = ports
     n, window = args.calls, args.window
     results = {}
     results["raw echo (floor)"] = await _raw_floor(echo_port, n)
+    results["raw batches (floor)"] = await _raw_batches(sink_port, args.batches, args.record_bytes)
 
     c = pki.CertPaths(os.path.join(cert_dir, "client.crt"), os.path.join(cert_dir, "client.key"),
                       os.path.join(cert_dir, "ca.crt"))
@@ -239,7 +288,9 @@ def main(argv=None):
     print(f"{'case':<26} {'p50 us':>8} {'p99 us':>8} {'calls/s':>9} {'txns/s':>10} {'MB/s':>7} {'cpu us':>7}  vs floor")
     for name, r in results.items():
         ratio = ""
-        if "p50_us" in r:
+        if "txns_s" in r:
+            ratio = f"txns/s x{r['txns_s'] / results['raw batches (floor)']['txns_s']:.2f}"
+        elif "p50_us" in r:
             ratio = f"p50 x{r['p50_us'] / floor['p50_us']:.2f}, calls/s x{r['calls_s'] / floor['calls_s']:.2f}"
         elif "calls_s" in r:
             ratio = f"calls/s x{r['calls_s'] / floor['calls_s']:.2f}"
