@@ -131,3 +131,15 @@ def test_contexts_from_configuration(certs):
     assert tls.client_context_from_conf(conf) is not None
     with pytest.raises(ConfigError, match="qjournal.rpc.tls.cert.file"):
         tls.client_context_from_conf(Configuration.load(overrides={"qjournal.rpc.tls.enabled": "true"}))
+
+
+def test_rpc_options_from_configuration():
+    from qjournal.transport.rpc import client_options_from_conf, server_options_from_conf
+    conf = Configuration.load(overrides={"ipc.maximum.data.length": "1m", "ipc.client.connect.timeout": "3s",
+                                         "qjournal.rpc.server.max-queued-requests": "7"})
+    assert server_options_from_conf(conf) == {"max_frame_bytes": 1 << 20, "max_queued_requests": 7}
+    assert client_options_from_conf(conf) == {"max_frame_bytes": 1 << 20, "connect_timeout_ms": 3000}
+    defaults = Configuration.load(overrides={})
+    assert server_options_from_conf(defaults) == {"max_frame_bytes": 64 << 20, "max_queued_requests": 1024}
+    with pytest.raises(ConfigError, match="ipc.client.connect.timeout"):
+        client_options_from_conf(Configuration.load(overrides={"ipc.client.connect.timeout": "soon"}))

@@ -108,8 +108,10 @@ __all__ = [
     "PeerInfo",
     "RpcClient",
     "RpcServer",
+    "client_options_from_conf",
     "current_peer",
     "error_payload",
+    "server_options_from_conf",
 ]
 
 log = logging.getLogger("qjournal.transport.rpc")
@@ -140,6 +142,44 @@ class PeerInfo:
 def current_peer() -> PeerInfo | None:
     """The peer of the RPC being handled by the current task, or None outside a call."""
     return _PEER.get()
+
+
+def server_options_from_conf(conf: Any) -> dict[str, int]:
+    """``RpcServer`` keyword arguments from configuration.
+
+    Args:
+        conf: a :class:`qjournal.config.conf.Configuration`.
+
+    Returns:
+        ``{"max_frame_bytes": ipc.maximum.data.length,
+        "max_queued_requests": qjournal.rpc.server.max-queued-requests}``.
+
+    Raises:
+        ConfigError: a malformed value (names the key).
+    """
+    return {
+        "max_frame_bytes": int(conf.get_bytes("ipc.maximum.data.length")),
+        "max_queued_requests": int(conf.get_int("qjournal.rpc.server.max-queued-requests")),
+    }
+
+
+def client_options_from_conf(conf: Any) -> dict[str, int]:
+    """``RpcClient.connect_tcp`` / ``connect_memory`` keyword arguments from configuration.
+
+    Args:
+        conf: a :class:`qjournal.config.conf.Configuration`.
+
+    Returns:
+        ``{"max_frame_bytes": ipc.maximum.data.length,
+        "connect_timeout_ms": ipc.client.connect.timeout}``.
+
+    Raises:
+        ConfigError: a malformed value (names the key).
+    """
+    return {
+        "max_frame_bytes": int(conf.get_bytes("ipc.maximum.data.length")),
+        "connect_timeout_ms": int(conf.get_duration_ms("ipc.client.connect.timeout")),
+    }
 
 
 # --- shared helpers -------------------------------------------------------------------
