@@ -14,7 +14,7 @@ demo: setup
 	$(PY) -m qjournal demo
 
 soak: setup
-	$(PY) -m qjournal.sim soak --seeds $${SEEDS:-2000}
+	$(PY) -m qjournal.sim soak --seeds $${SEEDS:-2000} --jobs $${JOBS:-2} --chaos-duration-s $${CHAOS_S:-120}
 
 bench: setup
 	$(PY) -m bench.run_all

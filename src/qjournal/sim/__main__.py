@@ -102,7 +102,7 @@ def _soak(args) -> int:
     t0 = time.monotonic()
     if args.jobs > 1:
         import multiprocessing
-        with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+        with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
             results = pool.imap(_soak_worker, items, chunksize=4)
             for i, (seed, viols, counts) in enumerate(results, 1):
                 _accumulate(totals, counts)
