@@ -216,3 +216,13 @@ def test_set_none_unsets_and_source_tracks_origin():
     assert c.get_address("dfs.journalnode.rpc-address") == ("127.0.0.1", 0)
     c.set("ha.zookeeper.quorum", ["a:1", "b:2"])
     assert c.get_list("ha.zookeeper.quorum") == ["a:1", "b:2"] and c.source("ha.zookeeper.quorum") == "set()"
+
+
+def test_every_key_is_documented_and_its_default_parses():
+    from qjournal.config.conf import _parse
+    c = Configuration()
+    for name, key in K.KEYS.items():
+        assert key.doc.strip(), f"{name} has no doc"
+        if key.default is not None and not key.is_template:
+            raw = c.get_raw(name)  # after ${...} substitution
+            _parse(key, name, raw, "default")
