@@ -74,7 +74,7 @@ from qjournal.protocol.segment import (
 log = logging.getLogger("qjournal.journal.journalset")
 
 
-@dataclass
+@dataclass(eq=False)
 class JournalAndStream:
     """One member of a JournalSet with its current stream and health."""
 
@@ -221,11 +221,12 @@ class JournalSet(Journal):
                 f"{self.uri}: cannot start segment at txid {txid}: segment {self._stream.segment_txid} "
                 f"is still open", txid=txid)
         to_restore = self.failed()
+        restoring = {id(m) for m in to_restore}  # identity, not dataclass equality
         for m in to_restore:
             m.failed, m.failure = False, ""
 
         async def restore_and_start(m: JournalAndStream) -> EditLogOutputStream:
-            if m in to_restore:
+            if id(m) in restoring:
                 await m.journal.recover_unfinalized_segments()
             return await m.journal.start_log_segment(txid, layout_version)
 
@@ -233,7 +234,7 @@ class JournalSet(Journal):
         streams = await self._each(members, "start_log_segment", restore_and_start)
         for m, st in zip(members, streams):
             m.stream = st
-            if st is not None and m in to_restore:
+            if st is not None and id(m) in restoring:
                 m.restored_at_txid = txid
                 log.info("journal restored", extra={"journal": m.name, "txid": txid})
         self._check_enough("start_log_segment")
