@@ -11,7 +11,7 @@ from __future__ import annotations
 from qjournal.errors import EpochError
 from qjournal.protocol import jn_rules, recovery
 from qjournal.sim.faults import FaultConfig
-from qjournal.sim.workload import SimOptions, replay_command, run_seed
+from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
 
 #: the bound: a broken rule must show within this many seeds
 MAX_SEEDS = 40
@@ -27,6 +27,10 @@ def _first_violation(rules: set[str], faults: FaultConfig = FaultConfig()):
         hits = [v for v in r.unexplained if v.rule in rules]
         if hits:
             print(f"caught at seed {seed}: {hits[0]}\nreplay: {replay_command(r.options)}")
+            small = minimise(r.options, r, budget=8)
+            # the minimised run still shows a violation and is no longer than the original
+            assert small.unexplained and small.options.steps <= r.options.steps
+            print(f"smallest failing run: {replay_command(small.options)}")
             return seed, hits
     return None, []
 

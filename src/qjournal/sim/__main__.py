@@ -148,7 +148,14 @@ def _accumulate(totals: dict[str, int], counts: dict[str, int]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.faults is not None:
+        from qjournal.sim.faults import FaultConfig
+        try:
+            FaultConfig.parse(args.faults)
+        except ValueError as e:
+            parser.error(str(e))
     if args.command == "soak":
         return _soak(args)
     if args.command == "chaos":
