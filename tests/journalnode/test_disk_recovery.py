@@ -70,9 +70,12 @@ def test_damage_followed_by_records_is_left_alone(tmp_path):
         rs = j.open_segment_for_read(1, True)
         with rs.stream as f:
             assert f.read(rs.length) == good  # readers only ever see the valid prefix
-        # finalizing at the valid end cuts the damage off
+        # recovering and finalizing at the valid end cuts the damage off
         w = Writer(JID, 2)
         j.new_epoch(NS, 2)
+        state = j.prepare_recovery(w.req(), 1).segment_state
+        assert state.end_txid == 5
+        j.accept_recovery_commit(j.accept_recovery_plan(w.req(), state), None)
         j.finalize_log_segment(w.req(), 1, 5)
         with open(cur(tmp_path, "edits_0000000000000000001-0000000000000000005"), "rb") as f:
             assert f.read() == good

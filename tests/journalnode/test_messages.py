@@ -11,6 +11,8 @@ SAMPLES = [
     RequestInfo("j1", 3, 7, 100),
     RequestInfo("j1", 0, 0),
     SegmentState(1, 10, True),
+    SegmentState(1, 10, True, 0xDEADBEEF),
+    PersistedPaxosData(SegmentState(3, 9, True, 7), 2),
     PersistedPaxosData(SegmentState(1, 10, True), 4),
     PrepareRecoveryResponse(SegmentState(5, 9, False), 2, 3, 8),
     PrepareRecoveryResponse(None, None, 0, None),
@@ -42,6 +44,8 @@ def test_paxos_bytes_round_trip():
     (RequestInfo, {"jid": "j", "epoch": True, "ipc_serial": 1}, "epoch"),
     (RequestInfo, {"jid": "j", "epoch": -1, "ipc_serial": 1}, "negative epoch"),
     (SegmentState, [1, 2], "expected"),
+    (SegmentState, [1, 2, True, -1], "not a CRC32C"),
+    (SegmentState, [1, 2, True, "x"], "digest"),
     (SegmentState, [1, 2, 1], "in_progress"),
     (SegmentState, "x", "expected"),
     (Manifest, {"segments": 3}, "segments"),
@@ -57,3 +61,10 @@ def test_committed_txid_defaults():
     assert r.committed_txid == INVALID_TXID and not r.has_committed_txid
     r = RequestInfo.from_wire({"jid": "j", "epoch": 1, "ipc_serial": 2, "committed_txid": None})
     assert r.committed_txid == INVALID_TXID
+
+
+def test_segment_state_digest_on_the_wire_only_when_known():
+    assert SegmentState(1, 2, True).to_wire() == [1, 2, True]
+    assert SegmentState(1, 2, True, 5).to_wire() == [1, 2, True, 5]
+    assert SegmentState.from_wire([1, 2, True, 5]).digest == 5
+    assert SegmentState(1, 2, True, 5) == SegmentState(1, 2, True, 6)  # not part of equality

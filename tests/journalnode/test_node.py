@@ -179,13 +179,18 @@ def test_accept_recovery_downloads_from_peer_over_http(tmp_path):
                 await c.call("new_epoch", jid=JID, ns_info=NS.to_wire(), epoch=2)
             ra = await ca.call("prepare_recovery", req=w2.req().to_wire(), segment_txid=1)
             rb = await cb.call("prepare_recovery", req=w2.req().to_wire(), segment_txid=1)
-            assert ra["segment_state"] == [1, 5, True] and rb["segment_state"] == [1, 2, True]
+            assert ra["segment_state"][:3] == [1, 5, True] and rb["segment_state"][:3] == [1, 2, True]
+            # the digest of a's copy travels with the state and is checked on the download
+            state = ra["segment_state"]
+            assert len(state) == 4
             url = f"http://{a.http_bound}/getJournal?jid={JID}&segmentTxId=1&storageInfo=12345:cluster-a"
+            with pytest.raises(JournalError, match="digest"):  # a value whose digest is not a's
+                await cb.call("accept_recovery", req=w2.req().to_wire(),
+                              segment_state=state[:3] + [state[3] ^ 1], from_url=url)
             for c in (ca, cb):
-                await c.call("accept_recovery", req=w2.req().to_wire(), segment_state=[1, 5, True],
-                             from_url=url)
+                await c.call("accept_recovery", req=w2.req().to_wire(), segment_state=state, from_url=url)
             rb = await cb.call("prepare_recovery", req=w2.req().to_wire(), segment_txid=1)
-            assert rb["segment_state"] == [1, 5, True] and rb["accepted_in_epoch"] == 2
+            assert rb["segment_state"] == state and rb["accepted_in_epoch"] == 2
             for c in (ca, cb):
                 await c.call("finalize_log_segment", req=w2.req().to_wire(), start_txid=1, end_txid=5)
                 m = await c.call("get_edit_log_manifest", jid=JID, since_txid=0, in_progress_ok=True)

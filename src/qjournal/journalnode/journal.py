@@ -49,18 +49,24 @@ Invariants (cited in the code as [In]):
 6. ``start_log_segment(txid)`` may overwrite an in-progress segment at ``txid``
    only if it holds at most one txn; never a finalized one (reference §2.4).
 7. Paxos data is written by atomic replace and is the commit point of
-   ``accept_recovery``: the downloaded tmp file is durable (data and directory
-   entry) before it, and the rename of the tmp file over the in-progress file
-   comes after it. Reopening, ``prepare_recovery`` and ``accept_recovery``
+   ``accept_recovery``: the downloaded tmp file (or, without a download, the
+   kept copy) is durable (data and directory entry) before it, and the rename
+   of the tmp file over the in-progress file comes after it. Reopening, ``prepare_recovery`` and ``accept_recovery``
    roll a half-done accept forward (HDFS-3955); a tmp file without matching
    paxos data is deleted (the commit point was not reached).
 8. Accepted epochs only grow: an accept in an epoch lower than the one already
    accepted is ``InvariantViolation`` ("Bad paxos transition").
-9. Recovery never discards a txn this node knows is committed ("would discard
-   already-committed txn") and never replaces a finalized segment by another
-   length; both are ``InvariantViolation``.
+9. Recovery never discards a txn an older writer reported committed ("would
+   discard already-committed txn") and never replaces a finalized segment by
+   another value; both are ``InvariantViolation``. A committed txid reported
+   in the accepting epoch itself lies in a newer segment (a late accept) and is
+   not compared. A copy of the chosen length but other contents (the state's
+   ``digest``, seed 000 §2.8) is replaced, never kept.
 10. A finalized segment is never un-finalized, and re-finalizing it with
-    another end txid is ``InvariantViolation``.
+    another end txid is ``InvariantViolation``. Its bytes are fsynced before the
+    rename (batches known committed were appended without fsync). A segment
+    that is not the requesting writer's open one is finalized only if that
+    epoch accepted it in recovery or wrote it itself.
 11. Torn tails: after a crash an in-progress segment may end in a partial
     record. It is truncated at the last valid record on open when that is
     safe, i.e. when nothing decodable follows the damage (a partial record
@@ -74,6 +80,7 @@ Invariants (cited in the code as [In]):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import struct
 from dataclasses import dataclass
@@ -100,29 +107,32 @@ VERSION_FILE = "VERSION"
 LAST_PROMISED_EPOCH = "last-promised-epoch"
 LAST_WRITER_EPOCH = "last-writer-epoch"
 COMMITTED_TXID = "committed-txid"
-_COMMITTED = struct.Struct(">qI")  # value, crc32c of the value
+_COMMITTED = struct.Struct(">qqI")  # txid, epoch that reported it, crc32c of both
 
 
-def encode_committed(txid: int) -> bytes:
-    """``committed-txid`` content: the txid and a CRC32C of it (12 bytes, written in place).
+def encode_committed(txid: int, epoch: int) -> bytes:
+    """``committed-txid`` content: the txid, the epoch of the writer that reported it, and a
+    CRC32C of both (20 bytes, overwritten in place without fsync).
 
     Better than Hadoop's bare 8 bytes: it is written without fsync, so after a
     crash it may be stale (harmless: it only ever lags) or, on a simulated or
     broken disk, torn; a torn value must read as "unknown", never as a bogus
     larger txid (which would skip fsyncs [I3] and trip the recovery assertions).
+    The epoch tells recovery whether the txid belongs to an older writer's
+    history [I9].
     """
-    head = struct.pack(">q", txid)
-    return _COMMITTED.pack(txid, crc32c(head))
+    head = struct.pack(">qq", txid, epoch)
+    return head + crc32c(head).to_bytes(4, "big")
 
 
-def decode_committed(raw: bytes | None) -> int:
-    """The committed txid stored by :func:`encode_committed`, INVALID_TXID when absent or damaged."""
+def decode_committed(raw: bytes | None) -> tuple[int, int]:
+    """(txid, epoch) stored by :func:`encode_committed`; (INVALID_TXID, 0) when absent or damaged."""
     if raw is None or len(raw) != _COMMITTED.size:
-        return INVALID_TXID
-    txid, crc = _COMMITTED.unpack(raw)
-    if crc != crc32c(raw[:8]) or txid < 0:
-        return INVALID_TXID
-    return txid
+        return INVALID_TXID, 0
+    txid, epoch, crc = _COMMITTED.unpack(raw)
+    if crc != crc32c(raw[:16]) or txid < 0 or epoch < 0:
+        return INVALID_TXID, 0
+    return txid, epoch
 
 #: Named points where ``fault_hook(name)`` is called (the simulator raises a crash there).
 FAULT_POINTS = (
@@ -311,6 +321,7 @@ class Journal:
         self.last_promised_epoch = 0
         self.last_writer_epoch = 0
         self.committed_txid = INVALID_TXID
+        self.committed_epoch = 0  # epoch of the request that reported committed_txid
         self.current_ipc_serial = -1
         self.highest_written_txid = 0
         self._cur: _OpenSegment | None = None
@@ -339,7 +350,7 @@ class Journal:
         self.ns_info = None if raw is None else decode_version(raw, f"{st.where}/{VERSION_FILE}")
         self.last_promised_epoch = st.read_long(LAST_PROMISED_EPOCH, 0)
         self.last_writer_epoch = st.read_long(LAST_WRITER_EPOCH, 0)
-        self.committed_txid = decode_committed(st.read_small(COMMITTED_TXID))
+        self.committed_txid, self.committed_epoch = decode_committed(st.read_small(COMMITTED_TXID))
         # Leftovers of write_atomic: the target still holds the old (valid) value.
         removed = False
         for sub in ("", PAXOS_DIR):
@@ -457,7 +468,8 @@ class Journal:
         self.current_ipc_serial = d.ipc_serial
         if d.committed_changed:
             self.committed_txid = d.committed_txid
-            self.storage.write_best_effort(COMMITTED_TXID, encode_committed(d.committed_txid))
+            self.committed_epoch = d.epoch
+            self.storage.write_best_effort(COMMITTED_TXID, encode_committed(d.committed_txid, d.epoch))
 
     def _abort_cur(self, why: str) -> None:
         if self._cur is not None:
@@ -562,6 +574,7 @@ class Journal:
         self.last_promised_epoch = 0
         self.last_writer_epoch = 0
         self.committed_txid = INVALID_TXID
+        self.committed_epoch = 0
         self.current_ipc_serial = -1
         self.highest_written_txid = 0
 
@@ -820,10 +833,14 @@ class Journal:
             if ext is None:
                 raise JournalOutOfSyncError(f"journal {self.jid}: No log file to finalize at transaction "
                                             f"ID {start_txid}", jid=self.jid, start_txid=start_txid)
+            if need_validation:
+                self._check_copy_is_writers(req, start_txid, end_txid, inprog_name)
             if self.storage.size(inprog_name) > ext.valid_length:
                 # Bytes past the agreed end are never data; a finalized file ends cleanly.
                 self.storage.truncate(inprog_name, ext.valid_length)
-                self.storage.sync(inprog_name)
+            # The content must be durable before the rename makes it final: batches known
+            # committed were appended without fsync (HDFS-3885) [I3, I10].
+            self.storage.sync(inprog_name)
             self._hook("before_finalize_rename")
             self._extents.pop(inprog_name, None)
             self.storage.rename(inprog_name, segment_file_name(start_txid, end_txid))
@@ -831,6 +848,54 @@ class Journal:
             self.storage.sync_dir()
         # A finalized segment is a decided value; its paxos data is no longer needed.
         self.storage.delete_paxos(start_txid)
+
+    def _check_copy_is_writers(self, req: RequestInfo, start_txid: int, end_txid: int, name: str) -> None:
+        """Refuse to finalize an in-progress copy the requesting writer neither wrote nor accepted [I10].
+
+        A recovery finalize reaches every node, also one whose accept-recovery
+        failed or never arrived; its copy may have the right end txid but another
+        writer's records. The copy may be finalized only if this epoch accepted it
+        (paxos data of ``req.epoch`` with that end) or wrote it (it is the newest
+        segment and ``req.epoch`` is the last writer epoch: a normal roll after this
+        node restarted).
+
+        Raises:
+            JournalOutOfSyncError
+        """
+        paxos = self._load_paxos(start_txid)
+        if paxos is not None and paxos.accepted_in_epoch == req.epoch and \
+                paxos.segment_state.end_txid == end_txid:
+            return
+        segs = self._list_segments()
+        if segs and segs[-1][0] == start_txid and self.last_writer_epoch == req.epoch:
+            return
+        raise JournalOutOfSyncError(
+            f"journal {self.jid}: not finalizing {name} at txid {end_txid}: epoch {req.epoch} neither wrote "
+            f"it (last writer epoch {self.last_writer_epoch}) nor accepted it in recovery "
+            f"(paxos data: {paxos.segment_state if paxos else None} in epoch "
+            f"{paxos.accepted_in_epoch if paxos else None})",
+            jid=self.jid, start_txid=start_txid, end_txid=end_txid)
+
+    def _digest(self, state: SegmentState) -> int:
+        """CRC32C of the records ``state.start_txid .. state.end_txid`` of this node's copy.
+
+        Raises:
+            JournalError: the copy does not hold exactly those txids.
+        """
+        for start, end, name in self._list_segments():
+            if start != state.start_txid:
+                continue
+            if end is None:
+                ext = self._extent(name)
+                if ext is not None and ext.last_txid == state.end_txid:
+                    return crc32c(self.storage.read(name, HEADER_SIZE, ext.valid_length - HEADER_SIZE))
+            else:
+                data = self.storage.read(name)
+                res = scan_segment(data, expected_first_txid=start, stop_after_txid=state.end_txid,
+                                   max_record_bytes=self.max_record_bytes)
+                if res.last_txid == state.end_txid:
+                    return crc32c(memoryview(data)[HEADER_SIZE:res.valid_length])
+        raise JournalError(f"journal {self.jid}: no copy of segment {state} to digest", jid=self.jid)
 
     def purge_logs_older_than(self, req: RequestInfo, min_txid_to_keep: int) -> list[str]:
         """Delete segments wholly below ``min_txid_to_keep`` and their paxos files.
@@ -955,6 +1020,8 @@ class Journal:
                     f"epoch {paxos.accepted_in_epoch}, but the on-disk segment is {state}")
             return PrepareRecoveryResponse(paxos.segment_state, paxos.accepted_in_epoch,
                                            self.last_writer_epoch, committed)
+        if state is not None:
+            state = dataclasses.replace(state, digest=self._digest(state))
         return PrepareRecoveryResponse(state, None, self.last_writer_epoch, committed)
 
     def accept_recovery_plan(self, req: RequestInfo, segment_state: SegmentState) -> AcceptRecoveryPlan:
@@ -964,6 +1031,9 @@ class Journal:
             EpochError, JournalOutOfSyncError, JournalNotFormattedError,
             InvalidRequestError (bad recovery state), InvariantViolation.
         """
+        # [I9]: only a committed txid reported by an *older* writer describes the history
+        # being recovered; one reported in this epoch lies in a newer segment (a late accept).
+        older_committed = self.committed_txid if self.committed_epoch < req.epoch else INVALID_TXID
         self._check(req)
         self._abort_cur("accept recovery")
         s = segment_state
@@ -981,7 +1051,7 @@ class Journal:
         if current is None:
             download = True
         elif current.end_txid != s.end_txid:
-            c = self.committed_txid
+            c = older_committed
             if c != INVALID_TXID and current.start_txid <= c <= current.end_txid and \
                     not s.start_txid <= c <= s.end_txid:
                 raise InvariantViolation(
@@ -992,9 +1062,18 @@ class Journal:
                     f"journal {self.jid}: Should never be asked to synchronize a different log {s} on top "
                     f"of an already-finalized segment {current}")
             download = True
+        elif s.digest is not None and self._digest(current) != s.digest:
+            # Same length, other records (another writer's copy): replace it [I9].
+            if not current.in_progress:
+                raise InvariantViolation(
+                    f"journal {self.jid}: finalized segment {current} has other contents than the value "
+                    f"{s} to accept (digest {self._digest(current):08x})")
+            log.info("journal %s: accept recovery of %s: our copy has the same length but other "
+                     "contents; downloading", self.jid, s)
+            download = True
         else:
-            log.info("journal %s: accept recovery of %s: already have the same length, no download",
-                     self.jid, s)
+            log.info("journal %s: accept recovery of %s: already have the same %s, no download",
+                     self.jid, s, "length" if s.digest is None else "contents")
         return AcceptRecoveryPlan(s, req.epoch, download, _tmp_accept_name(s.start_txid, req.epoch))
 
     def accept_recovery_commit(self, plan: AcceptRecoveryPlan, data: bytes | None) -> None:
@@ -1030,6 +1109,12 @@ class Journal:
                     f"{res.first_txid}-{res.last_txid} (header {'ok' if res.header_ok else 'bad'}), "
                     f"expected {s.start_txid}-{s.end_txid}", jid=self.jid)
             body = data[:res.valid_length] if res.valid_length < len(data) else data
+            if s.digest is not None:
+                got = crc32c(memoryview(body)[HEADER_SIZE:])
+                if got != s.digest:
+                    raise JournalError(
+                        f"journal {self.jid}: downloaded segment for {s} has digest {got:08x}, expected "
+                        f"{s.digest:08x}", jid=self.jid)
             st = self.storage
             try:
                 st.create(plan.tmp_name, body)
@@ -1041,6 +1126,12 @@ class Journal:
                                    f"{plan.tmp_name} failed: {e}", jid=self.jid) from e
             self._hook("after_download_tmp")
             ext = _Extent(s.start_txid, s.end_txid, res.valid_length)
+        else:
+            # The kept copy becomes the accepted value: its bytes must be durable before the
+            # decision is (batches known committed were appended without fsync) [I3, I7].
+            for start, _end, name in self._list_segments():
+                if start == s.start_txid:
+                    self.storage.sync(name)
         self._hook("before_persist_paxos")
         self.storage.write_paxos(s.start_txid, PersistedPaxosData(s, plan.epoch).to_bytes())  # COMMIT
         self._hook("after_persist_paxos")

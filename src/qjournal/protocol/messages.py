@@ -129,40 +129,55 @@ class RequestInfo:
 
 @dataclass(frozen=True, slots=True, order=True)
 class SegmentState:
-    """A segment's extent (HDFS SegmentStateProto). Wire form ``[start, end, in_progress]``.
+    """A segment's extent (HDFS SegmentStateProto). Wire form ``[start, end, in_progress]``,
+    or ``[start, end, in_progress, digest]`` when the content digest is known.
 
     For an in-progress segment ``end_txid`` is the highest txid written so far.
+
+    ``digest`` is the CRC32C of the segment's record bytes from ``start_txid``
+    through ``end_txid`` (header excluded), as reported by ``prepare_recovery``
+    (seed 000 §2.8 sends an md5 of the segment with its length). A JournalNode
+    asked to accept a state compares it with its own copy, so a copy of the
+    same length but other contents (written by another writer) is replaced,
+    not kept. It takes no part in equality or ordering; None means unknown.
     """
 
     start_txid: int
     end_txid: int
     in_progress: bool
+    digest: int | None = field(default=None, compare=False)
 
     @property
     def num_txns(self) -> int:
         return self.end_txid - self.start_txid + 1
 
     def to_wire(self) -> list:
-        return [self.start_txid, self.end_txid, self.in_progress]
+        if self.digest is None:
+            return [self.start_txid, self.end_txid, self.in_progress]
+        return [self.start_txid, self.end_txid, self.in_progress, self.digest]
 
     @classmethod
     def from_wire(cls, w: Any) -> "SegmentState":
-        """Accepts ``[s, e, ip]`` or ``{"start_txid", "end_txid", "in_progress"}``.
+        """Accepts ``[s, e, ip]``, ``[s, e, ip, digest]`` or a map with those field names.
 
         Raises: InvalidRequestError on a malformed value.
         """
         where = "SegmentState"
         if isinstance(w, dict):
             w = [_get(w, "start_txid", where), _get(w, "end_txid", where),
-                 _get(w, "in_progress", where)]
-        if not isinstance(w, (list, tuple)) or len(w) != 3:
-            raise InvalidRequestError(f"{where}: expected [start, end, in_progress], got {w!r:.80}",
+                 _get(w, "in_progress", where), w.get("digest")]
+        if not isinstance(w, (list, tuple)) or len(w) not in (3, 4):
+            raise InvalidRequestError(f"{where}: expected [start, end, in_progress(, digest)], got {w!r:.80}",
                                       where=where)
+        digest = wire_opt_int(w[3], where, "digest") if len(w) == 4 else None
+        if digest is not None and not 0 <= digest <= 0xFFFFFFFF:
+            raise InvalidRequestError(f"{where}: digest {digest} is not a CRC32C", where=where)
         return cls(wire_int(w[0], where, "start_txid"), wire_int(w[1], where, "end_txid"),
-                   wire_bool(w[2], where, "in_progress"))
+                   wire_bool(w[2], where, "in_progress"), digest)
 
     def __str__(self) -> str:
-        return f"[{self.start_txid}-{self.end_txid}{' (in-progress)' if self.in_progress else ''}]"
+        d = "" if self.digest is None else f" crc {self.digest:08x}"
+        return f"[{self.start_txid}-{self.end_txid}{' (in-progress)' if self.in_progress else ''}{d}]"
 
 
 @dataclass(frozen=True, slots=True)
