@@ -143,3 +143,33 @@ def test_restart_replays_image_and_edits_and_checkpoint_upload(tmp_path):
             await nn1b.stop()
 
     asyncio.run(main())
+
+
+def test_standby_behind_purged_edits_reports_not_ready_and_refuses_to_become_active(tmp_path):
+    async def main():
+        nn1, nn2, conf = await start_pair(tmp_path)
+        try:
+            await nn1.transition_to_active("user")
+            await nn1.rpc_mkdirs("/a", user="hdfs", groups=[])
+            second = await nn1.editlog.roll()
+            await nn1.rpc_mkdirs("/b", user="hdfs", groups=[])
+            await nn1.editlog.roll()
+            await nn1.journal_set.purge_logs_older_than(second)   # the first segment is gone
+            rounds = nn2.tailer.rounds
+            nn2.tailer.trigger()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 20
+            while nn2.tailer.rounds == rounds:   # wait for one tailing round (a condition)
+                assert loop.time() < deadline, "the tailer did not run"
+                await asyncio.sleep(0.01)
+            st = await nn2.rpc_get_service_status()
+            assert st["ready_to_become_active"] is False and "gap" in st["not_ready_reason"]
+            await nn1.transition_to_standby("user")
+            with pytest.raises(ServiceFailedError, match="gap|not available|expected txid"):
+                await nn2.transition_to_active("user")
+            assert nn2.state == HAState.STANDBY
+        finally:
+            await nn1.stop()
+            await nn2.stop()
+
+    asyncio.run(main())

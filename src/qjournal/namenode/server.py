@@ -690,6 +690,9 @@ class NameNode:
             ready, reason = False, "the NameNode is still loading its namespace"
         elif not self.ha_enabled and self.state != HAState.ACTIVE:
             ready, reason = False, "HA is not enabled"
+        elif self.state == HAState.STANDBY and self.tailer is not None and self.tailer.gap:
+            ready, reason = False, (f"the shared journal has a gap after txid {self.tailer.last_applied_txid} "
+                                    f"(re-run namenode -bootstrapStandby): {self.tailer.last_error}")
         return {"state": self.state.value, "ready_to_become_active": ready, "not_ready_reason": reason}
 
     async def rpc_monitor_health(self) -> None:

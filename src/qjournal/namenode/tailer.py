@@ -73,6 +73,8 @@ class EditLogTailer:
         self.journal: Journal | None = None
         self.rounds = 0
         self.last_error: str = ""
+        #: the last round found a hole after last_applied_txid (edits purged before this standby read them)
+        self.gap = False
         #: txids applied in total (bench: tail lag)
         self.applied_total = 0
         #: records applied per lock acquisition
@@ -153,10 +155,16 @@ class EditLogTailer:
                 assert self.journal is not None
                 await self.catch_up(self.journal, self.in_progress_ok)
                 self.last_error = ""
+                self.gap = False
             except asyncio.CancelledError:
                 raise
             except InvariantViolation:
                 raise
+            except GapInTransactionsError as e:
+                # the edits this standby needs were purged: it must be re-bootstrapped
+                self.last_error = str(e)
+                self.gap = True
+                log.error("edit log tailing hit a gap (re-run namenode -bootstrapStandby): %s", e)
             except QJournalError as e:
                 self.last_error = str(e)
                 log.warning("edit log tailing failed, will retry: %s", e)
