@@ -81,7 +81,7 @@ def test_sigkill_active_then_manual_failover_loses_no_acknowledged_op(cluster, t
     # no rolls during the test: the standby follows the in-progress segment (committed txids only)
     cluster.common.update({"dfs.ha.log-roll.period": "1h", "dfs.ha.tail-edits.in-progress": "true"})
     nn1, nn2 = start_ha(cluster, tmp_path)
-    conf = client_conf(cluster, **{"dfs.client.failover.max.attempts": "40",
+    conf = client_conf(cluster, **{"dfs.client.failover.max.attempts": "200",
                                    "dfs.client.failover.sleep.base.millis": "50",
                                    "dfs.client.failover.sleep.max.millis": "500",
                                    "qjournal.client.rpc-timeout.ms": "5000"})
