@@ -111,6 +111,7 @@ def _soak(args) -> int:
                     print(f"seed {seed}: {len(viols)} violation(s): {viols[0]}", flush=True)
                 if i % 100 == 0:
                     print(f"... {i}/{len(items)} seeds, {len(failing)} failing", flush=True)
+                    _write_report(args, i, totals, failing, t0, partial=True)
     else:
         for i, item in enumerate(items, 1):
             seed, viols, counts = _soak_worker(item)
@@ -120,10 +121,8 @@ def _soak(args) -> int:
                 print(f"seed {seed}: {len(viols)} violation(s): {viols[0]}", flush=True)
             if i % 100 == 0:
                 print(f"... {i}/{len(items)} seeds, {len(failing)} failing", flush=True)
-    wall = time.monotonic() - t0
-    summary = {"seeds_run": len(items), "first_seed": args.first, "steps_per_seed": args.soak_steps,
-               "failing_seeds": [s for s, _ in failing], "wall_s": round(wall, 1),
-               "counts": dict(sorted(totals.items()))}
+                _write_report(args, i, totals, failing, t0, partial=True)
+    summary = _write_report(args, len(items), totals, failing, t0, partial=False)
     print(json.dumps(summary, indent=2, sort_keys=True))
     if failing:
         seed = failing[0][0]
@@ -132,14 +131,22 @@ def _soak(args) -> int:
         small = minimise(opts, run_seed(opts))
         print(f"first failing seed minimised: {replay_command(small.options)}")
         print(small.explain())
-    if args.report:
-        with open(args.report, "w") as f:
-            json.dump(summary, f, indent=2, sort_keys=True)
     rc = 1 if failing else 0
     if args.chaos_duration_s > 0:
         from qjournal.sim.chaos import main_chaos
         rc |= main_chaos(duration_s=args.chaos_duration_s, seed=args.first, nodes=3)
     return rc
+
+
+def _write_report(args, seeds_run: int, totals: dict, failing: list, t0: float, partial: bool) -> dict:
+    """The soak summary; also written to ``--report`` (every 100 seeds while running)."""
+    summary = {"seeds_run": seeds_run, "first_seed": args.first, "steps_per_seed": args.soak_steps,
+               "partial": partial, "failing_seeds": [s for s, _ in failing],
+               "wall_s": round(time.monotonic() - t0, 1), "counts": dict(sorted(totals.items()))}
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump(summary, f, indent=2, sort_keys=True)
+    return summary
 
 
 def _accumulate(totals: dict[str, int], counts: dict[str, int]) -> None:
