@@ -37,8 +37,10 @@ def test_file_shared_edits_failover_through_the_clis(cluster, tmp_path):
     nn2_conf = {"dfs.namenode.name.dir": f"file://{t}/nn2"}
     out = cluster.run("namenode", "-format", "-clusterid", "CID-cli", extra=nn1_conf)
     assert "Formatted namespace" in out.stdout
-    nn1 = cluster.start("nn1", "namenode", "--nn-id", "nn1", "--rpc-address", "127.0.0.1:0", extra=nn1_conf)
+    nn1 = cluster.start("nn1", "namenode", "--nn-id", "nn1", "--rpc-address", "127.0.0.1:0",
+                        "--pid-file", f"{t}/nn1.pid", extra=nn1_conf)
     assert nn1.ready["role"] == "namenode" and nn1.ready["state"] == "standby"
+    assert open(f"{t}/nn1.pid").read().strip() == str(nn1.pid) == str(nn1.ready["pid"])
     cluster.common["dfs.namenode.rpc-address.ns1.nn1"] = nn1.ready["rpc"]
     out = cluster.run("namenode", "-bootstrapStandby", "--nn-id", "nn2", extra=nn2_conf)
     assert "image at txid 0" in out.stdout
