@@ -135,7 +135,7 @@ class QuorumJournalManager(Journal):
         connector_factory: ``address -> connector`` overriding the transport
             (fault-injection tests).
         client_name: this client's node name on a memory network.
-        ssl: client TLS context for RPC.
+        ssl: client TLS context for RPC (default: from the ``qjournal.rpc.tls.*`` keys of ``conf``).
     """
 
     def __init__(self, uri: str, conf: Any = None, ns_info: NamespaceInfo | None = None,
@@ -152,6 +152,10 @@ class QuorumJournalManager(Journal):
         self.settings = settings or QJMSettings.from_conf(conf)
         self.ns_info = ns_info
         self._network = network
+        if ssl is None and network is None and conf is not None and hasattr(conf, "get_bool"):
+            # Mutual TLS on RPC when qjournal.rpc.tls.enabled (the JournalNodes then require it).
+            from qjournal.transport.tls import client_context_from_conf  # noqa: PLC0415
+            ssl = client_context_from_conf(conf)
         self._ssl = ssl
         self._client_name = client_name
         loggers = []
