@@ -333,3 +333,19 @@ def test_a_node_that_never_answers_adds_no_wait_and_its_queue_stays_bounded(tmp_
         never.cancel()
         await q.close(drain_timeout_ms=0)
     run(tmp_path, sc)
+
+
+def test_sync_with_nothing_new_waits_for_an_overlapping_sync(tmp_path):
+    async def sc(c):
+        q = c.qjm()
+        await q.format(NS)
+        await q.recover_unfinalized_segments()
+        s = await q.start_log_segment(1)
+        s.write(1, body(1))
+        s.mark()
+        first = asyncio.ensure_future(s.sync())  # dispatches txid 1 (or finds it dispatched)
+        await s.sync()  # whichever of the two sends txid 1, this one returns only once it is durable
+        assert s.last_synced_txid == 1
+        await first
+        await q.close()
+    run(tmp_path, sc)

@@ -29,6 +29,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -72,6 +73,7 @@ class QuorumOutputStream(EditLogOutputStream):
         self._ready_bytes = 0
         self._closed = False
         self._failed: BaseException | None = None
+        self._inflight: list[asyncio.Future] = []  # one per sync waiting for its quorum
         s = qjm.settings
         self._max_batch_bytes = max(s.max_frame_bytes - _FRAME_MARGIN_BYTES, 1)
 
@@ -197,7 +199,22 @@ class QuorumOutputStream(EditLogOutputStream):
         """
         self._check_open()
         if not self._ready:
+            # Nothing new, but an overlapping sync may still be waiting for its quorum:
+            # "every marked record durable" includes the records it carries.
+            pending = [f for f in self._inflight if not f.done()]
+            if pending:
+                await asyncio.wait(pending)
+                self._check_open()  # raises the failure of an earlier sync
             return
+        done = asyncio.get_running_loop().create_future()
+        self._inflight.append(done)
+        try:
+            await self._sync_ready()
+        finally:
+            self._inflight.remove(done)
+            done.set_result(None)
+
+    async def _sync_ready(self) -> None:
         qjm = self._qjm
         loggers = qjm.loggers
         # Detach and enqueue synchronously: the enqueue order on every logger is the txid order.

@@ -297,8 +297,9 @@ class QuorumJournalManager(Journal):
         try:
             res = await self.loggers.wait_for_quorum(call, self.settings.new_epoch_timeout_ms)
         except QJournalError as e:
+            fields = {**e.fields, "jid": self.jid, "epoch": epoch}
             raise type(e)(f"journal {self.jid!r}: could not get a quorum to promise epoch {epoch} "
-                          f"(another writer may be starting): {e}", jid=self.jid, epoch=epoch) from e
+                          f"(another writer may be starting): {e}", **fields) from e
         self.loggers.set_epoch(epoch)
         self.epoch = epoch
         log.info("journal %r: successfully started new epoch %d", self.jid, epoch)
