@@ -343,8 +343,11 @@ def test_sync_with_nothing_new_waits_for_an_overlapping_sync(tmp_path):
         s = await q.start_log_segment(1)
         s.write(1, body(1))
         s.mark()
-        first = asyncio.ensure_future(s.sync())  # dispatches txid 1 (or finds it dispatched)
-        await s.sync()  # whichever of the two sends txid 1, this one returns only once it is durable
+        from .fakes import wait_until
+        first = asyncio.ensure_future(s.sync())
+        await wait_until(lambda: s.pending_bytes == 0)  # the first sync dispatched txid 1
+        assert s.last_synced_txid == 0
+        await s.sync()  # nothing new: returns only once txid 1 is durable
         assert s.last_synced_txid == 1
         await first
         await q.close()
