@@ -7,14 +7,19 @@ against the physical floor of this machine, measured in the same run: the
 round trip of a raw asyncio echo server (no framing, no msgpack, no dispatch)
 over loopback TCP.
 
-What runs: a server process (raw echo server, RpcServer over TCP, RpcServer
-over mutual TLS) and this client process, on loopback. The in-memory network
-runs client and server in this process. Reported:
+What runs: a server process (raw echo server, raw length-prefixed sink, RpcServer
+over TCP, RpcServer over mutual TLS) and this client process, on loopback; the
+in-memory network runs client and server in this process. The machine is
+shared, so the cases of each group run interleaved in small blocks: the floor
+and every case see the same background load. Reported:
 
-* sequential 1 KiB round trips: p50 / p99 latency and calls/s;
-* pipelined 1 KiB calls (``--window`` calls in flight): calls/s;
-* ``journal``-like batches of 1000 records x ``--record-bytes``: txns/s;
-* every figure also as a ratio to the raw echo floor.
+* sequential 1 KiB round trips: p50 / p99 latency and calls/s, against the raw
+  echo round trip;
+* pipelined 1 KiB calls (bursts of ``--window`` concurrent calls): calls/s;
+* ``journal``-like batches of 1000 records x ``--record-bytes``: txns/s,
+  against the same bytes sent length-prefixed to a raw sink that acknowledges
+  each with one byte;
+* the client process's CPU time per call.
 
 Usage::
 
@@ -28,7 +33,6 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -130,123 +134,152 @@ def _pct(samples, q):
     return samples[min(len(samples) - 1, int(q * len(samples)))]
 
 
-async def _raw_floor(port, n):
-    loop = asyncio.get_running_loop()
-    _, proto = await loop.create_connection(_EchoClient, "127.0.0.1", port)
-    for _ in range(200):
-        await proto.round_trip(PAYLOAD)
-    lat = []
-    t0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(n):
-        a = time.perf_counter_ns()
-        await proto.round_trip(PAYLOAD)
-        lat.append(time.perf_counter_ns() - a)
-    total, cpu = time.perf_counter() - t0, time.process_time() - c0
-    proto.transport.close()
-    return {"p50_us": _pct(lat, 0.5) / 1e3, "p99_us": _pct(lat, 0.99) / 1e3, "calls_s": n / total,
-            "cpu_us": cpu / n * 1e6}
+class Case:
+    """One measured case: ``unit()`` does one unit of work (a call, a burst, a batch)."""
+
+    def __init__(self, name, unit, calls_per_unit=1, txns_per_call=0, bytes_per_call=0, latency=False):
+        self.name = name
+        self.unit = unit
+        self.calls_per_unit = calls_per_unit
+        self.txns_per_call = txns_per_call
+        self.bytes_per_call = bytes_per_call
+        self.latency = latency
+        self.lat_ns = []
+        self.wall_s = 0.0
+        self.cpu_s = 0.0
+        self.units = 0
+
+    def result(self):
+        calls = self.units * self.calls_per_unit
+        r = {"calls_s": calls / self.wall_s, "cpu_us": self.cpu_s / calls * 1e6}
+        if self.lat_ns:
+            r["p50_us"] = _pct(self.lat_ns, 0.5) / 1e3
+            r["p99_us"] = _pct(self.lat_ns, 0.99) / 1e3
+        if self.txns_per_call:
+            r["txns_s"] = calls * self.txns_per_call / self.wall_s
+            r["mb_s"] = calls * self.bytes_per_call / self.wall_s / 1e6
+        return r
 
 
-async def _raw_batches(port, batches, record_bytes):
-    """Floor for batches: the same bytes, length-prefixed, one at a time, acknowledged by one byte."""
+async def interleave(cases, units, block):
+    """Run the cases in turns of ``block`` units until each did ``units``.
+
+    The machine is shared: interleaving exposes every case (and the floor) to
+    the same background load, so their ratios stay meaningful.
+    """
+    for case in cases:  # warm-up
+        for _ in range(min(block, 20)):
+            await case.unit()
+    perf, perf_ns, cpu = time.perf_counter, time.perf_counter_ns, time.process_time
+    done = 0
+    while done < units:
+        step = min(block, units - done)
+        for case in cases:
+            t0, c0 = perf(), cpu()
+            if case.latency:
+                lat = case.lat_ns
+                for _ in range(step):
+                    a = perf_ns()
+                    await case.unit()
+                    lat.append(perf_ns() - a)
+            else:
+                for _ in range(step):
+                    await case.unit()
+            case.wall_s += perf() - t0
+            case.cpu_s += cpu() - c0
+            case.units += step
+        done += step
+    return {case.name: case.result() for case in cases}
+
+
+def _echo_unit(proto):
+    async def unit():
+        await proto.round_trip(PAYLOAD)
+    return unit
+
+
+def _sink_unit(proto, body):
     loop = asyncio.get_running_loop()
-    _, proto = await loop.create_connection(_EchoClient, "127.0.0.1", port)
-    body = os.urandom(1000 * record_bytes)
     message = len(body).to_bytes(4, "big") + body
 
-    async def one():
+    async def unit():
         proto.expect = proto.received + 1
         proto.waiter = loop.create_future()
         proto.transport.write(message)
         await proto.waiter
-
-    for _ in range(min(batches, 20)):
-        await one()
-    t0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(batches):
-        await one()
-    total, cpu = time.perf_counter() - t0, time.process_time() - c0
-    proto.transport.close()
-    return {"txns_s": batches * 1000 / total, "mb_s": batches * len(body) / total / 1e6,
-            "cpu_us": cpu / batches * 1e6}
+    return unit
 
 
-async def _rpc_sequential(client, n):
-    for _ in range(200):
-        await client.call("echo", data=PAYLOAD)
-    lat = []
-    t0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(n):
-        a = time.perf_counter_ns()
+def _call_unit(client):
+    async def unit():
         await client.call("echo", data=PAYLOAD, timeout_ms=20_000)
-        lat.append(time.perf_counter_ns() - a)
-    total, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"p50_us": _pct(lat, 0.5) / 1e3, "p99_us": _pct(lat, 0.99) / 1e3, "calls_s": n / total,
-            "cpu_us": cpu / n * 1e6}
+    return unit
 
 
-async def _rpc_pipelined(client, n, window):
-    sem = asyncio.Semaphore(window)
+def _burst_unit(client, window):
+    async def unit():
+        await asyncio.gather(*[client.call("echo", data=PAYLOAD, timeout_ms=20_000) for _ in range(window)])
+    return unit
+
+
+def _batch_unit(client, records, in_flight):
+    req = {"jid": "bench", "epoch": 1, "ipc_serial": 0, "committed_txid": 0}
+    counter = [0]
 
     async def one():
-        async with sem:
-            await client.call("echo", data=PAYLOAD, timeout_ms=20_000)
-
-    await asyncio.gather(*[one() for _ in range(min(n, 1000))])
-    t0, c0 = time.perf_counter(), time.process_time()
-    await asyncio.gather(*[one() for _ in range(n)])
-    return {"calls_s": n / (time.perf_counter() - t0), "cpu_us": (time.process_time() - c0) / n * 1e6}
-
-
-async def _rpc_batches(client, batches, record_bytes, in_flight):
-    records = os.urandom(1000 * record_bytes)
-    req = {"jid": "bench", "epoch": 1, "ipc_serial": 0, "committed_txid": 0}
-
-    async def one(i):
-        await client.call("journal", req=req, segment_txid=1, first_txid=1 + i * 1000, num_txns=1000,
+        counter[0] += 1
+        await client.call("journal", req=req, segment_txid=1, first_txid=1 + counter[0] * 1000, num_txns=1000,
                           records=records, timeout_ms=20_000)
 
-    sem = asyncio.Semaphore(in_flight)
-
-    async def limited(i):
-        async with sem:
-            await one(i)
-
-    await asyncio.gather(*[limited(i) for i in range(min(batches, 20))])
-    t0, c0 = time.perf_counter(), time.process_time()
-    await asyncio.gather(*[limited(i) for i in range(batches)])
-    total, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"txns_s": batches * 1000 / total, "mb_s": batches * len(records) / total / 1e6,
-            "cpu_us": cpu / batches * 1e6}
+    async def unit():
+        if in_flight == 1:
+            await one()
+        else:
+            await asyncio.gather(*[one() for _ in range(in_flight)])
+    return unit
 
 
 async def _client_main(ports, cert_dir, args):
     echo_port, plain_port, tls_port, sink_port = ports
-    n, window = args.calls, args.window
-    results = {}
-    results["raw echo (floor)"] = await _raw_floor(echo_port, n)
-    results["raw batches (floor)"] = await _raw_batches(sink_port, args.batches, args.record_bytes)
-
+    n, window, batches = args.calls, args.window, args.batches
+    loop = asyncio.get_running_loop()
+    records = os.urandom(1000 * args.record_bytes)
+    _, echo = await loop.create_connection(_EchoClient, "127.0.0.1", echo_port)
+    _, sink = await loop.create_connection(_EchoClient, "127.0.0.1", sink_port)
     c = pki.CertPaths(os.path.join(cert_dir, "client.crt"), os.path.join(cert_dir, "client.key"),
                       os.path.join(cert_dir, "ca.crt"))
-    for name, port, ctx in (("tcp", plain_port, None),
-                            ("tls", tls_port, tls.client_context(c.cert, c.key, c.ca))):
-        client = await RpcClient.connect_tcp("127.0.0.1", port, ssl=ctx)
-        results[f"rpc {name} sequential"] = await _rpc_sequential(client, n)
-        results[f"rpc {name} pipelined"] = await _rpc_pipelined(client, n * 2, window)
-        results[f"rpc {name} batches"] = await _rpc_batches(client, args.batches, args.record_bytes, 1)
-        results[f"rpc {name} batches x4"] = await _rpc_batches(client, args.batches, args.record_bytes, 4)
-        await client.close()
-
+    tcp = await RpcClient.connect_tcp("127.0.0.1", plain_port)
+    secure = await RpcClient.connect_tcp("127.0.0.1", tls_port, ssl=tls.client_context(c.cert, c.key, c.ca))
     net = MemoryNetwork()
     server = RpcServer(BenchService())
     await server.start_memory(net, "jn1")
-    client = await RpcClient.connect_memory(net, "jn1", src="nn1")
-    results["rpc memory sequential"] = await _rpc_sequential(client, n)
-    results["rpc memory pipelined"] = await _rpc_pipelined(client, n * 2, window)
-    results["rpc memory batches"] = await _rpc_batches(client, args.batches, args.record_bytes, 1)
-    await client.close()
+    mem = await RpcClient.connect_memory(net, "jn1", src="nn1")
+
+    results = {}
+    results.update(await interleave([
+        Case("raw echo (floor)", _echo_unit(echo), latency=True),
+        Case("rpc tcp sequential", _call_unit(tcp), latency=True),
+        Case("rpc tls sequential", _call_unit(secure), latency=True),
+        Case("rpc memory sequential", _call_unit(mem), latency=True),
+    ], n, 250))
+    results.update(await interleave([
+        Case(f"rpc tcp pipelined x{window}", _burst_unit(tcp, window), calls_per_unit=window),
+        Case(f"rpc tls pipelined x{window}", _burst_unit(secure, window), calls_per_unit=window),
+        Case(f"rpc memory pipelined x{window}", _burst_unit(mem, window), calls_per_unit=window),
+    ], max(1, 2 * n // window), 4))
+    batch = {"txns_per_call": 1000, "bytes_per_call": len(records)}
+    results.update(await interleave([
+        Case("raw batches (floor)", _sink_unit(sink, records), **batch),
+        Case("rpc tcp batches", _batch_unit(tcp, records, 1), **batch),
+        Case("rpc tcp batches x4", _batch_unit(tcp, records, 4), calls_per_unit=4, **batch),
+        Case("rpc tls batches", _batch_unit(secure, records, 1), **batch),
+        Case("rpc memory batches", _batch_unit(mem, records, 1), **batch),
+    ], batches, 10))
+    for client in (tcp, secure, mem):
+        await client.close()
     await server.stop()
+    echo.transport.close()
+    sink.transport.close()
     return results
 
 
@@ -282,21 +315,22 @@ def main(argv=None):
                 proc.join()
 
     floor = results["raw echo (floor)"]
-    print(f"# rpc_bench: 1 KiB payload, {args.calls} sequential calls, window {args.window}, "
-          f"batches of 1000 x {args.record_bytes} B; python {sys.version.split()[0]}, {os.cpu_count()} cores")
-    print("# cpu us: client-process CPU per call (per batch for batches); memory cases include the server")
+    bfloor = results["raw batches (floor)"]
+    print(f"# rpc_bench: 1 KiB payload, {args.calls} sequential calls per case, bursts of {args.window}, "
+          f"batches of 1000 x {args.record_bytes} B; cases interleaved; python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    print("# cpu us: client-process CPU per call (memory cases include the server)")
     print(f"{'case':<26} {'p50 us':>8} {'p99 us':>8} {'calls/s':>9} {'txns/s':>10} {'MB/s':>7} {'cpu us':>7}  vs floor")
+    nan = float("nan")
     for name, r in results.items():
-        ratio = ""
         if "txns_s" in r:
-            ratio = f"txns/s x{r['txns_s'] / results['raw batches (floor)']['txns_s']:.2f}"
+            ratio = f"txns/s x{r['txns_s'] / bfloor['txns_s']:.2f}"
         elif "p50_us" in r:
             ratio = f"p50 x{r['p50_us'] / floor['p50_us']:.2f}, calls/s x{r['calls_s'] / floor['calls_s']:.2f}"
-        elif "calls_s" in r:
+        else:
             ratio = f"calls/s x{r['calls_s'] / floor['calls_s']:.2f}"
-        print(f"{name:<26} {r.get('p50_us', float('nan')):8.1f} {r.get('p99_us', float('nan')):8.1f} "
-              f"{r.get('calls_s', float('nan')):9.0f} {r.get('txns_s', float('nan')):10.0f} "
-              f"{r.get('mb_s', float('nan')):7.1f} {r.get('cpu_us', float('nan')):7.1f}  {ratio}")
+        print(f"{name:<26} {r.get('p50_us', nan):8.1f} {r.get('p99_us', nan):8.1f} {r['calls_s']:9.0f} "
+              f"{r.get('txns_s', nan):10.0f} {r.get('mb_s', nan):7.1f} {r['cpu_us']:7.1f}  {ratio}")
     return results
 
 

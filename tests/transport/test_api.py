@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 
 import qjournal.transport as transport
-from qjournal.transport import frames, memory, pki, rpc, tls
+from qjournal.transport import alloc, frames, memory, pki, rpc, tls
 
 
 def test_package_exports():
@@ -19,7 +19,7 @@ def test_package_exports():
 
 def test_every_public_call_has_a_docstring():
     missing = []
-    for module in (frames, memory, pki, rpc, tls):
+    for module in (alloc, frames, memory, pki, rpc, tls):
         assert module.__doc__ and "why" in module.__doc__.lower(), module.__name__
         for name in module.__all__:
             obj = getattr(module, name)
@@ -39,3 +39,18 @@ def test_every_public_call_has_a_docstring():
                         missing.append(f"{module.__name__}.{name}.{attr}")
     # MemoryTransport implements asyncio.Transport: its methods inherit that documentation
     assert missing == [], missing
+
+
+def test_allocator_tuning_is_applied_once_and_can_be_disabled(monkeypatch):
+    from qjournal.transport import alloc
+    monkeypatch.setattr(alloc, "_done", False)
+    monkeypatch.setattr(alloc, "_applied", False)
+    monkeypatch.setenv("QJOURNAL_MALLOC_TUNING", "0")
+    assert alloc.tune_allocator() is False
+    monkeypatch.setattr(alloc, "_done", False)
+    monkeypatch.delenv("QJOURNAL_MALLOC_TUNING")
+    first = alloc.tune_allocator()
+    assert alloc.tune_allocator() is first  # once per process: the second call only reports
+    import platform
+    if platform.libc_ver()[0] == "glibc":
+        assert first is True

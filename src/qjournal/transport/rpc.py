@@ -92,6 +92,7 @@ from qjournal.errors import (
     TransportError,
     make_error,
 )
+from qjournal.transport.alloc import tune_allocator
 from qjournal.transport.frames import (
     DEFAULT_MAX_FRAME_BYTES,
     KIND_RESPONSE,
@@ -376,6 +377,7 @@ class RpcServer:
     ) -> None:
         if max_queued_requests < 1:
             raise ValueError(f"max_queued_requests must be >= 1, got {max_queued_requests}")
+        tune_allocator()  # large frames without page-fault churn (see qjournal.transport.alloc)
         self.handler = handler
         self.max_frame_bytes = max_frame_bytes
         self.max_queued_requests = max_queued_requests
@@ -838,6 +840,7 @@ class RpcClient:
     """
 
     def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, default_timeout_ms: int | None = None):
+        tune_allocator()  # large frames without page-fault churn (see qjournal.transport.alloc)
         self.max_frame_bytes = max_frame_bytes
         self.default_timeout_ms = default_timeout_ms
         self.peer = "?"
