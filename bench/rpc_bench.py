@@ -285,7 +285,7 @@ async def _client_main(ports, cert_dir, args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--calls", type=int, default=20_000, help="sequential 1 KiB calls per transport")
+    parser.add_argument("--calls", type=int, default=10_000, help="sequential 1 KiB calls per case")
     parser.add_argument("--window", type=int, default=256, help="calls in flight when pipelining")
     parser.add_argument("--batches", type=int, default=300, help="1000-record batches per transport")
     parser.add_argument("--record-bytes", type=int, default=200, help="bytes per record in a batch")
