@@ -3,13 +3,16 @@
 Shows: ``cluster up`` elects one active; ``cluster kill`` (SIGKILL) of the active
 NameNode leads to an automatic takeover by the standby; ``cluster restart``
 brings the killed node back as standby; ``cluster status`` reports it;
-``haadmin -failover`` hands the active role back through the ZKFCs;
+``haadmin -failover`` hands the active role back through the ZKFCs; a pause (SIGSTOP)
+of the active's ZKFC beyond its session timeout makes the other side take over and
+fence the old active gracefully;
 ``cluster down`` leaves no process running. The demo's own oracle (every
 acknowledged create present after the failover, nothing invented) passes.
 """
 
 import asyncio
 import os
+import signal
 import subprocess
 
 import pytest
@@ -64,6 +67,18 @@ def test_cluster_cli_kill_active_namenode_and_restart(tmp_path):
         assert "successful" in r.stdout
         assert c.active_namenode() == active
         assert (c.nn_states()[other] or {}).get("state") == "standby"
+        # a "GC pause" of the active's ZKFC longer than its session: the other side takes over
+        # and fences the (still running) old active gracefully; once resumed, the paused
+        # controller finds its session gone and settles as standby
+        c.kill(f"zkfc-{active}", signal.SIGSTOP)
+        try:
+            assert c.wait_for_active(60, exclude=active) == other
+            assert (c.nn_states()[active] or {}).get("state") == "standby"
+        finally:
+            c.kill(f"zkfc-{active}", signal.SIGCONT)
+        wait_until(lambda: (c.zkfc_states().get(f"zkfc-{active}") or {}).get("elector_state") == "STANDBY",
+                   60, f"zkfc-{active} standby after its pause")
+        assert c.active_namenode() == other
         r = cli("logs", "zkfc-" + other, "--run-dir", run_dir, "-n", "200")
         assert "fence_old_active_done" in r.stdout or "transition_to_active_done" in r.stdout
     finally:
