@@ -15,7 +15,7 @@ import sys
 #: subcommand modules, in help order
 SUBCOMMANDS = [
     "journalnode", "log", "oev", "namenode", "dfs", "haadmin", "zkfc",
-    "cluster", "pipeline", "bench", "demo", "zookeeper",
+    "cluster", "pipeline", "bench", "demo", "zookeeper", "rpc",
 ]
 
 
