@@ -200,18 +200,19 @@ class MemoryNetwork:
             raise TransportError(
                 f"memory connect {src} -> {dst}: connection refused (nothing listens on {dst})", src=src, dst=dst
             )
+        server_context = listener.context.copy()  # one per connection: never entered twice at once
         client = MemoryTransport(self, loop, self._new_id(), src, dst, contextvars.copy_context())
-        server = MemoryTransport(self, loop, self._new_id(), dst, src, listener.context)
+        server = MemoryTransport(self, loop, self._new_id(), dst, src, server_context)
         client._is_client = True
         client._peer = server
         server._peer = client
         self._endpoints[server._id] = server
         self._endpoints[client._id] = client
-        server_protocol = listener.context.run(listener.protocol_factory)
+        server_protocol = server_context.run(listener.protocol_factory)
         server._protocol = server_protocol
         client_protocol = protocol_factory()
         client._protocol = client_protocol
-        listener.context.run(server_protocol.connection_made, server)
+        server_context.run(server_protocol.connection_made, server)
         client_protocol.connection_made(client)
         return client, client_protocol
 
