@@ -226,3 +226,24 @@ def test_recovery_calls_carry_no_committed_txid():
         return {m: kw["req"]["committed_txid"] for m, kw in rpc.calls}
     assert asyncio.run(main()) == {"prepare_recovery": -12345, "accept_recovery": -12345,
                                    "finalize_log_segment": 40, "heartbeat": 40}
+
+
+def test_concurrent_callers_share_one_connection_attempt():
+    async def main():
+        gate = asyncio.Event()
+        made = []
+
+        async def connect():
+            await gate.wait()
+            rpc = FakeRpc(lambda m, kw: {"segments": [], "committed_txid": -12345})
+            made.append(rpc)
+            return rpc
+        lg = AsyncLogger("jn1:1", "j", connect, QJMSettings())
+        lg.set_epoch(1)
+        hb = lg.heartbeat()
+        rd = asyncio.ensure_future(lg.get_edit_log_manifest(0, False))
+        await wait_until(lambda: lg._connecting is not None)
+        gate.set()
+        await asyncio.gather(hb, rd)
+        return len(made)
+    assert asyncio.run(main()) == 1

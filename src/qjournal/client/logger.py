@@ -194,15 +194,31 @@ class AsyncLogger:
         if self._closed:
             raise TransportError(f"journal {self.jid!r}: logger for {self.name} is closed",
                                  node=self.name)
+        if self._connecting is not None:  # a read and the worker may both need a connection
+            return await asyncio.shield(self._connecting)
         self._client = None
+        fut = asyncio.get_running_loop().create_future()
+        self._connecting = fut
         try:
             # The connector applies ipc.client.connect.timeout itself (RpcClient does).
             c = await self._connector()
-        except QJournalError:
+        except QJournalError as e:
+            fut.set_exception(e)
             raise
         except OSError as e:
-            raise TransportError(f"journal {self.jid!r}: cannot connect to {self.name}: {e}",
-                                 node=self.name) from e
+            err = TransportError(f"journal {self.jid!r}: cannot connect to {self.name}: {e}",
+                                 node=self.name)
+            fut.set_exception(err)
+            raise err from e
+        except BaseException as e:
+            fut.set_exception(TransportError(f"journal {self.jid!r}: connecting to {self.name} "
+                                             f"was interrupted: {e!r}", node=self.name))
+            raise
+        finally:
+            self._connecting = None
+            if fut.done() and not fut.cancelled() and fut.exception() is not None:
+                pass  # retrieved here so an unawaited failure is not reported as lost
+        fut.set_result(c)
         self._client = c
         return c
 
