@@ -460,3 +460,18 @@ def test_a_cancelled_call_is_forgotten():
         await client.close()
         await server.stop()
     sim(main)
+
+
+def test_fifo_network_never_reorders_one_direction():
+    delays = {b"A": [0.3], b"B": [0.1], b"C": [0.0], b"D": [0.2]}
+
+    async def main():
+        net = MemoryNetwork(hook=lambda src, dst, frame: delays[frame], fifo=True)
+        got: list = []
+        t, _, _ = await raw_pair(net, got, [])
+        t0 = asyncio.get_running_loop().time()
+        for unit in [b"A", b"B", b"C", b"D"]:
+            t.write(unit)
+        await asyncio.sleep(1.0)
+        assert [(round(w - t0, 6), d) for w, d in got] == [(0.3, b"A"), (0.3, b"B"), (0.3, b"C"), (0.3, b"D")]
+    sim(main)

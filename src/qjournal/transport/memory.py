@@ -27,6 +27,10 @@ Every ``write(data)`` is one *unit* (the RPC layer writes one frame per unit:
   different delays on consecutive frames reorder them). Without a hook, every
   unit is delivered with delay 0.
 
+With ``MemoryNetwork(hook, fifo=True)`` a unit is never delivered before an
+earlier unit of the same connection direction (delays are stretched), as over
+TCP; by default different delays reorder units.
+
 Deliveries wait in a per-endpoint heap ordered by ``(due time, send sequence)``
 and are released by a ``call_soon`` (delay 0) or ``call_later`` timer. When a
 timer fires, every entry ordered at or before its own is delivered, so frames
@@ -110,16 +114,23 @@ class MemoryNetwork:
     Args:
         hook: optional fault hook (see module docstring); may be replaced later
             through the ``hook`` attribute.
+        fifo: if True, a unit never overtakes an earlier unit of the same
+            connection direction (its delay is stretched to arrive no earlier),
+            which is what TCP guarantees; drops and duplicates still happen.
+            If False (default), different delays reorder units, a stronger
+            adversary than TCP.
 
     Attributes:
         hook: the current fault hook or None.
+        fifo: see Args.
         frames_sent: units written by any endpoint.
         frames_dropped: units not delivered (partition or empty hook answer).
         frames_duplicated: extra copies scheduled by the hook.
     """
 
-    def __init__(self, hook: FaultHook | None = None) -> None:
+    def __init__(self, hook: FaultHook | None = None, *, fifo: bool = False) -> None:
         self.hook = hook
+        self.fifo = fifo
         self._listeners: dict[str, MemoryListener] = {}
         self._endpoints: dict[int, MemoryTransport] = {}  # creation order (invariant 1)
         self._partitions: set[tuple[str, str]] = set()  # membership only, never iterated
@@ -323,7 +334,10 @@ class MemoryNetwork:
                     f"fault hook returned invalid delay {delay!r} for {sender.local} -> {sender.remote}; "
                     f"delays must be finite seconds >= 0"
                 )
-            receiver._schedule(float(delay), _DATA, data)
+            delay = float(delay)
+            if self.fifo:  # no overtaking within one direction of one connection (as TCP)
+                delay = max(delay, receiver._last_due - receiver._loop.time())
+            receiver._schedule(delay, _DATA, data)
 
     def _forget(self, ep: "MemoryTransport") -> None:
         self._endpoints.pop(ep._id, None)
