@@ -18,7 +18,6 @@ from qjournal.errors import (
     InvalidRequestError,
     InvariantViolation,
     JournalOutOfSyncError,
-    ProtocolError,
     RemoteError,
     RpcTimeoutError,
     TransportError,
