@@ -19,7 +19,10 @@ with ``use_bin_type=True`` (``bytes`` travel as msgpack *bin*, ``str`` as
 
 The decoder keeps the unconsumed tail of the stream between calls to
 :meth:`FrameDecoder.feed`; complete frames are decoded straight from the
-received buffer (no copy for the common case of whole frames per read).
+received buffer through one memoryview per read (a read holding exactly one
+small frame takes a shorter path). :meth:`FrameDecoder.feed_all` returns the
+messages decoded before a bad frame together with its error, so a server can
+still answer the requests that preceded garbage on a connection.
 
 Invariants
 ----------
