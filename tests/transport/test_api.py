@@ -54,3 +54,16 @@ def test_allocator_tuning_is_applied_once_and_can_be_disabled(monkeypatch):
     import platform
     if platform.libc_ver()[0] == "glibc":
         assert first is True
+
+
+def test_a_typo_in_rpc_concurrent_is_reported(caplog):
+    class Handler:
+        rpc_concurrent = ("get_manifest", "ping")
+
+        async def rpc_ping(self):
+            return "pong"
+
+    rpc.RpcServer(Handler(), name="jn-test")
+    assert [r.getMessage() for r in caplog.records if r.name == "qjournal.transport.rpc"] == [
+        "jn-test: rpc_concurrent names 'get_manifest' but the handler has no coroutine rpc_get_manifest"
+    ]

@@ -386,6 +386,10 @@ class RpcServer:
         if isinstance(concurrent, str):
             concurrent = (concurrent,)
         self._concurrent = frozenset(concurrent)
+        for method in sorted(self._concurrent):
+            if not inspect.iscoroutinefunction(getattr(handler, "rpc_" + method, None)):
+                log.warning("%s: rpc_concurrent names %r but the handler has no coroutine rpc_%s",
+                            name, method, method)
         self._methods: dict[str, _Method] = {}
         self._tcp_servers: list[asyncio.AbstractServer] = []
         self._memory_listeners: list[MemoryListener] = []
