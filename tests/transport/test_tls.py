@@ -60,7 +60,7 @@ def test_mutual_tls_round_trip_sees_the_client_certificate(certs):
 
 
 @pytest.mark.parametrize("who", ["no_cert", "other_ca"])
-def test_client_without_a_cluster_certificate_is_refused(certs, who):
+def test_client_without_a_cluster_certificate_is_refused(certs, who, caplog):
     async def main():
         server, host, port = await _start(certs)
         try:
@@ -78,6 +78,8 @@ def test_client_without_a_cluster_certificate_is_refused(certs, who):
                 await bad.call("whoami", timeout_ms=10_000)
             assert server.metrics["calls"] == 0
             assert await good.call("whoami") == ["tls", "nn1"]
+            refusals = [r.getMessage() for r in caplog.records if r.name == "qjournal.transport.tls"]
+            assert len(refusals) == 1 and "TLS handshake refused" in refusals[0], refusals
             await good.close()
         finally:
             await server.stop()

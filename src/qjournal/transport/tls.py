@@ -15,6 +15,7 @@ through their ``ssl=`` argument. :func:`server_context_from_conf` and
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 from typing import Any
@@ -22,6 +23,8 @@ from typing import Any
 from qjournal.errors import ConfigError
 
 __all__ = ["client_context", "client_context_from_conf", "server_context", "server_context_from_conf"]
+
+log = logging.getLogger("qjournal.transport.tls")
 
 
 def _check_file(path: str, what: str, key: str | None) -> str:
@@ -80,6 +83,7 @@ def server_context(
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     _load(ctx, cert_path, key_path, ca_path, _keys)
     ctx.verify_mode = ssl.CERT_REQUIRED if require_client_cert else ssl.CERT_OPTIONAL
+    ctx.sslobject_class = _AuditedSSLObject
     return ctx
 
 
@@ -113,6 +117,19 @@ def client_context(
     ctx.check_hostname = check_hostname
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
+
+
+class _AuditedSSLObject(ssl.SSLObject):
+    """Logs refused handshakes: asyncio drops them silently on the server side."""
+
+    def do_handshake(self) -> None:
+        try:
+            super().do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise
+        except ssl.SSLError as exc:
+            log.warning("TLS handshake refused (server side): %s", exc.reason or exc)
+            raise
 
 
 _CONF_KEYS = ("qjournal.rpc.tls.cert.file", "qjournal.rpc.tls.key.file", "qjournal.rpc.tls.ca.file")
