@@ -25,6 +25,8 @@ from qjournal.ha.zookeeper import pid_alive
 from .fake_ha import FakeHAService, FakeProxy, service_factory
 from .zk_fixtures import async_wait_until
 
+pytestmark = pytest.mark.slow  # starts real (sleeping) processes for pidfence and shell fencing
+
 TARGET = HATarget("ns1", "nn9", "127.0.0.1", 1, "127.0.0.1", 2)
 
 
