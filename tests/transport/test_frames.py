@@ -137,3 +137,38 @@ def test_check_request_table(msg, expect):
 
 def test_encode_response_shape():
     assert decode_frame_bytes(encode_response(9, False, {"type": "X"})) == [1, 9, False, {"type": "X"}]
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False)
+    | st.text(max_size=20) | st.binary(max_size=64),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=10,
+)
+
+
+@settings(derandomize=True, max_examples=80, deadline=None)
+@given(messages=st.lists(_values, min_size=1, max_size=8), cuts=st.lists(st.integers(0, 10_000), max_size=10))
+def test_property_any_messages_any_split(messages, cuts):
+    """Whatever the messages and however the stream is cut, the decoder returns them in order."""
+    stream = b"".join(encode_frame(m) for m in messages)
+    points = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
+    dec = FrameDecoder()
+    got = []
+    for a, b in zip(points, points[1:]):
+        got.extend(dec.feed(stream[a:b]))
+    assert got == messages
+    assert dec.buffered_bytes == 0
+
+
+@settings(derandomize=True, max_examples=200, deadline=None)
+@given(junk=st.binary(min_size=1, max_size=200))
+def test_property_junk_never_escapes_as_another_exception(junk):
+    """Arbitrary bytes give messages, a wait for more bytes, or FrameTooLarge/ProtocolError: nothing else."""
+    dec = FrameDecoder(max_frame_bytes=1024)
+    messages, error = dec.feed_all(junk)
+    assert error is None or isinstance(error, (FrameTooLargeError, ProtocolError))
+    assert isinstance(messages, list)
