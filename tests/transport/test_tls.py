@@ -145,3 +145,21 @@ def test_rpc_options_from_configuration():
     assert server_options_from_conf(defaults) == {"max_frame_bytes": 64 << 20, "max_queued_requests": 1024}
     with pytest.raises(ConfigError, match="ipc.client.connect.timeout"):
         client_options_from_conf(Configuration.load(overrides={"ipc.client.connect.timeout": "soon"}))
+
+
+def test_a_stalled_handshake_does_not_block_other_clients(certs):
+    async def main():
+        import asyncio
+        server, host, port = await _start(certs)
+        try:
+            reader, writer = await asyncio.open_connection(host, port)  # TCP only: never says hello
+            writer.write(b"\x16\x03\x01\x00")  # and a torn record header
+            await writer.drain()
+            c = certs["client"]
+            good = await RpcClient.connect_tcp(host, port, ssl=tls.client_context(c.cert, c.key, c.ca))
+            assert await good.call("whoami") == ["tls", "nn1"]
+            await good.close()
+            writer.close()
+        finally:
+            await server.stop()
+    arun(main)
