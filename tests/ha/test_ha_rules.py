@@ -118,3 +118,55 @@ def test_parse_zk_auths():
     assert parse_zk_auths("") == []
     with pytest.raises(ConfigError):
         parse_zk_auths("digest")
+
+
+BASE = {"dfs.nameservices": "ns1", "dfs.ha.namenodes.ns1": "nn1,nn2",
+        "dfs.namenode.rpc-address.ns1.nn1": "10.0.0.1:8020", "dfs.namenode.rpc-address.ns1.nn2": "10.0.0.2:8020"}
+
+
+@pytest.mark.parametrize("drop,extra,nn,needle", [
+    ("dfs.nameservices", {}, "nn1", "dfs.nameservices is empty"),
+    (None, {}, None, "dfs.ha.namenode.id"),
+    (None, {}, "nn3", "dfs.ha.namenodes.ns1"),
+    ("dfs.namenode.rpc-address.ns1.nn2", {}, "nn2", "dfs.namenode.rpc-address.ns1.nn2 is not set"),
+])
+def test_resolve_ha_addresses_errors_name_the_key(drop, extra, nn, needle):
+    from qjournal.ha.zkfc import resolve_ha_addresses
+    values = {k: v for k, v in BASE.items() if k != drop}
+    values.update(extra)
+    from qjournal.config.conf import Configuration
+    conf = Configuration()
+    for k, v in values.items():
+        conf.set(k, v)
+    with pytest.raises(ConfigError) as ei:
+        resolve_ha_addresses(conf, nn)
+    assert needle in str(ei.value)
+
+
+def test_resolve_ha_addresses_zkfc_address_default_and_override():
+    from qjournal.config.conf import Configuration
+    from qjournal.ha.zkfc import resolve_ha_addresses
+    conf = Configuration()
+    for k, v in BASE.items():
+        conf.set(k, v)
+    assert resolve_ha_addresses(conf, "nn2") == ("ns1", "nn2", ("10.0.0.2", 8020), ("10.0.0.2", 8019))
+    conf.set("dfs.ha.zkfc.rpc-address.ns1.nn2", "127.0.0.1:9999")
+    assert resolve_ha_addresses(conf, "nn2")[3] == ("127.0.0.1", 9999)
+
+
+def test_zkfc_settings_need_a_zookeeper_quorum():
+    from qjournal.config.conf import Configuration
+    from qjournal.ha.zkfc import ZKFCSettings
+    conf = Configuration()
+    for k, v in BASE.items():
+        conf.set(k, v)
+    with pytest.raises(ConfigError) as ei:
+        ZKFCSettings.from_conf(conf, "nn1")
+    assert "ha.zookeeper.quorum" in str(ei.value)
+    conf.set("ha.zookeeper.quorum", "127.0.0.1:2181")
+    conf.set("dfs.ha.fencing.methods", "shell(/bin/true)\npidfence(/run)")
+    s = ZKFCSettings.from_conf(conf, "nn1")
+    assert s.elector.lock_path == "/hadoop-ha/ns1/ActiveStandbyElectorLock"
+    assert s.elector.breadcrumb_path == "/hadoop-ha/ns1/ActiveBreadCrumb"
+    assert [str(m) for m in s.fencing.methods] == ["shell(/bin/true)", "pidfence(/run)"]
+    assert s.health.check_interval_ms == 1000 and s.health.rpc_timeout_ms == 45000
