@@ -538,3 +538,24 @@ def test_write_framing_is_byte_identical_to_encode_record(tmp_path):
         assert data == want
         await j.close()
     run(go())
+
+
+def test_recovery_of_in_progress_segment_with_a_bit_flip_stops_before_it(tmp_path, caplog):
+    async def go():
+        j = await new_journal(tmp_path / "j")
+        await write_segment(j, 1, 10, finalize=False)
+        await j.close()
+        p = seg_path(j, 1)
+        rec_len = len(seg.encode_record(1, 1, body(1)))
+        with open(p, "r+b") as f:  # flip a body bit of txid 7
+            f.seek(seg.HEADER_SIZE + 6 * rec_len + seg.REC_HEAD_SIZE + 1)
+            b = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([b[0] ^ 0x01]))
+        j = FileJournal(str(tmp_path / "j"))
+        await j.recover_unfinalized_segments()
+        assert await j.get_manifest() == [SegmentInfo(1, 6)]
+        assert os.path.getsize(seg_path(j, 1, 6)) == seg.HEADER_SIZE + 6 * rec_len
+        assert any("in-progress segment damaged" in r.getMessage() for r in caplog.records)
+        await j.close()
+    run(go())
