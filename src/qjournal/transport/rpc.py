@@ -13,9 +13,12 @@ Client. Each :meth:`RpcClient.call` takes the next request id, encodes
 ``[0, id, method, kwargs]``, registers a future under the id and writes the
 frame. Responses ``[1, id, ok, payload]`` complete the future with that id, in
 whatever order they arrive, so any number of calls pipeline on one
-connection. A per-call timer fails the call with :class:`RpcTimeoutError` at its
-deadline and forgets the id; a response arriving later is discarded. When the
-connection dies, every pending call fails with :class:`TransportError`.
+connection. A call's deadline fails it with :class:`RpcTimeoutError` and forgets
+the id; a response arriving later is discarded. Deadlines live in one heap per
+client served by a single sweep timer armed for the earliest one (entries of
+finished calls are skipped lazily), so a call costs one ``heappush``, not a
+timer. When the connection dies, every pending call fails with
+:class:`TransportError`.
 
 Server. Each connection decodes frames in arrival order. A request whose
 method is in the handler's ``rpc_concurrent`` collection starts at once in its
@@ -30,9 +33,12 @@ of one writer are applied in the order they were sent. Read-only calls
 
 Writes are flushed promptly and coalesced: the first frame written in a loop
 iteration goes to the transport at once; frames written later in the same
-iteration are gathered and handed over in one ``writelines`` at the end of the
-iteration (one system call for a burst of pipelined calls or responses).
-TCP_NODELAY is set on both sides.
+iteration are gathered and handed over as one buffer at the end of the
+iteration, or as soon as 256 KiB are gathered (one system call, and under TLS
+one record stream, for a burst of pipelined calls or responses; the memory
+network still sees one frame per write). TCP_NODELAY is set on both sides.
+The first server or client of a process raises glibc's malloc thresholds
+(:mod:`qjournal.transport.alloc`) so that large frames do not page-fault.
 
 The handler learns its caller through :func:`current_peer` (a contextvar set
 for every call) or, if the method declares a ``_peer`` parameter, through that
