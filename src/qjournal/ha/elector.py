@@ -201,7 +201,8 @@ class ElectorSettings:
 
     @classmethod
     def from_conf(cls, conf, nameservice: str) -> "ElectorSettings":
-        """Read ``ha.zookeeper.{quorum,parent-znode,session-timeout.ms,acl,auth}``.
+        """Read ``ha.zookeeper.{quorum,parent-znode,session-timeout.ms,acl,auth}`` and the elector's
+        back-off and operation timeout (``ha.failover-controller.*``).
 
         Raises:
             ConfigError: the quorum is empty or an ACL/auth entry is malformed.
@@ -216,7 +217,9 @@ class ElectorSettings:
                    acls=parse_zk_acls(conf.get("ha.zookeeper.acl") or ""),
                    auth=parse_zk_auths(conf.get("ha.zookeeper.auth") or ""),
                    sleep_after_failure_ms=conf.get_duration_ms(
-                       "ha.failover-controller.sleep-after-failure-to-become-active.ms"))
+                       "ha.failover-controller.sleep-after-failure-to-become-active.ms"),
+                   op_timeout_ms=conf.get_duration_ms(
+                       "ha.failover-controller.active-standby-elector.zk.op.timeout.ms") or 0)
 
     @property
     def znode_dir(self) -> str:
