@@ -475,3 +475,18 @@ def test_fifo_network_never_reorders_one_direction():
         await asyncio.sleep(1.0)
         assert [(round(w - t0, 6), d) for w, d in got] == [(0.3, b"A"), (0.3, b"B"), (0.3, b"C"), (0.3, b"D")]
     sim(main)
+
+
+def test_no_timer_is_left_behind_when_no_call_is_in_flight():
+    async def main():
+        net = MemoryNetwork()
+        server = RpcServer(Service())
+        await server.start_memory(net, "jn1")
+        client = await RpcClient.connect_memory(net, "jn1", src="nn1")
+        assert await client.call("echo", value=1, timeout_ms=60_000) == 1
+        assert client._sweep_handle is None and client._deadlines == []
+        loop = asyncio.get_running_loop()
+        assert not any(not t.cancelled() for t in loop._scheduled)  # nothing would move the virtual clock
+        await client.close()
+        await server.stop()
+    sim(main)

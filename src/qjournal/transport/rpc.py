@@ -16,8 +16,8 @@ whatever order they arrive, so any number of calls pipeline on one
 connection. A call's deadline fails it with :class:`RpcTimeoutError` and forgets
 the id; a response arriving later is discarded. Deadlines live in one heap per
 client served by a single sweep timer armed for the earliest one (entries of
-finished calls are skipped lazily), so a call costs one ``heappush``, not a
-timer. When the connection dies, every pending call fails with
+finished calls are skipped lazily; the timer is dropped whenever no call is in
+flight), so a pipelined call costs one ``heappush``, not a timer. When the connection dies, every pending call fails with
 :class:`TransportError`.
 
 Server. Each connection decodes frames in arrival order. A request whose
@@ -1028,7 +1028,12 @@ class RpcClient:
         try:
             return await fut
         finally:
-            self._pending.pop(request_id, None)
+            pending = self._pending
+            pending.pop(request_id, None)
+            if not pending and self._sweep_handle is not None:
+                # Nothing in flight: leave no timer behind (a virtual-time loop
+                # would otherwise jump to a deadline nobody waits for).
+                self._stop_sweep()
 
     async def close(self) -> None:
         """Close the connection; pending calls fail with :class:`TransportError`."""
