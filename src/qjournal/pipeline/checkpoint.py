@@ -304,6 +304,23 @@ def resolve_deletes(state, deleted, *, checkpoint_each_round: bool = True):
                           "pointer-jumping rounds: the edits form a cycle")
 
 
+def annotated_state(image, edits, *, checkpoint_each_round: bool = True):
+    """Every inode that existed at some point: last state plus ``dead`` and ``dangling``.
+
+    Args:
+        image / edits: as :func:`apply_edits`.
+
+    Returns:
+        Image columns, ``created_txid``, ``dead_txid``, ``dead``, ``dangling``.
+    """
+    state = last_state(attribute_updates(image, edits))
+    if checkpoint_each_round:
+        state = state.localCheckpoint(eager=True)
+    marks = resolve_deletes(state, direct_deletes(edits), checkpoint_each_round=checkpoint_each_round)
+    return state.join(marks.select("inode_id", "dead_txid", "dead", "dangling"), on="inode_id",
+                      how="inner")
+
+
 def apply_edits(image, edits, *, checkpoint_each_round: bool = True):
     """The image after ``edits`` (steps 3-5): pure DataFrame -> DataFrame.
 
@@ -318,11 +335,7 @@ def apply_edits(image, edits, *, checkpoint_each_round: bool = True):
     """
     from pyspark.sql import functions as F
 
-    state = last_state(attribute_updates(image, edits))
-    if checkpoint_each_round:
-        state = state.localCheckpoint(eager=True)
-    marks = resolve_deletes(state, direct_deletes(edits), checkpoint_each_round=checkpoint_each_round)
-    alive = state.join(marks, on="inode_id", how="inner")
+    alive = annotated_state(image, edits, checkpoint_each_round=checkpoint_each_round)
     dangling = alive.where(F.col("dangling")).select("inode_id", "parent_id", "name")
     out = alive.where(~F.col("dead")).select(
         *[F.col(c).cast(_IMAGE_TYPES[c]).alias(c) for c in nn_image.IMAGE_COLUMNS])
@@ -442,16 +455,20 @@ def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = 
                        "atime", "replication", "block_size", "length", "overwrite_inode",
                        "src_parent", "dst_parent", "dst_name").cache()
     image_df = image_frame(spark, base_table)
-    new_image, dangling = apply_edits(image_df, todo)
-    bad = dangling.limit(5).collect()
-    if bad:
+    # One job collects every inode that ever existed with its verdict; the
+    # survivors, the dangling check and the highest id come from that table.
+    annotated = annotated_state(image_df, todo).toArrow()
+    import pyarrow.compute as pc
+
+    dangling_ids = annotated.filter(annotated.column("dangling")).column("inode_id").to_pylist()
+    if dangling_ids:
         raise CheckpointError(f"journal {jid}: edits up to txid {target} do not fit the base image "
-                              f"(txid {base_txid}): inodes {[r['inode_id'] for r in bad]} hang under "
+                              f"(txid {base_txid}): inodes {sorted(dangling_ids)[:5]} hang under "
                               f"missing parents", jid=jid, txid=target)
-    table = new_image.toArrow()
-    created = max_created_inode(todo)
+    table = annotated.filter(pc.invert(annotated.column("dead"))).select(list(nn_image.IMAGE_COLUMNS))
     base_last = info.last_inode_id if info else nn_ops.ROOT_INODE_ID
-    last_inode_id = max(base_last, created or 0)
+    top = pc.max(annotated.column("inode_id")).as_py() if annotated.num_rows else None
+    last_inode_id = max(base_last, top or 0)
     new_info = nn_image.ImageInfo(
         txid=target, layout_version=info.layout_version if info else layout_version,
         namespace_id=info.namespace_id if info else namespace_id,
@@ -472,5 +489,5 @@ def write_image(name_dir: str, table: pa.Table, info: nn_image.ImageInfo) -> str
 __all__ = ["CheckpointError", "CheckpointResult", "MAX_POINTER_JUMPING_ROUNDS", "empty_image_table",
            "image_frame", "canonical_copies", "canonical_edits", "contiguous_end",
            "attribute_updates", "direct_deletes", "last_state", "pointer_jump_round",
-           "resolve_deletes", "apply_edits", "namespace_history", "max_created_inode", "load_base_image", "checkpoint",
+           "resolve_deletes", "annotated_state", "apply_edits", "namespace_history", "max_created_inode", "load_base_image", "checkpoint",
            "write_image"]

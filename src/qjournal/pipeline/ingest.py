@@ -361,31 +361,36 @@ def ingest(spark, copies: list[SegmentCopy], layout: OutputLayout, nodes: list[s
     Returns:
         Counts and time.
     """
+    from pyspark.sql import functions as F
+
     t0 = time.monotonic()
     os.makedirs(layout.root, exist_ok=True)
     atomic_write(layout.nodes_file, json.dumps({"nodes": list(nodes)}).encode())
     discovered = segment_files_frame(spark, copies)
     manifest = read_manifest(spark, layout)
-    new_files = select_new_segments(discovered, manifest).cache()
-    n_new = new_files.count()
+    new_rows = select_new_segments(discovered, manifest).orderBy("jid", "segment_start", "node").collect()
+    n_new = len(new_rows)
     progress(f"ingest: {len(copies)} finalized segment copies found, {n_new} new")
     n_records = 0
     if n_new:
+        new_files = spark.createDataFrame(new_rows, spark_schema(SEGMENT_FILES_ARROW_SCHEMA))
         edits = decode_files(spark, new_files)
         edits.write.mode("overwrite").partitionBy(*EDITS_PARTITIONS).parquet(layout.edits)
         progress(f"ingest: decoded and wrote {n_new} copies in {time.monotonic() - t0:.1f} s")
         written = read_edits(spark, layout).join(
-            new_files.select(*COPY_KEY, "segment_end"),
+            F.broadcast(new_files.select(*COPY_KEY, "segment_end")),
             on=COPY_KEY + ["segment_end"], how="left_semi")
-        stats = copy_stats(written).cache()
-        merged = merge_manifest(manifest, new_files, stats)
+        merged = merge_manifest(manifest, new_files, copy_stats(written))
         table = merged.orderBy("jid", "segment_start", "node").toArrow()
-        n_records = int(stats.agg({"num_records": "sum"}).collect()[0][0] or 0)
-        stats.unpersist()
+        keys = {(r["jid"], r["node"], r["segment_start"]) for r in new_rows}
+        n_records = sum(n for j, nd, s, n in zip(table.column("jid").to_pylist(),
+                                                 table.column("node").to_pylist(),
+                                                 table.column("segment_start").to_pylist(),
+                                                 table.column("num_records").to_pylist())
+                        if (j, nd, s) in keys)
         write_manifest(layout, table)
     elif not os.path.exists(layout.manifest):
         write_manifest(layout, pa.Table.from_batches([], MANIFEST_ARROW_SCHEMA))
-    new_files.unpersist()
     took = time.monotonic() - t0
     progress(f"ingest: done, {n_records} records in {n_new} new copies, {took:.1f} s")
     return IngestResult(len(copies), n_new, len(copies) - n_new, n_records, took)

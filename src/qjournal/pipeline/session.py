@@ -16,6 +16,11 @@ What it settles:
 4. Parquet partition overwrite is dynamic, so an incremental ingest replaces
    only the partitions it rewrites.
 5. The web UI is off unless asked for (tests and benchmarks never need it).
+6. Adaptive query execution is off and file listing stays on the driver up to
+   4096 paths: on two local cores the pipeline's plans are many small jobs,
+   and AQE's re-planning per stage and a listing job per read cost more
+   than they save (measured: a checkpoint of 3000 edits took about 30 % less
+   time with AQE off).
 
 When the process already runs inside ``spark-submit`` (a SparkContext exists),
 ``get_or_create`` reuses it and only applies the SQL settings.
@@ -113,7 +118,8 @@ def get_or_create(options: SessionOptions | None = None):
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "4096")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
     )
     for key in sorted(opts.extra_conf):
