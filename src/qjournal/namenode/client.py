@@ -108,7 +108,7 @@ class DFSClient:
         from qjournal.transport.rpc import RpcClient
 
         c = self._clients.get(idx)
-        if c is not None and not getattr(c, "closed", False):
+        if c is not None and not c.is_closed:
             return c
         _name, host, port = self.addresses[idx]
         c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=self.connect_timeout_ms)
@@ -228,7 +228,7 @@ class HAServiceClient:
     async def _client(self) -> Any:
         from qjournal.transport.rpc import RpcClient
 
-        if self._c is None:
+        if self._c is None or self._c.is_closed:  # reconnect after a lost connection
             self._c = await RpcClient.connect_tcp(self.host, self.port,
                                                   connect_timeout_ms=self.timeout_ms)
         return self._c
