@@ -253,7 +253,7 @@ define("dfs.ha.namenodes.<ns>", None, "list", "NameNode ids of nameservice <ns>"
 define("dfs.ha.namenode.id", None, "str", "id of this NameNode within its nameservice")
 define("dfs.ha.automatic-failover.enabled", False, "bool", "ZKFC-driven failover")
 define("dfs.ha.automatic-failover.enabled.<ns>", None, "bool", "per-nameservice automatic failover")
-define("dfs.ha.fencing.methods", "", "list", "fencing methods tried in order: shell(cmd), sshfence, ...")
+define("dfs.ha.fencing.methods", "", "str", "fencing methods tried in order, one per line: shell(cmd), pidfence(dir), sshfence")
 define("dfs.ha.fencing.ssh.connect-timeout", 30000, "duration", "sshfence connect timeout", unit="ms")
 define("dfs.ha.fencing.ssh.private-key-files", "", "list", "sshfence keys")
 define("dfs.ha.tail-edits.period", 60, "duration", "standby tailer period", unit="s")
