@@ -48,7 +48,7 @@ def test_unsynced_tail_fares_every_way_across_seeds_but_never_touches_synced_pre
     seen = set()
     for seed in range(60):
         f = fs(seed)
-        f.create("/jn/current/seg", b"D" * 1000)
+        f.create("/jn/current/seg", b"D" * 1000)  # larger than a durable scalar: may tear
         f.fsync("/jn/current/seg")
         f.fsync_dir("/jn/current")
         f.append("/jn/current/seg", b"U" * 10)

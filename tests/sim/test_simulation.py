@@ -13,6 +13,7 @@ import pytest
 
 from qjournal.sim.cluster import CRASH_POINTS
 from qjournal.sim.faults import CLUSTER_KINDS, NETWORK_KINDS, FaultConfig
+from qjournal.sim.history import Fault
 from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
 
 #: the fixed seeds of `make test`: 3 JournalNodes, and every 4th run with 5
@@ -46,8 +47,13 @@ def test_fixed_seeds_cover_every_fault_kind(fixed_runs):
         for k, v in r.counts().items():
             totals[k] = totals.get(k, 0) + v
     missing = [k for k in NETWORK_KINDS + CLUSTER_KINDS if not totals.get(f"fault:{k}")]
-    # crashes inside the storage steps and the Journal's named points, torn tails, full disks
-    missing += [p for p in CRASH_POINTS if not totals.get(f"disk:crash_at_{p}")]
+    # every crash point armed (test_crash_points.py makes each one fire), the data path ones fired;
+    # torn tails, full disks
+    armed = " ".join(e.detail for r in fixed_runs.values() for e in r.history.of(Fault)
+                     if e.kind == "jn_crash_point")
+    missing += [f"armed:{p}" for p in CRASH_POINTS if f" {p} " not in armed]
+    missing += [p for p in ["write", "before_fsync", "rename", "journal:after_append"]
+                if not totals.get(f"disk:crash_at_{p}")]
     missing += [m for m in ["torn_prefix", "torn_garbage", "lose_unsynced", "keep_unsynced"]
                 if not totals.get(f"disk:crash_{m}")]
     missing += [k for k in ["disk:enospc", "acked_batches", "segments_finalized", "readers"]

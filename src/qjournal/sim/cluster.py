@@ -69,6 +69,9 @@ NS_INFO = NamespaceInfo(4242, "simcluster")
 STORAGE_POINTS = ["write", "before_fsync", "after_fsync", "rename", "before_fsync_dir"]
 #: every crash point, in a fixed order
 CRASH_POINTS = STORAGE_POINTS + [f"journal:{p}" for p in FAULT_POINTS]
+#: relative weight of each crash point when one is armed: the window between a batch's
+#: append and its fsync (a torn last record) weighs more, it is where most repair logic is
+CRASH_POINT_WEIGHTS = [4 if p in ("journal:after_append", "before_fsync") else 1 for p in CRASH_POINTS]
 
 
 def sim_settings() -> QJMSettings:
@@ -369,7 +372,8 @@ class SimCluster:
         self.history = history
         self.faults = faults
         self.net_faults = NetworkFaults(faults, rng)
-        self.network = MemoryNetwork(hook=self.net_faults)
+        self.fifo = rng.random() < faults.tcp_fifo
+        self.network = MemoryNetwork(hook=self.net_faults, fifo=self.fifo)
         self.names = [f"jn{i}:8485" for i in range(n_nodes)]
         self.nodes = {n: SimJournalNode(self, n) for n in self.names}
         self.uri = "qjournal://" + ";".join(self.names) + f"/{JID}"

@@ -17,9 +17,11 @@ Model (the POSIX guarantees that matter, and no more):
   last durable entries; a file created and never made durable disappears.
 * :meth:`SimFS.crash` applies, per file with unsynced appended bytes, one of:
   lose them all, keep them all, keep a prefix (a torn write), or keep a prefix
-  followed by garbage (a torn sector); a file of at most one sector instead
-  loses them, keeps them, or reads zeros in their place (size updated before
-  the data); a file truncated or overwritten in
+  followed by garbage (a torn sector), torn tails weighing double; a tiny
+  file (at most 64 bytes: the durable scalars) instead loses them, keeps them,
+  or reads zeros in their place (size updated before the data), since a write
+  inside one sector does not tear. Larger files tear at any byte, harsher than
+  real sector-granular tearing on purpose; a file truncated or overwritten in
   place without fsync keeps the old bytes or the new bytes (or, for a rewrite
   larger than one 512-byte sector, garbage of the same length).
   Which one is drawn from the seeded generator.
@@ -56,9 +58,13 @@ __all__ = ["SimFS", "SimulatedCrash", "CRASH_MODES"]
 
 #: a write within one sector is atomic on the devices we model
 SECTOR_BYTES = 512
+#: files up to this size (epochs, committed txid: the durable scalars) never tear; larger
+#: files tear at any byte, which is deliberately harsher than sector-granular tearing
+SCALAR_FILE_BYTES = 64
 
 #: how unsynced bytes of one file fare in a crash
 CRASH_MODES = ["lose_unsynced", "keep_unsynced", "torn_prefix", "torn_garbage"]
+CRASH_MODE_WEIGHTS = [1, 1, 2, 2]
 
 
 class SimulatedCrash(Exception):
@@ -280,12 +286,13 @@ class SimFS:
                 self._count(f"crash_{mode}")
                 continue
             extra = vis[len(dur):]
-            if len(vis) <= SECTOR_BYTES:
-                # a small file lives in one sector: its data is all there, not there, or the
-                # size was updated before the data (zeros); it does not tear mid-sector
+            if len(vis) <= SCALAR_FILE_BYTES:
+                # a tiny file (a durable scalar) lives in one sector: its data is all there, not
+                # there, or the size was updated before the data (zeros); it does not tear
                 mode = self.rng.choice(["lose_unsynced", "keep_unsynced", "zero_fill"])
             else:
-                mode = self.rng.choice(CRASH_MODES)
+                # torn tails weigh double: they are what the Journal's repair-on-open must handle
+                mode = self.rng.choices(CRASH_MODES, CRASH_MODE_WEIGHTS)[0]
             if mode == "zero_fill":
                 new = dur + bytes(len(extra))
             elif mode == "lose_unsynced" or not extra:

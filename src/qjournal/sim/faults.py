@@ -15,6 +15,12 @@ Network, per frame, through the in-memory network's fault hook
 * ``reorder``: a small random extra delay, so consecutive frames may swap.
 * ``duplicate``: the frame arrives twice (the second copy later).
 
+A run keeps TCP's per-connection order with probability ``tcp_fifo`` (drawn
+once per run): delays then stretch so that no frame overtakes an earlier one of
+the same connection, and reordering happens only between connections. The
+other runs model an RPC layer without that guarantee (retries, reconnects), so
+the JournalNode's IPC-serial gate is exercised too.
+
 Cluster, per director step (see :mod:`qjournal.sim.workload`):
 
 * ``partition``: cut a random pair of nodes (JournalNode or writer) apart.
@@ -69,6 +75,11 @@ class FaultConfig:
     duplicate: float = 0.02
     base_latency_ms: float = 0.5
     max_delay_ms: float = 3000.0
+    #: probability that a run's network keeps TCP's order within a connection
+    #: (``MemoryNetwork(fifo=True)``): reorder then only happens across
+    #: connections; otherwise frames of one connection may overtake each other
+    #: and duplicates may arrive out of order (an RPC layer that retries)
+    tcp_fifo: float = 0.5
     partition: float = 0.04
     isolate_old_writer: float = 0.5  # probability, at each takeover
     heal: float = 0.06

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from qjournal.errors import InvariantViolation, QJournalError
 from qjournal.sim.checker import Violation, check
-from qjournal.sim.cluster import CRASH_POINTS, JID, NS_INFO, SimCluster
+from qjournal.sim.cluster import CRASH_POINT_WEIGHTS, CRASH_POINTS, JID, NS_INFO, SimCluster
 from qjournal.sim.faults import CLUSTER_KINDS, NETWORK_KINDS, FaultConfig
 from qjournal.sim.known_bugs import attribute
 from qjournal.sim.history import (Acked, EpochGranted, Failure, Fault, FinalLog, History, Read,
@@ -313,7 +313,7 @@ class _Run:
         elif action == "jn_crash_point":
             node = cl.nodes[rng.choice(names)]
             if node.alive:
-                point = rng.choice(CRASH_POINTS)
+                point = rng.choices(CRASH_POINTS, CRASH_POINT_WEIGHTS)[0]
                 after = rng.randrange(3)
                 node.arm(point, after)
                 self._fault("jn_crash_point", f"{node.name} {point} after {after}")
@@ -427,6 +427,7 @@ class _Run:
         for k, v in cl.net_faults.counts.items():
             self._stat(f"fault:{k}", v)
         self._stat("http_fetches", cl.http_fetches)
+        self._stat("runs_tcp_fifo" if cl.fifo else "runs_unordered_network")
         await cl.stop()
 
 
@@ -440,14 +441,44 @@ def run_seed(opts: SimOptions) -> RunResult:
         The result; ``violations`` is empty when every rule held. A stalled or
         runaway simulation is reported as a ``failure`` violation.
     """
+    return _execute(opts, lambda: _Run(opts))
+
+
+def run_crash_point_scenario(point: str, node: int, seed: int = 0) -> RunResult:
+    """A scripted run that forces a recovery with downloads, with ``point`` armed on one node.
+
+    The script (network faults off; after reference §6.4, TestQJMWithFaults):
+    writer ``w1`` writes txids 1-3 and finalizes them, starts segment 4, syncs
+    4-5 on every node, then is cut from ``jn1`` and ``jn2`` and writes txid 6
+    (it reaches ``jn0`` only; the sync times out) and dies. The crash point is
+    armed on node ``node``; writer ``w2`` fences and recovers segment 4 (txid 6
+    on ``jn0`` is the longest log, so the others download it: accept-recovery,
+    paxos persist, rename), writes 7-8 and finalizes. Crashed nodes restart,
+    then the usual end phase (final recovery, final read, disks) runs.
+
+    Args:
+        point: one of :data:`qjournal.sim.cluster.CRASH_POINTS`.
+        node: index of the JournalNode to arm (0-2).
+        seed: seed of the disk's crash outcomes and latencies.
+
+    Returns:
+        The checked result (``options.steps`` is 0).
+    """
+    opts = SimOptions(seed=seed, steps=0, nodes=3, faults=FaultConfig.parse("none"))
+    return _execute(opts, lambda: _CrashPointRun(opts, point, node))
+
+
+def _execute(opts: SimOptions, make_run) -> RunResult:
     holder: dict = {}
 
     async def main():
-        run = _Run(opts)
+        run = make_run()
         holder["run"] = run
         await run.main()
 
-    logging.getLogger("qjournal").setLevel(logging.CRITICAL)
+    qlog = logging.getLogger("qjournal")
+    level = qlog.level
+    qlog.setLevel(logging.CRITICAL)  # a run logs every fault; the history is the record
     t0 = time.monotonic()
     try:
         run_simulation(main, opts.seed, max_virtual_time_s=max(3600.0, opts.steps * 20.0))
@@ -456,12 +487,85 @@ def run_seed(opts: SimOptions) -> RunResult:
         if run is None:
             raise
         run.history.add(Failure("simulator", type(e).__name__, str(e)))
+    finally:
+        qlog.setLevel(level)
     run = holder["run"]
     run.stats["wall_ms"] = int((time.monotonic() - t0) * 1000)
     violations = check(run.history)
     unexplained, known = attribute(run.history, violations)
     virtual = run.history.events[-1].time - run.history.events[0].time if run.history.events else 0.0
     return RunResult(opts, run.history, violations, run.stats, virtual, unexplained, known)
+
+
+class _CrashPointRun(_Run):
+    """The script of :func:`run_crash_point_scenario`."""
+
+    def __init__(self, opts: SimOptions, point: str, node: int) -> None:
+        super().__init__(opts)
+        self.point = point
+        self.node = node
+
+    async def _write(self, name, qjm, stream, txids, wait_s=None) -> bool:
+        for t in txids:
+            body = f"{name}/e{qjm.epoch}/t{t}".encode()
+            self.history.add(Written(name, qjm.epoch, t, body))
+            stream.write(t, body)
+        stream.mark()
+        try:
+            await stream.sync()
+        except QJournalError:
+            return False
+        self.history.add(Acked(name, qjm.epoch, txids[-1]))
+        return True
+
+    async def main(self) -> None:
+        cl = self.cluster
+        h = self.history
+        await cl.start()
+        h.add(Setup(tuple(cl.names)))
+        cl.net_faults.enabled = False
+        fmt = cl.new_qjm("formatter")
+        await fmt.format(NS_INFO)
+        await fmt.close()
+        # w1: a finalized segment, then an in-progress one whose last txid reaches jn0 only
+        w1 = cl.new_qjm("w1")
+        h.add(WriterStarted("w1"))
+        await w1.recover_unfinalized_segments()
+        h.add(EpochGranted("w1", w1.epoch))
+        s = await w1.start_log_segment(1)
+        assert await self._write("w1", w1, s, [1, 2, 3])
+        await w1.finalize_log_segment(1, 3)
+        s = await w1.start_log_segment(4)
+        assert await self._write("w1", w1, s, [4, 5])
+        cl.network.partition("w1", cl.names[1])
+        cl.network.partition("w1", cl.names[2])
+        await self._write("w1", w1, s, [6])
+        cl.network.crash("w1")
+        await w1.close()
+        cl.network.heal()
+        # the crash point, then the takeover that must recover through it
+        cl.nodes[cl.names[self.node]].arm(self.point, 0)
+        self._fault("jn_crash_point", f"{cl.names[self.node]} {self.point} after 0")
+        holder: dict = {}
+        w2 = cl.new_qjm("w2")
+        holder["qjm"] = w2
+        h.add(WriterStarted("w2"))
+        try:
+            await w2.recover_unfinalized_segments()
+            h.add(EpochGranted("w2", w2.epoch))
+            segs = await w2.get_manifest(0, in_progress_ok=False)
+            nxt = max((x.end_txid for x in segs), default=0) + 1
+            s = await w2.start_log_segment(nxt)
+            if await self._write("w2", w2, s, [nxt, nxt + 1]):
+                await w2.finalize_log_segment(nxt, nxt + 1)
+        except InvariantViolation as e:
+            h.add(Failure("w2", type(e).__name__, str(e)))
+        except QJournalError as e:
+            self._stat(f"writer_stop:{type(e).__name__}")
+        await self._close_qjm(holder)
+        fired = not cl.nodes[cl.names[self.node]].alive
+        self._stat("crash_point_fired" if fired else "crash_point_not_reached")
+        await self.finish()
 
 
 def minimise(opts: SimOptions, result: RunResult, budget: int = 40) -> RunResult:
