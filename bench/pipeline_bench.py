@@ -1,0 +1,132 @@
+"""Benchmark of the Spark pipeline: decode rate and checkpoint time against the physical floor.
+
+Why: the pipeline is only worth its Spark start-up if it decodes and
+checkpoints large journals faster than the NameNode's own one-process replay;
+this script measures, in one run and on the same generated journal:
+
+* floor      reading every segment byte (``open().read()``; page cache warm),
+* replay     the NameNode's single-process path: ``iter_records`` +
+             ``ops.decode_op`` + ``Namespace.apply`` for every edit,
+* decode     Spark ``binaryFile`` + ``mapInArrow`` decode of every record (a count),
+* ingest     decode + the partitioned Parquet write + the manifest,
+* checkpoint from the empty image to the last txid (Spark), image saved in
+             the NameNode's format,
+
+and prints each with its ratio to the floor. The history is generated with
+``qjournal.pipeline.generate`` (one node: replicas multiply the decode work
+linearly) and kept under ``--work`` so reruns skip the generation.
+
+Run: ``.venv/bin/python bench/pipeline_bench.py`` (sizes 10^5 and 10^6,
+``local[2]``); ``--sizes 100000`` for a quick run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+from qjournal.namenode import ops as nn_ops
+from qjournal.namenode.namespace import Namespace
+from qjournal.pipeline import checkpoint as cp
+from qjournal.pipeline import ingest as ing
+from qjournal.pipeline.generate import GenOptions, generate
+from qjournal.pipeline.session import SessionOptions, get_or_create
+from qjournal.protocol import segment as seg
+
+
+def _history(work: str, seed: int, txns: int, roll: int) -> str:
+    out = os.path.join(work, f"hist-{seed}-{txns}-{roll}")
+    done = os.path.join(out, "generator.json")
+    if not os.path.exists(done):
+        shutil.rmtree(out, ignore_errors=True)
+        t = time.monotonic()
+        generate(GenOptions(seed=seed, txns=txns, out=out, nodes=1, roll_every_txns=roll))
+        print(f"  generated {txns} txids in {time.monotonic() - t:.1f} s", file=sys.stderr)
+    return out
+
+
+def _files(hist: str) -> list[str]:
+    cur = os.path.join(hist, "jn1", "qjournal", "current")
+    return [os.path.join(cur, n) for n in sorted(os.listdir(cur)) if n.startswith("edits_")]
+
+
+def measure(spark, work: str, seed: int, txns: int, roll: int) -> dict:
+    hist = _history(work, seed, txns, roll)
+    files = _files(hist)
+    total_bytes = sum(os.path.getsize(f) for f in files)
+
+    t = time.monotonic()
+    n = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            n += len(fh.read())
+    floor = time.monotonic() - t
+
+    t = time.monotonic()
+    ns = Namespace(permissions_enabled=False)
+    for f in files:
+        with open(f, "rb") as fh:
+            for rec in seg.iter_records(fh.read()):
+                ns.apply(nn_ops.decode_op(rec.opcode, rec.body, rec.txid))
+    replay = time.monotonic() - t
+
+    copies = ing.discover_local([os.path.join(hist, "jn1")])
+    t = time.monotonic()
+    decoded = ing.decode_files(spark, ing.segment_files_frame(spark, copies)).count()
+    decode = time.monotonic() - t
+    assert decoded == txns, (decoded, txns)
+
+    out = os.path.join(work, f"out-{seed}-{txns}")
+    shutil.rmtree(out, ignore_errors=True)
+    layout = ing.OutputLayout(out)
+    t = time.monotonic()
+    ing.ingest(spark, copies, layout, ["jn1"], progress=ing.no_progress)
+    ingest = time.monotonic() - t
+
+    t = time.monotonic()
+    res = cp.checkpoint(spark, ing.read_edits(spark, layout), ing.read_manifest(spark, layout),
+                        out_name_dir=os.path.join(out, "checkpoint"))
+    ckpt = time.monotonic() - t
+    assert res.txid == txns and res.num_inodes == len(ns), (res, len(ns))
+    return {"txns": txns, "segments": len(files), "bytes": total_bytes, "inodes": len(ns),
+            "floor_s": floor, "replay_s": replay, "decode_s": decode, "ingest_s": ingest,
+            "checkpoint_s": ckpt}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="100000,1000000", help="txids per history, comma separated")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--roll-every-txns", type=int, default=20000)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--work", default="/tmp/qjournal-pipeline-bench")
+    args = p.parse_args(argv)
+    os.makedirs(args.work, exist_ok=True)
+    t = time.monotonic()
+    spark = get_or_create(SessionOptions(master=args.master, app_name="qjournal-pipeline-bench"))
+    spark.range(1).count()
+    print(f"session start (cold): {time.monotonic() - t:.1f} s, master {args.master}")
+    rows = []
+    for size in [int(s) for s in args.sizes.split(",") if s]:
+        r = measure(spark, args.work, args.seed, size, args.roll_every_txns)
+        rows.append(r)
+        f = r["floor_s"]
+        print(f"\n{r['txns']:>9} edits, {r['segments']} segments, {r['bytes'] / 1e6:.1f} MB, "
+              f"{r['inodes']} inodes at the end")
+        for key, label in (("floor_s", "read bytes (floor)"), ("replay_s", "NameNode replay (1 process)"),
+                           ("decode_s", "Spark decode (count)"), ("ingest_s", "Spark ingest (decode+write)"),
+                           ("checkpoint_s", "Spark checkpoint")):
+            v = r[key]
+            rate = r["txns"] / v if v > 0 else float("inf")
+            print(f"  {label:30s} {v:8.2f} s  {rate:12,.0f} edits/s  x{v / f if f > 0 else 0:,.0f} floor")
+    print("\n" + json.dumps(rows))
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
