@@ -164,31 +164,6 @@ def _column(name: str, typ: pa.DataType, values: list, txids: list[int], opcodes
     return pa.array(values, typ)
 
 
-def decode_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function: segment-copy rows in, edits rows out.
-
-    Input batches carry ``jid, node, segment_start, segment_end, content`` (one
-    row per segment copy, as joined from ``binaryFile``); each copy becomes one
-    output batch (invariant 3).
-
-    Args:
-        batches: Arrow batches from Spark.
-
-    Yields:
-        Batches with :data:`EDITS_ARROW_SCHEMA`.
-    """
-    for batch in batches:
-        jids = batch.column("jid").to_pylist()
-        nodes = batch.column("node").to_pylist()
-        starts = batch.column("segment_start").to_pylist()
-        ends = batch.column("segment_end").to_pylist()
-        content = batch.column("content")
-        for i in range(batch.num_rows):
-            buf = content[i].as_buffer()
-            data = b"" if buf is None else memoryview(buf).cast("B")
-            yield decode_segment(jids[i], nodes[i], starts[i], ends[i], data)
-
-
 def decode_path_batches(keys: dict[str, tuple[str, str, int, int]],
                         batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` function over raw ``binaryFile`` rows (``path``, ``content``).
@@ -218,4 +193,4 @@ def decode_path_batches(keys: dict[str, tuple[str, str, int, int]],
 
 
 __all__ = ["EDITS_ARROW_SCHEMA", "EDITS_COLUMNS", "KEY_FIELDS", "OP_FIELDS", "RECORD_FIELDS",
-           "decode_segment", "decode_batches", "decode_path_batches"]
+           "decode_segment", "decode_path_batches"]

@@ -140,10 +140,10 @@ def _run(args, say) -> int:
             os.makedirs(layout.root, exist_ok=True)
             findings.write.mode("overwrite").parquet(layout.findings)
             errors = pdf[pdf["severity"] == au.ERROR]
-            for r in pdf.itertuples(index=False):
-                where = f"segment {r.segment_start}" if r.segment_start == r.segment_start and \
-                    r.segment_start is not None else ""
-                print(f"{r.severity.upper():7s} {r.kind:18s} {r.jid} {r.node or '-'} {where}: {r.detail}")
+            for r in findings.collect():
+                seg_start = "-" if r["segment_start"] is None else r["segment_start"]
+                print(f"{r['severity'].upper():7s} {r['kind']:18s} {r['jid']} node={r['node'] or '-'} "
+                      f"segment={seg_start}: {r['detail']}")
             say(f"audit: {len(errors)} error(s), {len(pdf) - len(errors)} warning(s)")
             if len(errors):
                 rc = EXIT_AUDIT_FAILED
