@@ -11,19 +11,22 @@ from __future__ import annotations
 from qjournal.errors import EpochError
 from qjournal.protocol import jn_rules, recovery
 from qjournal.sim.faults import FaultConfig
-from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
+from qjournal.sim.workload import (SimOptions, minimise, replay_command, run_section_2_10_6_scenario,
+                                   run_seed)
 
 #: the bound: a broken rule must show within this many seeds
 MAX_SEEDS = 40
-#: takeover-heavy faults: every takeover isolates the old writer from a majority, so
-#: segments written by two epochs with the same start (seed 000 §2.10.6) are common
-TAKEOVER_HEAVY = FaultConfig.parse("writer_takeover=0.2,isolate_old_writer=1.0,jn_crash_point=0.02,"
-                                   "disk_full=0.01,read=0.02")
+#: writers taken over right after they start a segment, and crashing: segments written by two
+#: epochs with the same start (seed 000 §2.10.6) become common enough to search for
+SEGMENT_START_TAKEOVERS = FaultConfig.parse("takeover_at_segment_start=0.5,writer_crash=0.1")
+MAX_SEEDS_RECOVERY = 100
 
 
-def _first_violation(rules: set[str], faults: FaultConfig = FaultConfig()):
-    for seed in range(MAX_SEEDS):
-        r = run_seed(SimOptions(seed=seed, steps=150, nodes=5 if seed % 4 == 3 else 3, faults=faults))
+def _first_violation(rules: set[str], faults: FaultConfig = FaultConfig(), max_seeds: int = MAX_SEEDS,
+                     nodes: int | None = None):
+    for seed in range(max_seeds):
+        n = nodes or (5 if seed % 4 == 3 else 3)
+        r = run_seed(SimOptions(seed=seed, steps=150, nodes=n, faults=faults))
         hits = [v for v in r.unexplained if v.rule in rules]
         if hits:
             print(f"caught at seed {seed}: {hits[0]}\nreplay: {replay_command(r.options)}")
@@ -46,16 +49,30 @@ def test_journalnode_promising_an_epoch_equal_to_its_promise_is_caught(monkeypat
     assert seed is not None, f"a JournalNode promising equal epochs went unnoticed in {MAX_SEEDS} seeds"
 
 
-def test_recovery_choosing_the_longest_log_regardless_of_epochs_is_caught(monkeypatch):
-    real = recovery.compare_recovery_responses
-
+def _broken_compare(real):
     def broken_compare(a, b) -> int:
         sa, sb = a.segment_state, b.segment_state
         if sa is not None and sb is not None and sa.in_progress and sb.in_progress:
             # BROKEN (seed 000 §2.10.6): ignore max(accepted epoch, last writer epoch)
             return (sa.end_txid > sb.end_txid) - (sa.end_txid < sb.end_txid)
         return real(a, b)
-    monkeypatch.setattr(recovery, "compare_recovery_responses", broken_compare)
+    return broken_compare
+
+
+def test_section_2_10_6_scenario_passes_with_the_real_rule_and_fails_with_longest_log(monkeypatch):
+    ok = run_section_2_10_6_scenario(0)
+    assert ok.violations == [], ok.explain()
+    monkeypatch.setattr(recovery, "compare_recovery_responses",
+                        _broken_compare(recovery.compare_recovery_responses))
+    bad = run_section_2_10_6_scenario(0)
+    assert [v.rule for v in bad.unexplained] == ["acked_lost"], bad.explain()
+    assert "txid 4 acked to writer w2" in bad.unexplained[0].message
+
+
+def test_recovery_choosing_the_longest_log_regardless_of_epochs_is_caught(monkeypatch):
+    monkeypatch.setattr(recovery, "compare_recovery_responses",
+                        _broken_compare(recovery.compare_recovery_responses))
     seed, hits = _first_violation({"acked_lost", "read_lost", "read_disagree", "invented",
-                                   "finalize_disagree", "finalized_vs_log", "failure"}, TAKEOVER_HEAVY)
-    assert seed is not None, f"longest-log recovery went unnoticed in {MAX_SEEDS} seeds"
+                                   "finalize_disagree", "finalized_vs_log", "failure"},
+                                  SEGMENT_START_TAKEOVERS, MAX_SEEDS_RECOVERY, nodes=3)
+    assert seed is not None, f"longest-log recovery went unnoticed in {MAX_SEEDS_RECOVERY} seeds"

@@ -26,6 +26,9 @@ Cluster, per director step (see :mod:`qjournal.sim.workload`):
 * ``partition``: cut a random pair of nodes (JournalNode or writer) apart.
 * ``isolate_old_writer``: when a new writer takes over, cut the old one off
   from a majority of JournalNodes while it keeps trying to write.
+* ``takeover_at_segment_start``: right after a writer started a segment, cut
+  it from a majority and start a new writer: the old writer's first batch of
+  that segment reaches a minority only (seed 000 §2.10.5, §2.10.6).
 * ``heal``: remove every partition.
 * ``jn_crash``: power-cut a JournalNode now (unsynced bytes lost or torn).
 * ``jn_crash_point``: arm a storage crash point on a JournalNode (between a
@@ -56,7 +59,7 @@ from dataclasses import dataclass
 __all__ = ["FaultConfig", "NetworkFaults", "NETWORK_KINDS", "CLUSTER_KINDS"]
 
 NETWORK_KINDS = ["drop", "delay", "reorder", "duplicate"]
-CLUSTER_KINDS = ["partition", "isolate_old_writer", "heal", "jn_crash", "jn_crash_point",
+CLUSTER_KINDS = ["partition", "isolate_old_writer", "takeover_at_segment_start", "heal", "jn_crash", "jn_crash_point",
                  "jn_restart", "disk_full", "disk_free", "writer_takeover", "writer_crash", "read"]
 
 
@@ -82,6 +85,7 @@ class FaultConfig:
     tcp_fifo: float = 0.5
     partition: float = 0.04
     isolate_old_writer: float = 0.5  # probability, at each takeover
+    takeover_at_segment_start: float = 0.05  # probability, each time a writer starts a segment
     heal: float = 0.06
     jn_crash: float = 0.04
     jn_crash_point: float = 0.04

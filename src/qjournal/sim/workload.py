@@ -194,6 +194,8 @@ class _Run:
             while True:
                 seg_start = next_txid
                 stream = await qjm.start_log_segment(seg_start)
+                if rng.random() < self.opts.faults.takeover_at_segment_start:
+                    self._takeover_at_segment_start(name)
                 n_batches = 1 + rng.randrange(12)
                 for _ in range(n_batches):
                     await asyncio.sleep(rng.expovariate(1 / BATCH_MEAN_S))
@@ -219,6 +221,18 @@ class _Run:
         except Exception as e:  # noqa: BLE001 - anything else is a bug the checker must see
             h.add(Failure(name, type(e).__name__, repr(e)))
         return False
+
+    def _takeover_at_segment_start(self, old: str) -> None:
+        """Cut ``old`` from a majority right after it started a segment, and start a new writer
+        (seed 000 §2.10.5 / §2.10.6: the old writer's first batch reaches a minority only)."""
+        if len(self.live_writers()) >= MAX_LIVE_WRITERS:
+            return
+        names = self.cluster.names
+        cut = self.rng.sample(names, len(names) // 2 + 1)
+        for n in sorted(cut):
+            self.cluster.network.partition(old, n)
+        self._fault("takeover_at_segment_start", f"{old} from {sorted(cut)}")
+        self.start_writer()
 
     def live_writers(self) -> list[tuple[str, asyncio.Task, dict]]:
         return [w for w in self.writers if not w[1].done()]
@@ -280,7 +294,7 @@ class _Run:
     # -- the director -----------------------------------------------------------------------
     def _pick(self) -> str:
         c = self.opts.faults
-        kinds = [k for k in CLUSTER_KINDS if k != "isolate_old_writer"]
+        kinds = [k for k in CLUSTER_KINDS if k not in ("isolate_old_writer", "takeover_at_segment_start")]
         weights = [getattr(c, k) for k in kinds]
         total = sum(weights) + c.write_weight
         x = self.rng.random() * total
@@ -468,6 +482,25 @@ def run_crash_point_scenario(point: str, node: int, seed: int = 0) -> RunResult:
     return _execute(opts, lambda: _CrashPointRun(opts, point, node))
 
 
+def run_section_2_10_6_scenario(seed: int = 0) -> RunResult:
+    """The scenario of seed 000 §2.10.6, scripted: why recovery compares writer epochs first.
+
+    ``w1`` (epoch 1) finalizes txids 1-3, starts segment 4 everywhere, is cut
+    from ``jn1`` and ``jn2`` and writes 4-6, which reach ``jn0`` only. ``w2``
+    cannot reach ``jn0``: its new-epoch quorum sees segment 4 empty (absent), so
+    it starts segment 4 again, has txid 4 acknowledged by ``jn1`` and ``jn2``,
+    and dies. ``w3`` recovers with ``jn0`` and ``jn1`` answering: ``jn0`` has the
+    longer copy 4-6 (last writer epoch 1), ``jn1`` the copy 4-4 (epoch 2). The
+    real rule picks ``jn1``; a longest-log rule would pick ``jn0`` and lose the
+    acknowledged txid 4.
+
+    Returns:
+        The checked result.
+    """
+    opts = SimOptions(seed=seed, steps=0, nodes=3, faults=FaultConfig.parse("none"))
+    return _execute(opts, lambda: _Section2106Run(opts))
+
+
 def _execute(opts: SimOptions, make_run) -> RunResult:
     holder: dict = {}
 
@@ -618,3 +651,64 @@ def minimise(opts: SimOptions, result: RunResult, budget: int = 40) -> RunResult
         if r is not None:
             best = r
     return best
+
+
+class _Section2106Run(_CrashPointRun):
+    """The script of :func:`run_section_2_10_6_scenario`."""
+
+    def __init__(self, opts: SimOptions) -> None:
+        super().__init__(opts, "", 0)
+
+    async def _writer_start(self, name: str):
+        q = self.cluster.new_qjm(name)
+        self.history.add(WriterStarted(name))
+        await q.recover_unfinalized_segments()
+        self.history.add(EpochGranted(name, q.epoch))
+        return q
+
+    async def main(self) -> None:
+        cl = self.cluster
+        jn0, jn1, jn2 = cl.names
+        await cl.start()
+        self.history.add(Setup(tuple(cl.names)))
+        cl.net_faults.enabled = False
+        fmt = cl.new_qjm("formatter")
+        await fmt.format(NS_INFO)
+        await fmt.close()
+        w1 = await self._writer_start("w1")
+        s = await w1.start_log_segment(1)
+        await self._write("w1", w1, s, [1, 2, 3])
+        await w1.finalize_log_segment(1, 3)
+        s = await w1.start_log_segment(4)
+        cl.network.partition("w1", jn1)
+        cl.network.partition("w1", jn2)
+        await self._write("w1", w1, s, [4, 5, 6])  # reaches jn0 only; the sync fails
+        cl.network.crash("w1")
+        await w1.close()
+        cl.network.heal()
+        cl.network.partition("w2", jn0)
+        holder: dict = {}
+        try:
+            w2 = await self._writer_start("w2")
+            holder["qjm"] = w2
+            segs = await w2.get_manifest(0, in_progress_ok=False)
+            nxt = max((x.end_txid for x in segs), default=0) + 1
+            s = await w2.start_log_segment(nxt)
+            await self._write("w2", w2, s, [nxt])
+        except QJournalError as e:
+            self._stat(f"writer_stop:{type(e).__name__}")
+        cl.network.crash("w2")
+        await self._close_qjm(holder)
+        cl.network.heal()
+        cl.network.partition("w3", jn2)
+        holder = {}
+        try:
+            w3 = await self._writer_start("w3")
+            holder["qjm"] = w3
+        except InvariantViolation as e:
+            self.history.add(Failure("w3", type(e).__name__, str(e)))
+        except QJournalError as e:
+            self._stat(f"writer_stop:{type(e).__name__}")
+        await self._close_qjm(holder)
+        cl.network.heal()
+        await self.finish()
