@@ -17,6 +17,7 @@ class Seg:
     start_txid: int
     end_txid: int
     in_progress: bool
+    digest: int | None = None
 
 
 @dataclass(frozen=True)
@@ -158,3 +159,12 @@ def test_next_epoch_needs_answers():
 @pytest.mark.parametrize("txids,expected", [([None, None], None), ([101, None, 151], 151), ([INVALID_TXID], None), ([], None)])
 def test_segment_to_recover(txids, expected):
     assert segment_to_recover(txids) == expected
+
+
+def test_tied_sources_with_different_digests_are_an_invariant_violation():
+    a = R(Seg(101, 150, True, 0xAAAA))
+    b = R(Seg(101, 150, True, 0xBBBB))
+    with pytest.raises(InvariantViolation, match="different contents"):
+        choose_recovery_source(101, {"jn1": a, "jn2": b})
+    same = choose_recovery_source(101, {"jn1": a, "jn2": R(Seg(101, 150, True, 0xAAAA)), "jn3": R(Seg(101, 150, True))})
+    assert same.sources == ("jn1", "jn2", "jn3")

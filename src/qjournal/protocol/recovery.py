@@ -39,6 +39,9 @@ Invariants:
    :class:`InvariantViolation`: recovery would discard an acknowledged edit.
 3. The result depends only on the answers, never on the order in which they
    arrived: sources are listed in sorted node order.
+4. Equally good sources hold the same bytes: one writer epoch writes a txid
+   once, and one epoch accepts one value per segment. Tied sources reporting
+   different content digests are an :class:`InvariantViolation`.
 """
 
 from __future__ import annotations
@@ -217,11 +220,21 @@ def choose_recovery_source(segment_txid: int,
     else:
         reason = "longest-log"
     # Equally good sources must also agree on the end txid (they do by construction
-    # of the comparator, which ties only on equal ends).
+    # of the comparator, which ties only on equal ends) and on the content digest when
+    # they report one (invariant 4).
+    digests: dict[int, str] = {}
     for name in best:
         s = responses[name].segment_state
         if s.end_txid != state.end_txid:  # pragma: no cover - guarded by the comparator
             raise InvariantViolation(f"tied recovery sources disagree on the end txid: {best}")
+        d = getattr(s, "digest", None)
+        if d is not None:
+            digests.setdefault(d, name)
+    if len(digests) > 1:
+        shown = ", ".join(f"{n}: {d:08x}" for d, n in sorted(digests.items(), key=lambda x: x[1]))
+        raise InvariantViolation(
+            f"segment {segment_txid}: equally good recovery sources ending at txid "
+            f"{state.end_txid} hold different contents ({shown})")
     return RecoveryDecision(segment_txid, state, tuple(best), reason)
 
 
