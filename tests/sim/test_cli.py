@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
+def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "qjournal.sim", *args], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, env=None if env is None else {**os.environ, **env})
 
 
 def test_replay_one_seed_prints_a_summary_and_exits_zero():
@@ -18,9 +19,12 @@ def test_replay_one_seed_prints_a_summary_and_exits_zero():
     assert "violations=0" in p.stdout
 
 
-def test_replay_is_identical_across_processes():
-    a = _run("--seed", "4", "--steps", "25", "--history")
-    b = _run("--seed", "4", "--steps", "25", "--history")
+def test_replay_is_identical_across_processes_and_string_hash_seeds():
+    # no re-exec: each process keeps its own PYTHONHASHSEED, so set iteration order differs
+    a = _run("--seed", "4", "--steps", "40", "--history",
+             env={"QJOURNAL_SIM_NO_REEXEC": "1", "PYTHONHASHSEED": "1"})
+    b = _run("--seed", "4", "--steps", "40", "--history",
+             env={"QJOURNAL_SIM_NO_REEXEC": "1", "PYTHONHASHSEED": "2"})
     strip = lambda out: [line for line in out.splitlines() if "wall=" not in line]  # noqa: E731
     assert a.returncode == b.returncode == 0
     assert strip(a.stdout) == strip(b.stdout)

@@ -333,10 +333,6 @@ class SimFS:
 from qjournal.errors import JournalError, JournalLockedError  # noqa: E402
 from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage  # noqa: E402
 
-#: crash points a fault plan may arm on a SimJournalStorage (beyond SimFS's own)
-STORAGE_CRASH_POINTS = ["write", "before_fsync", "after_fsync", "rename", "before_fsync_dir",
-                        "before_persist_paxos", "after_persist_paxos"]
-
 
 class SimJournalStorage(JournalStorage):
     """The JournalNode's ``JournalStorage`` on a :class:`SimFS` (one journal id).
