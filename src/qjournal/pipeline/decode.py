@@ -75,38 +75,41 @@ def decode_segment(jid: str, node: str, segment_start: int, segment_end: int,
         A ``RecordBatch`` with :data:`EDITS_ARROW_SCHEMA`.
     """
     where = f"{jid}/{node}/{seg.segment_file_name(segment_start, segment_end)}"
-    scan = seg.scan_segment(content, expected_first_txid=segment_start,
-                            max_record_bytes=max_record_bytes, stop_after_txid=segment_end)
-    txids: list[int] = []
-    opcodes: list[int] = []
-    bodies: list[bytes] = []
-    offsets: list[int] = []
-    checksums: list[int] = []
-    if scan.header_ok and scan.num_records:
-        offset = seg.HEADER_SIZE
-        view = memoryview(content)[:scan.valid_length]
-        for rec in seg.iter_records(view, seg.HEADER_SIZE, where=where,
-                                    allow_torn_tail=False, max_record_bytes=max_record_bytes):
-            txids.append(rec.txid)
-            opcodes.append(rec.opcode)
-            bodies.append(rec.body)
-            offsets.append(offset)
-            checksums.append(rec.checksum)
-            offset += seg.RECORD_OVERHEAD + len(rec.body)
+    fast = _clean_records(content, segment_start, segment_end, max_record_bytes)
+    if fast is not None:
+        # A clean copy (the common case): one framing pass, no scan report needed.
+        txids, opcodes, bodies, offsets, checksums = fast
+        scan = None
+    else:
+        scan = seg.scan_segment(content, expected_first_txid=segment_start,
+                                max_record_bytes=max_record_bytes, stop_after_txid=segment_end)
+        txids, opcodes, bodies, offsets, checksums = [], [], [], [], []
+        if scan.header_ok and scan.num_records:
+            offset = seg.HEADER_SIZE
+            view = memoryview(content)[:scan.valid_length]
+            for rec in seg.iter_records(view, seg.HEADER_SIZE, where=where,
+                                        allow_torn_tail=False, max_record_bytes=max_record_bytes):
+                txids.append(rec.txid)
+                opcodes.append(rec.opcode)
+                bodies.append(rec.body)
+                offsets.append(offset)
+                checksums.append(rec.checksum)
+                offset += seg.RECORD_OVERHEAD + len(rec.body)
     cols = nn_ops.decode_columns(txids, opcodes, bodies)
     problems: list[str | None] = [None if e is None else f"{where}: {e}" for e in cols["error"]]
 
     # Problems of the copy as a whole (invariant 2), each as its own invalid row.
     extra: list[tuple[int | None, int | None, str]] = []  # (txid, offset, problem)
-    for p in scan.problems:
-        extra.append((None, p.offset, f"{where}: {p.kind} at byte {p.offset}: {p.detail}"))
-    if scan.header_ok and scan.last_txid != segment_end:
-        last = scan.last_txid if scan.num_records else "none"
-        extra.append((None, scan.valid_length,
-                      f"{where}: short copy: valid records end at txid {last}, "
-                      f"the file name says {segment_end}"))
-    if scan.header_ok and scan.num_records == 0 and not extra:
-        extra.append((None, seg.HEADER_SIZE, f"{where}: no records"))
+    if scan is not None:
+        for p in scan.problems:
+            extra.append((None, p.offset, f"{where}: {p.kind} at byte {p.offset}: {p.detail}"))
+        if scan.header_ok and scan.last_txid != segment_end:
+            last = scan.last_txid if scan.num_records else "none"
+            extra.append((None, scan.valid_length,
+                          f"{where}: short copy: valid records end at txid {last}, "
+                          f"the file name says {segment_end}"))
+        if scan.header_ok and scan.num_records == 0 and not extra:
+            extra.append((None, seg.HEADER_SIZE, f"{where}: no records"))
 
     n_ok = len(txids)
     n = n_ok + len(extra)
@@ -132,6 +135,45 @@ def decode_segment(jid: str, node: str, segment_start: int, segment_end: int,
     arrays["valid"] = pa.array([p is None for p in all_problems], pa.bool_())
     arrays["problem"] = pa.array(all_problems, pa.string())
     return pa.RecordBatch.from_arrays([arrays[c] for c in EDITS_COLUMNS], schema=EDITS_ARROW_SCHEMA)
+
+
+def _clean_records(content, start: int, end: int, max_record_bytes: int):
+    """Frame a copy in one pass when it is clean; None sends the caller to the full scan.
+
+    Clean means: a good header, then records ``start..end`` with verified
+    checksums and consecutive txids (bytes after ``end`` are ignored, as a
+    reader of a finalized segment does).
+
+    Returns:
+        ``(txids, opcodes, bodies, offsets, checksums)`` or None.
+    """
+    try:
+        seg.decode_header(content)
+    except Exception:  # CorruptSegmentError: the full scan reports it
+        return None
+    txids: list[int] = []
+    opcodes: list[int] = []
+    bodies: list[bytes] = []
+    offsets: list[int] = []
+    checksums: list[int] = []
+    offset = seg.HEADER_SIZE
+    expect = start
+    try_decode, ok = seg.try_decode, seg.OK
+    while expect <= end:
+        d = try_decode(content, offset, max_record_bytes)
+        if d.status != ok:
+            return None
+        rec = d.record
+        if rec.txid != expect:
+            return None
+        txids.append(expect)
+        opcodes.append(rec.opcode)
+        bodies.append(rec.body)
+        offsets.append(offset)
+        checksums.append(rec.checksum)
+        offset = d.next_offset
+        expect += 1
+    return txids, opcodes, bodies, offsets, checksums
 
 
 def _column(name: str, typ: pa.DataType, values: list, txids: list[int], opcodes: list[int],

@@ -53,6 +53,8 @@ from qjournal.util.fs import atomic_write
 
 #: read size when checksumming segment files on the driver
 _CHUNK_BYTES = 4 * 1024 * 1024
+#: smallest input partition when decoding (below this, task overhead dominates)
+_MIN_PARTITION_BYTES = 1024 * 1024
 
 #: Arrow schema of the discovered segment files
 SEGMENT_FILES_ARROW_SCHEMA = pa.schema([
@@ -320,9 +322,16 @@ def decode_files(spark, files):
     """
     import functools
 
-    rows = files.select("jid", "node", "segment_start", "segment_end", "path").orderBy("path").collect()
+    rows = files.select("jid", "node", "segment_start", "segment_end", "path", "file_length") \
+        .orderBy("path").collect()
     keys = {f"file:{r['path']}": (r["jid"], r["node"], r["segment_start"], r["segment_end"])
             for r in rows}
+    # Segment files are not splittable: Spark packs whole files into partitions of
+    # up to maxPartitionBytes. Size them so every core gets about two partitions.
+    total = sum(r["file_length"] for r in rows)
+    slots = 2 * max(1, spark.sparkContext.defaultParallelism)
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(_MIN_PARTITION_BYTES, -(-total // slots))))
+    spark.conf.set("spark.sql.files.openCostInBytes", str(_MIN_PARTITION_BYTES // 16))
     raw = spark.read.format("binaryFile").load([_hadoop_path(r["path"]) for r in rows])
     return raw.select("path", "content").mapInArrow(
         functools.partial(decode_path_batches, keys), spark_schema(EDITS_ARROW_SCHEMA))
