@@ -17,7 +17,7 @@ soak: setup
 	$(PY) -m qjournal.sim soak --seeds $${SEEDS:-2000} --jobs $${JOBS:-2} --chaos-duration-s $${CHAOS_S:-120}
 
 bench: setup
-	$(PY) -m bench.run_all
+	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .venv build src/*.egg-info .pytest_cache
