@@ -48,7 +48,7 @@ import crc32c
 
 from qjournal.client.qjm import QuorumJournalManager
 from qjournal.client.settings import QJMSettings
-from qjournal.errors import InvariantViolation, QJournalError, TransportError
+from qjournal.errors import InvariantViolation, JournalError, QJournalError, TransportError
 from qjournal.journal.base import NamespaceInfo
 from qjournal.journalnode.journal import FAULT_POINTS, Journal
 from qjournal.protocol.messages import Manifest, RequestInfo, SegmentState
@@ -184,11 +184,11 @@ class SimJournalNode:
         except QJournalError:
             raise
         except OSError as e:
-            # a disk error that escaped untyped: not a correctness violation, but counted
-            # (expected failures should be QJournalErrors naming the path)
-            key = f"jn_untyped_error:{type(e).__name__}:{what}"
+            # as the daemon's shell (journalnode/node.py) does: a storage error reaches the
+            # client typed, naming the journal
+            key = f"jn_storage_error:{what}"
             self.stats[key] = self.stats.get(key, 0) + 1
-            raise
+            raise JournalError(f"{self.name}: storage error in {what}: {e}", node=self.name) from e
         except Exception as e:
             self.cluster.history.add(Failure(self.name, type(e).__name__, f"{what}: {e}"))
             raise
