@@ -157,6 +157,7 @@ class QuorumJournalManager(Journal):
             from qjournal.transport.tls import client_context_from_conf  # noqa: PLC0415
             ssl = client_context_from_conf(conf)
         self._ssl = ssl
+        self._conf = conf  # for the HTTPS client context of segment downloads (dfs.http.policy)
         self._client_name = client_name
         loggers = []
         for host, port in addrs:
@@ -516,7 +517,11 @@ class QuorumJournalManager(Journal):
         if self._http is None:
             import aiohttp  # noqa: PLC0415
 
-            self._http = aiohttp.ClientSession()
+            from qjournal.util.http import http_client_context  # noqa: PLC0415
+            # dfs.http.policy = HTTPS_ONLY: the JournalNodes require our client certificate.
+            client_ctx = http_client_context(self._conf)
+            self._http = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=client_ctx) if client_ctx is not None else None)
         s = self.settings
         return await http_fetch(self._http, url, (s.http_open_timeout_ms / 1000.0,
                                                   s.http_read_timeout_ms / 1000.0))

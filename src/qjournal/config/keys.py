@@ -150,6 +150,8 @@ define("qjournal.rpc.tls.enabled", False, "bool", "mutual TLS on every RPC conne
 define("qjournal.rpc.tls.cert.file", None, "str", "PEM certificate of this process (RPC TLS)")
 define("qjournal.rpc.tls.key.file", None, "str", "PEM private key of this process (RPC TLS)")
 define("qjournal.rpc.tls.ca.file", None, "str", "PEM CA bundle that signs every peer certificate (RPC TLS)")
+define("dfs.http.policy", "HTTP_ONLY", doc="HTTP_ONLY, or HTTPS_ONLY: every daemon HTTP server (and segment "
+       "download) uses mutual TLS with the qjournal.rpc.tls.* certificate, key and CA")
 define("qjournal.log.level", "INFO", doc="log level of daemons (DEBUG, INFO, WARNING, ERROR)")
 define("qjournal.log.json", True, "bool", "structured JSON-lines logs on stderr (false: plain text)")
 
@@ -177,6 +179,10 @@ define("dfs.namenode.rpc-address", None, "address", "NameNode RPC address (non-H
 define("dfs.namenode.http-address", "0.0.0.0:9870", "address", "NameNode HTTP address (non-HA)")
 define("dfs.namenode.rpc-address.<ns>.<nn>", None, "address", "RPC address of NameNode <nn> of <ns>")
 define("dfs.namenode.http-address.<ns>.<nn>", None, "address", "HTTP address of NameNode <nn> of <ns>")
+define("dfs.namenode.https-address", "0.0.0.0:9871", "address", "NameNode HTTPS address (non-HA, HTTPS_ONLY)")
+define("dfs.namenode.https-address.<ns>.<nn>", None, "address",
+       "HTTPS address of NameNode <nn> of <ns> (dfs.http.policy = HTTPS_ONLY)")
+define("dfs.namenode.http-bind-host", None, "str", "overrides the host of the http(s)-address when binding")
 define("dfs.namenode.checkpoint.txns", 1000000, "int", "checkpoint after this many uncheckpointed txns")
 define("dfs.namenode.checkpoint.period", 3600, "duration", "checkpoint at least this often", unit="s")
 define("dfs.namenode.num.checkpoints.retained", 2, "int", "fsimages kept")

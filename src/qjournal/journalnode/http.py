@@ -1,5 +1,8 @@
 """The JournalNode's HTTP server (aiohttp): segment downloads, /jmx, /metrics and a status page.
 
+Served as HTTPS with mutual TLS when ``dfs.http.policy`` is ``HTTPS_ONLY``
+(contexts and listening in :mod:`qjournal.util.http`, shared with the NameNode).
+
 Why HTTP beside RPC: segments can be large, and recovering peers and
 readers stream them (reference §1.3, ``GetJournalEditServlet``). The body of
 ``/getJournal`` is the segment file exactly as stored (for an in-progress
@@ -26,13 +29,14 @@ import asyncio
 import html
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from qjournal.errors import (InvalidRequestError, JournalNotFormattedError, NamespaceMismatchError,
                              QJournalError, SegmentNotFoundError)
 from qjournal.protocol.segment import crc32c
+from qjournal.util.http import jmx_response, start_site
 
 if TYPE_CHECKING:
     from qjournal.journalnode.node import JournalNode
@@ -57,8 +61,8 @@ class JournalNodeHttpServer:
         self.app.router.add_get("/", self.index)
         self._runner: web.AppRunner | None = None
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Listen (port 0 picks a free port).
+    async def start(self, host: str, port: int, ssl_context: Any = None) -> tuple[str, int]:
+        """Listen (port 0 picks a free port), with mutual TLS when ``ssl_context`` is given.
 
         Returns:
             The bound (host, port).
@@ -66,13 +70,8 @@ class JournalNodeHttpServer:
         Raises:
             OSError: the address cannot be bound.
         """
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
-        await site.start()
-        sock = site._server.sockets[0]  # type: ignore[union-attr]
-        bound = sock.getsockname()
-        return bound[0], bound[1]
+        self._runner, bound = await start_site(self.app, host, port, ssl_context)
+        return bound
 
     async def stop(self) -> None:
         """Stop listening. Idempotent."""
@@ -163,11 +162,7 @@ class JournalNodeHttpServer:
                     "tag.JournalId": jid}
             bean.update(v["metrics"])
             beans.append(bean)
-        qry = request.query.get("qry")
-        if qry:
-            import fnmatch  # noqa: PLC0415
-            beans = [b for b in beans if fnmatch.fnmatchcase(b["name"], qry)]
-        return web.json_response({"beans": beans}, dumps=lambda o: json.dumps(o, indent=1))
+        return jmx_response(request, beans)  # ?qry= / ?get= as Hadoop's JMXJsonServlet
 
     # --- /metrics (prometheus) -------------------------------------------------------------
 

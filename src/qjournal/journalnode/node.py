@@ -146,6 +146,9 @@ class JournalNode:
         segment_fetcher: replaces the HTTP download of accept-recovery.
         clock: seconds for metrics (default ``time.time``).
         ssl: server TLS context for RPC (default: from the ``qjournal.rpc.tls.*`` keys).
+        http_ssl: server TLS context for HTTP (default: from ``dfs.http.policy`` and the
+            ``qjournal.rpc.tls.*`` files; HTTPS_ONLY serves ``https://`` with mutual TLS and
+            downloads recovery segments with this node's client certificate).
 
     Raises:
         ConfigError: a malformed key.
@@ -158,13 +161,17 @@ class JournalNode:
                  storage_factory: Callable[[str, str], JournalStorage] | None = None,
                  fault_hook: Callable[[str], None] | None = None,
                  segment_fetcher: SegmentFetcher | None = None,
-                 clock: Callable[[], float] | None = time.time, ssl: Any = None) -> None:
+                 clock: Callable[[], float] | None = time.time, ssl: Any = None,
+                 http_ssl: Any = None) -> None:
         self.conf = c = _conf(conf)
         # An explicit directory (the --edits-dir flag) may be relative to the working
         # directory; the configured one must be absolute, as Hadoop requires.
         self.edits_dir = os.path.abspath(edits_dir) if edits_dir else c.get("dfs.journalnode.edits.dir")
         self.rpc_address = rpc_address or c.get_address("dfs.journalnode.rpc-address")
-        self.http_address = http_address or c.get_address("dfs.journalnode.http-address")
+        from qjournal.util.http import https_enabled  # noqa: PLC0415
+        self.https = https_enabled(c)  # dfs.http.policy = HTTPS_ONLY: mutual TLS on HTTP too
+        self.http_address = http_address or c.get_address(
+            "dfs.journalnode.https-address" if self.https else "dfs.journalnode.http-address")
         if rpc_address is None and c.get("dfs.journalnode.rpc-bind-host"):
             self.rpc_address = (c.get("dfs.journalnode.rpc-bind-host"), self.rpc_address[1])
         if http_address is None and c.get("dfs.journalnode.http-bind-host"):
@@ -177,6 +184,7 @@ class JournalNode:
         self.segment_fetcher = segment_fetcher
         self.clock = clock
         self.ssl = ssl
+        self.http_ssl = http_ssl
         self.max_journals = c.get_int("qjournal.journalnode.max-journals")
         self.max_record_bytes = c.get_bytes("dfs.namenode.max.op.size") or DEFAULT_MAX_RECORD_BYTES
         self.max_frame_bytes = c.get_bytes("ipc.maximum.data.length")
@@ -222,9 +230,12 @@ class JournalNode:
             if self.http_enabled:
                 from qjournal.journalnode.http import JournalNodeHttpServer  # noqa: PLC0415
                 self.http_server = JournalNodeHttpServer(self)
-                host, port = await self.http_server.start(*self.http_address)
+                if self.http_ssl is None and self.https:
+                    from qjournal.util.http import http_server_context  # noqa: PLC0415
+                    self.http_ssl = http_server_context(self.conf)
+                host, port = await self.http_server.start(*self.http_address, ssl_context=self.http_ssl)
                 self.http_bound = f"{host}:{port}"
-                self.http_url = f"http://{host}:{port}"
+                self.http_url = f"{'https' if self.http_ssl is not None else 'http'}://{host}:{port}"
             self.rpc_server = RpcServer(JournalNodeRpcHandler(self), max_frame_bytes=self.max_frame_bytes,
                                         name=f"journalnode {self.name}")
             if self.network is not None:
@@ -385,7 +396,10 @@ class JournalNode:
         import aiohttp  # noqa: PLC0415
 
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            from qjournal.util.http import http_client_context  # noqa: PLC0415
+            client_ctx = http_client_context(self.conf)  # HTTPS_ONLY: present our certificate
+            connector = aiohttp.TCPConnector(ssl=client_ctx) if client_ctx is not None else None
+            self._session = aiohttp.ClientSession(connector=connector)
         timeout = aiohttp.ClientTimeout(total=None, connect=self.transfer_timeout_s,
                                         sock_read=self.transfer_timeout_s)
         try:

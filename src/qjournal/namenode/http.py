@@ -1,0 +1,368 @@
+"""The NameNode's HTTP server (aiohttp): ``/jmx``, ``/metrics``, ``/isActive`` and a status page.
+
+Why: operators and monitoring built for HDFS look at a NameNode through its
+web port (9870): ``/jmx`` with the beans of Hadoop's ``JMXJsonServlet``
+(``NameNodeStatus``, ``FSNamesystem``, ``NameNodeInfo``, ``RpcActivityForPort<p>``, ...),
+``/isActive`` for load balancers (Hadoop's ``IsActiveServlet``: 200 on the
+active, 405 otherwise) and a status page. ``/metrics`` serves the same
+numbers to Prometheus from a registry owned by this server.
+
+Theory of operation:
+
+* The server only *reads* the NameNode's fields when a page is requested
+  (state, namespace size, edit log and tailer txids, the RPC server's
+  ``metrics`` counters, journal health). It adds no work to the RPC request
+  path: the RPC counters it shows are the ones the transport already keeps.
+* Everything runs on the NameNode's event loop, so a page sees one
+  consistent state (no await between the reads of one page).
+* ``LastCheckpointTime`` is the modification time of the newest image file
+  (a checkpoint is the image write), so a restart reports it correctly.
+* HTTPS: with ``dfs.http.policy = HTTPS_ONLY`` the server listens with mutual
+  TLS (:mod:`qjournal.util.http`), on ``dfs.namenode.https-address[.<ns>.<nn>]``.
+* Address (:func:`http_address_of`): ``dfs.namenode.http(s)-address.<ns>.<nn>``
+  in HA, else ``dfs.namenode.http(s)-address`` (default port 9870 / 9871);
+  ``dfs.namenode.http-bind-host`` replaces the host when binding.
+
+Invariants:
+
+1. Rendering a page never raises into aiohttp for a NameNode in any state
+   (initializing, standby, active, stopping, failed journals): absent parts
+   are shown as absent.
+2. ``/isActive`` answers 200 only while the HA state is ``active``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from qjournal.namenode.addresses import nameservice_of
+from qjournal.util.http import https_enabled, jmx_response, prometheus_response, start_site
+
+if TYPE_CHECKING:
+    from qjournal.namenode.server import NameNode
+
+__all__ = ["NameNodeHttpServer", "http_address_of", "journal_statuses"]
+
+log = logging.getLogger(__name__)
+
+
+def http_address_of(conf: Any, nn_id: str | None) -> tuple[tuple[str, int], str, bool]:
+    """Where NameNode ``nn_id`` serves HTTP (or HTTPS under ``dfs.http.policy = HTTPS_ONLY``).
+
+    Args:
+        conf: the configuration.
+        nn_id: this NameNode's id (None: non-HA).
+
+    Returns:
+        ``((host, port), key, explicit)``: the address, the key it came from and whether that key
+        was set (file, ``-D`` or ``set``) rather than its default.
+
+    Raises:
+        ConfigError: a malformed address or policy.
+    """
+    base = "dfs.namenode.https-address" if https_enabled(conf) else "dfs.namenode.http-address"
+    ns = nameservice_of(conf)
+    key = base
+    if ns and nn_id:
+        per_nn = f"{base}.{ns}.{nn_id}"
+        if conf.get(per_nn):
+            key = per_nn
+    host, port = conf.get_address(key)
+    bind = conf.get("dfs.namenode.http-bind-host")
+    if bind:
+        host = bind
+    return (host, port), key, conf.source(key) != "default"
+
+
+def _bool(v: Any) -> str:
+    return "true" if v else "false"
+
+
+def _stream_description(journal: Any, stream: Any) -> str:
+    """Hadoop-like description of one journal's output stream (``NameJournalStatus``)."""
+    if stream is None:
+        return ""
+    loggers = getattr(getattr(journal, "loggers", None), "loggers", None)
+    seg = getattr(stream, "segment_txid", None)
+    head = f"Writing segment beginning at txid {seg}." if seg is not None else "open for write"
+    if not loggers:
+        return head
+    parts = []
+    for lg in loggers:
+        extra = ", out of sync" if getattr(lg, "out_of_sync", False) else ""
+        parts.append(f"{lg.name} (Written txid {getattr(lg, 'highest_acked_txid', '?')}{extra})")
+    return f"{head} " + ", ".join(parts)
+
+
+def journal_statuses(nn: "NameNode") -> list[dict]:
+    """The journals of ``nn`` as Hadoop's ``NameJournalStatus`` entries.
+
+    Args:
+        nn: the NameNode.
+
+    Returns:
+        ``[{"manager", "stream", "disabled", "required"}]`` (strings, as Hadoop), the writer's
+        set when active, else the shared journal being tailed and the local edits dirs.
+    """
+    out: list[dict] = []
+    jset = nn.journal_set
+    members = getattr(jset, "members", None)
+    if members is not None:
+        for m in members:
+            out.append({"manager": str(getattr(m.journal, "uri", "") or repr(m.journal)),
+                        "stream": (f"failed: {m.failure}" if m.failed
+                                   else _stream_description(m.journal, m.stream)),
+                        "disabled": _bool(m.failed), "required": _bool(m.journal.required)})
+        return out
+    if nn.shared_reader is not None:
+        out.append({"manager": str(getattr(nn.shared_reader, "uri", "") or repr(nn.shared_reader)),
+                    "stream": "open for read", "disabled": "false", "required": "true"})
+    try:
+        from qjournal.namenode.server import local_edits_uris  # noqa: PLC0415
+        local = local_edits_uris(nn.conf)
+    except Exception:  # noqa: BLE001 - a status page shows what it can
+        local = []
+    for uri in local:
+        out.append({"manager": uri, "stream": "", "disabled": "false", "required": "false"})
+    return out
+
+
+class NameNodeHttpServer:
+    """aiohttp application of one :class:`~qjournal.namenode.server.NameNode`.
+
+    Args:
+        nn: the NameNode whose state the pages show.
+        ssl_context: server TLS context (None: from ``dfs.http.policy`` at :meth:`start`).
+    """
+
+    def __init__(self, nn: "NameNode", ssl_context: Any = None) -> None:
+        from prometheus_client import CollectorRegistry  # noqa: PLC0415
+
+        self.nn = nn
+        self.ssl_context = ssl_context
+        self.app = web.Application()
+        self.app.router.add_get("/jmx", self.jmx)
+        self.app.router.add_get("/metrics", self.metrics)
+        self.app.router.add_get("/isActive", self.is_active)
+        self.app.router.add_get("/", self.index)
+        self.app.router.add_get("/index.html", self.index)
+        self.registry = CollectorRegistry(auto_describe=False)  # this server's own, never the global one
+        self.registry.register(_Collector(self))
+        self._runner: web.AppRunner | None = None
+        self.bound: tuple[str, int] | None = None
+        self.url = ""
+        self.started_at = 0.0
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen on ``host:port`` (port 0 = any free port), HTTPS when the policy says so.
+
+        Returns:
+            The bound ``(host, port)``.
+
+        Raises:
+            OSError: the address cannot be bound.
+            ConfigError: HTTPS_ONLY with a missing certificate, key or CA.
+        """
+        if self.ssl_context is None and https_enabled(self.nn.conf):
+            from qjournal.util.http import http_server_context  # noqa: PLC0415
+            self.ssl_context = http_server_context(self.nn.conf)
+        self._runner, self.bound = await start_site(self.app, host, port, self.ssl_context)
+        scheme = "https" if self.ssl_context is not None else "http"
+        self.url = f"{scheme}://{self.bound[0]}:{self.bound[1]}"
+        self.started_at = time.time()
+        log.info("NameNode HTTP server on %s", self.url)
+        return self.bound
+
+    async def stop(self) -> None:
+        """Stop listening. Idempotent."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # --- values ------------------------------------------------------------------------------
+
+    def values(self) -> dict:
+        """One consistent read of the NameNode's state (no await inside)."""
+        nn = self.nn
+        state = nn.state.value
+        last_txid = int(nn.last_applied_txid)
+        ckpt_txid = int(nn.last_checkpoint_txid)
+        ckpt_time_ms = 0
+        try:
+            from qjournal.namenode import image as img  # noqa: PLC0415
+            images = img.list_images(nn.name_dir)
+            if images:
+                ckpt_time_ms = int(os.stat(images[-1][1]).st_mtime * 1000)
+        except (OSError, ValueError):
+            pass
+        el = nn.editlog
+        el_stats = el.stats() if el is not None else {}
+        rpc = dict(getattr(nn.rpc_server, "metrics", None) or {})
+        addr = nn.address
+        return {
+            "state": state, "nn_id": nn.nn_id or "", "nameservice": nn.nameservice or "",
+            "host_and_port": f"{addr[0]}:{addr[1]}" if addr else "",
+            "files_total": len(nn.namespace) if nn.namespace is not None else 0,
+            "last_txid": last_txid, "checkpoint_txid": ckpt_txid,
+            "txns_since_checkpoint": max(0, last_txid - ckpt_txid),
+            "checkpoint_time_ms": ckpt_time_ms,
+            "segment_txid": el_stats.get("segment_txid"),
+            "txns_since_roll": (last_txid - el_stats["segment_txid"] + 1) if el_stats.get("segment_txid") else 0,
+            "num_syncs": int(el_stats.get("num_syncs", 0)),
+            "num_txns_synced": int(el_stats.get("num_txns_synced", 0)),
+            "rpc": rpc, "rpc_port": addr[1] if addr else 0,
+            "retry_cache_entries": len(nn.retry_cache), "retry_cache_hits": int(nn.retry_cache.hits),
+            "journals": journal_statuses(nn),
+            "became_active_ms": nn.became_active_at_ms or 0,
+            "tailer_error": (nn.tailer.last_error if nn.tailer is not None else "") or "",
+            "ns_info": nn.ns_info,
+        }
+
+    def beans(self) -> list[dict]:
+        """Every ``/jmx`` bean, Hadoop names where they apply, in a fixed order."""
+        v = self.values()
+        ns = v["ns_info"]
+        beans = [
+            {"name": "Hadoop:service=NameNode,name=NameNodeStatus",
+             "modelerType": "org.apache.hadoop.hdfs.server.namenode.NameNode",
+             "State": v["state"], "NNRole": "NameNode", "HostAndPort": v["host_and_port"],
+             "SecurityEnabled": False, "LastHATransitionTime": v["became_active_ms"]},
+            {"name": "Hadoop:service=NameNode,name=FSNamesystem", "modelerType": "FSNamesystem",
+             "tag.Context": "dfs", "tag.HAState": v["state"], "tag.Hostname": v["host_and_port"].rsplit(":", 1)[0],
+             "HAState": v["state"], "FilesTotal": v["files_total"],
+             "LastWrittenTransactionId": v["last_txid"],
+             "TransactionsSinceLastCheckpoint": v["txns_since_checkpoint"],
+             "TransactionsSinceLastLogRoll": v["txns_since_roll"],
+             "LastCheckpointTime": v["checkpoint_time_ms"]},
+            {"name": "Hadoop:service=NameNode,name=NameNodeInfo",
+             "modelerType": "org.apache.hadoop.hdfs.server.namenode.FSNamesystem",
+             "ClusterId": ns.cluster_id if ns is not None else "",
+             "NamespaceId": ns.namespace_id if ns is not None else 0,
+             "JournalTransactionInfo": json.dumps({"LastAppliedOrWrittenTxId": str(v["last_txid"]),
+                                                   "MostRecentCheckpointTxId": str(v["checkpoint_txid"])}),
+             "NameJournalStatus": json.dumps(v["journals"]),
+             "NameDirStatuses": json.dumps({"active": {self.nn.name_dir: "IMAGE_AND_EDITS"}, "failed": {}}),
+             "Version": "qjournal"},
+            {"name": "Hadoop:service=NameNode,name=NameNodeActivity", "modelerType": "NameNodeActivity",
+             "tag.ProcessName": "NameNode", "TransactionsNumOps": v["num_txns_synced"],
+             "SyncsNumOps": v["num_syncs"]},
+            {"name": f"Hadoop:service=NameNode,name=RpcActivityForPort{v['rpc_port']}",
+             "modelerType": f"RpcActivityForPort{v['rpc_port']}", "tag.port": str(v["rpc_port"]),
+             "RpcQueueTimeNumOps": int(v["rpc"].get("calls", 0)),
+             "NumOpenConnections": int(v["rpc"].get("connections_open", 0)),
+             # qjournal transport counters (no Hadoop equivalent):
+             "CallsFailed": int(v["rpc"].get("errors", 0)), "BadFrames": int(v["rpc"].get("bad_frames", 0)),
+             "ConnectionsOpened": int(v["rpc"].get("connections_opened", 0))},
+            {"name": "Hadoop:service=NameNode,name=RetryCache.NameNodeRetryCache",
+             "modelerType": "RetryCache.NameNodeRetryCache", "CacheHit": v["retry_cache_hits"],
+             "CacheEntries": v["retry_cache_entries"]},
+        ]
+        return beans
+
+    # --- handlers ------------------------------------------------------------------------------
+
+    async def jmx(self, request: web.Request) -> web.Response:
+        """``/jmx[?qry=PATTERN | ?get=BEAN::ATTR]``."""
+        return jmx_response(request, self.beans())
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """``/metrics`` in the Prometheus text format (this server's registry)."""
+        return prometheus_response(self.registry)
+
+    async def is_active(self, request: web.Request) -> web.Response:
+        """``/isActive``: 200 "I am Active!" on the active NameNode, else 405 (invariant 2)."""
+        if self.nn.state.value == "active":
+            return web.Response(status=200, text="I am Active!")
+        return web.Response(status=405, text="I am not Active!")
+
+    async def index(self, request: web.Request) -> web.Response:
+        """The status page."""
+        v = self.values()
+        e = html.escape
+        files = dirs = 0
+        if self.nn.namespace is not None:
+            for inode in self.nn.namespace.inodes.values():
+                if inode.is_dir:
+                    dirs += 1
+                else:
+                    files += 1
+        ck = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(v["checkpoint_time_ms"] / 1000))
+              if v["checkpoint_time_ms"] else "never")
+        rows = "".join(
+            f"<tr><td>{e(j['manager'])}</td><td>{'required' if j['required'] == 'true' else ''}</td>"
+            f"<td>{'FAILED' if j['disabled'] == 'true' else 'ok'}</td><td>{e(j['stream'])}</td></tr>"
+            for j in v["journals"])
+        ns = v["ns_info"]
+        body = (
+            "<!doctype html><html><head><meta charset='utf-8'><title>NameNode</title></head><body>"
+            f"<h1>NameNode {e(v['nn_id'])} ({e(v['state'])})</h1>"
+            f"<p>nameservice {e(v['nameservice'] or '-')} &middot; RPC {e(v['host_and_port'])} &middot; "
+            f"HTTP {e(self.url)} &middot; cluster {e(ns.cluster_id if ns else '-')} / namespace "
+            f"{ns.namespace_id if ns else '-'}</p>"
+            "<h2>Summary</h2><table border='1' cellpadding='4'>"
+            f"<tr><th>HA state</th><td>{e(v['state'])}</td></tr>"
+            f"<tr><th>files and directories</th><td>{v['files_total']} ({files} files, {dirs} directories)</td></tr>"
+            f"<tr><th>last transaction id</th><td>{v['last_txid']}</td></tr>"
+            f"<tr><th>open segment</th><td>{v['segment_txid'] if v['segment_txid'] else '-'}</td></tr>"
+            f"<tr><th>last checkpoint</th><td>txid {v['checkpoint_txid']} at {e(ck)} "
+            f"({v['txns_since_checkpoint']} transactions since)</td></tr>"
+            f"<tr><th>RPC calls / failed / open connections</th><td>{int(v['rpc'].get('calls', 0))} / "
+            f"{int(v['rpc'].get('errors', 0))} / {int(v['rpc'].get('connections_open', 0))}</td></tr>"
+            + (f"<tr><th>tailer error</th><td>{e(v['tailer_error'])}</td></tr>" if v["tailer_error"] else "")
+            + "</table><h2>Journals</h2><table border='1' cellpadding='4'><tr><th>journal manager</th>"
+            "<th></th><th>status</th><th>stream</th></tr>" + rows + "</table>"
+            "<p><a href='/jmx'>/jmx</a> &middot; <a href='/metrics'>/metrics</a> &middot; "
+            "<a href='/isActive'>/isActive</a></p></body></html>")
+        return web.Response(text=body, content_type="text/html")
+
+
+class _Collector:
+    """Prometheus collector reading the NameNode at scrape time."""
+
+    def __init__(self, server: NameNodeHttpServer) -> None:
+        self.server = server
+
+    def collect(self):  # noqa: ANN201 - prometheus collector protocol
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # noqa: PLC0415
+
+        v = self.server.values()
+        p = "qjournal_namenode_"
+        fam = GaugeMetricFamily(f"{p}ha_state", "1 for the current HA state", labels=["state"])
+        for st in ("active", "initializing", "standby", "stopping"):
+            fam.add_metric([st], 1.0 if v["state"] == st else 0.0)
+        yield fam
+        for name, doc, value in (
+                ("files_total", "files and directories (FSNamesystem FilesTotal)", v["files_total"]),
+                ("last_written_txid", "last written or applied transaction id", v["last_txid"]),
+                ("txns_since_last_checkpoint", "transactions since the last checkpoint",
+                 v["txns_since_checkpoint"]),
+                ("last_checkpoint_txid", "txid of the newest image", v["checkpoint_txid"]),
+                ("last_checkpoint_time_seconds", "modification time of the newest image",
+                 v["checkpoint_time_ms"] / 1000.0),
+                ("rpc_open_connections", "open RPC connections", v["rpc"].get("connections_open", 0)),
+                ("retry_cache_entries", "retry cache entries", v["retry_cache_entries"])):
+            g = GaugeMetricFamily(f"{p}{name}", doc)
+            g.add_metric([], float(value))
+            yield g
+        for name, doc, value in (
+                ("rpc_calls", "RPC calls received", v["rpc"].get("calls", 0)),
+                ("rpc_call_errors", "RPC calls answered with an error", v["rpc"].get("errors", 0)),
+                ("rpc_bad_frames", "malformed RPC frames", v["rpc"].get("bad_frames", 0)),
+                ("editlog_syncs", "edit log syncs of this term as active", v["num_syncs"]),
+                ("editlog_txns_synced", "transactions synced in this term as active", v["num_txns_synced"]),
+                ("retry_cache_hits", "retried calls answered from the retry cache", v["retry_cache_hits"])):
+            c = CounterMetricFamily(f"{p}{name}", doc)
+            c.add_metric([], float(value))
+            yield c
+        jf = GaugeMetricFamily(f"{p}journal_healthy", "1 when the journal is in use and not failed",
+                               labels=["journal", "required"])
+        for j in v["journals"]:
+            jf.add_metric([j["manager"], j["required"]], 0.0 if j["disabled"] == "true" else 1.0)
+        yield jf
