@@ -15,18 +15,11 @@ import argparse
 import asyncio
 import json
 import logging
-import os
-import signal
 import sys
 
+from qjournal.cli._daemon import host_port_arg, remove_pid_file, stop_on_signals, write_pid_file
+
 log = logging.getLogger("qjournal.journalnode")
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host or "0.0.0.0", int(port)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,9 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("journalnode", help="run a JournalNode (the quorum's storage daemon)",
                               description=__doc__.splitlines()[0])
     p.add_argument("--edits-dir", help="journal directory (dfs.journalnode.edits.dir)")
-    p.add_argument("--rpc-address", type=_address, metavar="HOST:PORT",
+    p.add_argument("--rpc-address", type=host_port_arg, metavar="HOST:PORT",
                    help="RPC address, port 0 = any (dfs.journalnode.rpc-address, default port 8485)")
-    p.add_argument("--http-address", type=_address, metavar="HOST:PORT",
+    p.add_argument("--http-address", type=host_port_arg, metavar="HOST:PORT",
                    help="HTTP address, port 0 = any (dfs.journalnode.http-address, default port 8480)")
     p.add_argument("--pid-file", help="write the process id here")
     p.set_defaults(func=run)
@@ -79,13 +72,8 @@ async def _serve(conf, args: argparse.Namespace) -> int:
         log.error("JournalNode failed to start: %s", e)
         print(f"journalnode: failed to start: {e}", file=sys.stderr)
         return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    if args.pid_file:
-        with open(args.pid_file, "w") as f:
-            f.write(f"{os.getpid()}\n")
+    stop = stop_on_signals()
+    write_pid_file(args.pid_file)
     ready = {k: ready[k] for k in ("role", "rpc", "http", "pid")}
     print(f"READY {json.dumps(ready)}", flush=True)
     try:
@@ -93,9 +81,5 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     finally:
         log.info("JournalNode stopping")
         await node.stop()
-        if args.pid_file:
-            try:
-                os.unlink(args.pid_file)
-            except OSError:
-                pass
+        remove_pid_file(args.pid_file)
     return 0

@@ -21,17 +21,11 @@ import asyncio
 import json
 import logging
 import os
-import signal
 import sys
 
+from qjournal.cli._daemon import host_port_arg, remove_pid_file, stop_on_signals, write_pid_file
+
 log = logging.getLogger("qjournal.namenode")
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host or "0.0.0.0", int(port)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-force", action="store_true", help="re-format even if data exists")
     p.add_argument("-clusterid", help="cluster id for -format")
     p.add_argument("--nn-id", help="this NameNode's id in the nameservice (dfs.ha.namenode.id)")
-    p.add_argument("--rpc-address", type=_address, metavar="HOST:PORT",
+    p.add_argument("--rpc-address", type=host_port_arg, metavar="HOST:PORT",
                    help="RPC address, port 0 = any (default: dfs.namenode.rpc-address.<ns>.<nn>)")
     p.add_argument("--pid-file", help="write the process id here")
     p.set_defaults(func=run)
@@ -143,12 +137,8 @@ async def _serve(conf, args: argparse.Namespace) -> int:
         print(f"namenode: failed to start: {e}", file=sys.stderr)
         await nn.stop()
         return 1
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    if args.pid_file:
-        with open(args.pid_file, "w") as f:
-            f.write(f"{os.getpid()}\n")
+    stop_on_signals(stop)
+    write_pid_file(args.pid_file)
     assert addr is not None
     ready = {"role": "namenode", "rpc": f"{addr[0]}:{addr[1]}", "pid": os.getpid(),
              "nn_id": nn.nn_id, "state": nn.state.value}
@@ -161,9 +151,5 @@ async def _serve(conf, args: argparse.Namespace) -> int:
             await asyncio.wait_for(nn.stop(), 30)
         except (asyncio.TimeoutError, QJournalError) as e:
             log.error("NameNode stop did not finish cleanly: %s", e)
-        if args.pid_file:
-            try:
-                os.unlink(args.pid_file)
-            except OSError:
-                pass
+        remove_pid_file(args.pid_file)
     return status["code"]

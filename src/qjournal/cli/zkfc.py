@@ -13,9 +13,9 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import sys
 
+from qjournal.cli._daemon import remove_pid_file, stop_on_signals, write_pid_file
 from qjournal.errors import QJournalError
 
 
@@ -73,15 +73,8 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     settings = ZKFCSettings.from_conf(conf, args.nn_id, args.nameservice)
     zkfc = ZKFailoverController(settings)
     await zkfc.start(serve_rpc=True)
-    if args.pid_file:
-        tmp = args.pid_file + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(f"{os.getpid()}\n")
-        os.replace(tmp, args.pid_file)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    write_pid_file(args.pid_file)
+    stop = stop_on_signals()
     ready = {"role": "zkfc", "nn_id": settings.nn_id, "nameservice": settings.nameservice,
              "rpc": f"{settings.zkfc_host}:{settings.zkfc_port}",
              "namenode": f"{settings.nn_host}:{settings.nn_port}",
@@ -94,11 +87,7 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     for t in (failed, stopped):
         t.cancel()
     await zkfc.stop()
-    if args.pid_file:
-        try:
-            os.unlink(args.pid_file)
-        except FileNotFoundError:
-            pass
+    remove_pid_file(args.pid_file)
     if zkfc.failure:
         print(f"zkfc {settings.nn_id}: {zkfc.failure}", file=sys.stderr)
         return 3
