@@ -69,6 +69,7 @@ from qjournal.errors import ConfigError, QJournalError
 from qjournal.ha.elector_rules import (
     Conn, ConnAction, ElectorState, LockAction, connection_step, lock_step,
 )
+from qjournal.util.tasks import cancel_and_wait
 
 __all__ = ["ElectorState", "ElectorCallbacks", "ElectorSettings", "ActiveStandbyElector",
            "parse_zk_acls", "parse_zk_auths", "digest_acl_id", "LOCK_ZNODE", "BREADCRUMB_ZNODE",
@@ -436,12 +437,7 @@ class ActiveStandbyElector:
             log.warning("elector %s: release on close failed: %r", self.name, e)
         self._closed = True
         self._kick()
-        if self._driver is not None:
-            self._driver.cancel()
-            try:
-                await self._driver
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._driver, ignore_errors=True)
         await self._close_client()
 
     # ------------------------------------------------------------------ kazoo bridge

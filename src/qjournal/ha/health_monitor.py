@@ -41,6 +41,7 @@ from typing import Any, Awaitable, Callable, Protocol
 from qjournal.errors import (
     HealthCheckFailedError, QJournalError, RpcTimeoutError, TransportError,
 )
+from qjournal.util.tasks import cancel_and_wait
 
 __all__ = ["HealthState", "CheckOutcome", "next_health_state", "classify_error",
            "HealthMonitor", "HAServiceProxy", "ProxyFactory", "tcp_proxy_factory",
@@ -203,13 +204,8 @@ class HealthMonitor:
     async def stop(self) -> None:
         """Stop polling and close the connection."""
         self._stop.set()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._task = None
+        await cancel_and_wait(self._task, ignore_errors=True)
+        self._task = None
         await self._drop_proxy()
 
     async def wait_for_state(self, states: tuple[HealthState, ...], timeout_s: float) -> HealthState:

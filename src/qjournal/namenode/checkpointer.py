@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from qjournal.errors import QJournalError
 from qjournal.namenode import image as img
 from qjournal.namenode.ha_state import HAState
+from qjournal.util.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from qjournal.namenode.server import NameNode
@@ -68,12 +69,7 @@ class Checkpointer:
 
     async def stop(self) -> None:
         t, self._task = self._task, None
-        if t is not None and not t.done():
-            t.cancel()
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(t)
 
     def due(self) -> bool:
         """Is a checkpoint due now (txn count or period)?"""

@@ -73,6 +73,7 @@ from qjournal.namenode.retry_cache import RetryCache, answer_from_ops
 from qjournal.namenode.tailer import EditLogTailer
 from qjournal.protocol.segment import LAYOUT_VERSION
 from qjournal.util.fs import atomic_write, read_file
+from qjournal.util.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -382,12 +383,7 @@ class NameNode:
 
     async def _stop_roll_loop(self) -> None:
         t, self._roll_task = self._roll_task, None
-        if t is not None and not t.done():
-            t.cancel()
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(t)
 
     # ------------------------------------------------------------ shutdown
     async def stop(self) -> None:

@@ -40,6 +40,7 @@ from qjournal.journal.base import Journal
 from qjournal.namenode.namespace import Namespace
 from qjournal.namenode.ops import decode_op
 from qjournal.namenode.retry_cache import RetryCache
+from qjournal.util.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -185,14 +186,9 @@ class EditLogTailer:
     async def stop(self) -> None:
         """Stop the loop; waits for an in-flight round to end (it is cancelled)."""
         t, self._task = self._task, None
-        if t is not None and not t.done():
-            t.cancel()
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
-        elif t is not None and t.done() and not t.cancelled() and t.exception() is not None:
+        if t is not None and t.done() and not t.cancelled() and t.exception() is not None:
             raise t.exception()  # type: ignore[misc]
+        await cancel_and_wait(t)
 
 
 __all__ = ["EditLogTailer"]
