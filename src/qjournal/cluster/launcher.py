@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from qjournal.errors import QJournalError
-from qjournal.ha.zookeeper import ZooKeeperEnsemble, free_ports, pid_alive, server_mode
-from qjournal.util.proc import qjournal_argv, start_daemon
+from qjournal.ha.zookeeper import ZooKeeperEnsemble, free_ports, server_mode
+from qjournal.util.proc import pid_alive, qjournal_argv, read_cmdline, read_last_lines, start_daemon
 
 __all__ = ["LocalCluster", "ClusterError", "ProcessRecord", "CLUSTER_STATE_FILE"]
 
@@ -76,10 +76,8 @@ class ProcessRecord:
 
 def _cmdline_matches(pid: int, argv: list[str]) -> bool:
     """Guard against pid reuse: the live process must run our command."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read().split(b"\0")
-    except OSError:
+    cmd = read_cmdline(pid)
+    if cmd is None:
         return False
     want = [a.encode() for a in argv if a.startswith(("journalnode", "namenode", "zkfc"))]
     return bool(cmd) and all(w in cmd for w in want)
@@ -466,8 +464,7 @@ class LocalCluster:
         """The last ``lines`` lines of a process's log."""
         rec = self._rec(name)
         try:
-            with open(rec.log, "rb") as f:
-                return "\n".join(f.read().decode("utf-8", "replace").splitlines()[-lines:])
+            return "\n".join(read_last_lines(rec.log, lines))
         except OSError as e:
             raise ClusterError(f"cannot read the log of {name} at {rec.log}: {e}") from e
 

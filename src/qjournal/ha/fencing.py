@@ -51,7 +51,7 @@ import time
 from dataclasses import asdict, dataclass
 from qjournal.errors import ConfigError, FencingError
 from qjournal.ha.health_monitor import ProxyFactory, tcp_proxy_factory
-from qjournal.ha.zookeeper import pid_alive
+from qjournal.util.proc import pid_alive, read_cmdline
 
 __all__ = ["HATarget", "FenceMethod", "parse_fencing_methods", "fence_old_active",
            "FencingSettings", "run_fence_method", "FENCE_METHODS"]
@@ -286,10 +286,8 @@ async def _shell_fence(command: str, target: HATarget, timeout_ms: int) -> str |
 
 
 def _is_namenode_process(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
-    except OSError:
+    argv = read_cmdline(pid)
+    if argv is None:
         return False
     return b"namenode" in argv and any(b"qjournal" in a for a in argv)
 

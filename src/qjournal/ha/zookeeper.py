@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass, field
 
 from qjournal.errors import ConfigError, QJournalError
+from qjournal.util.proc import pid_alive, read_last_lines  # pid_alive: re-exported, tests import it from here
 
 __all__ = [
     "ZooKeeperError", "ZooKeeperServer", "ZooKeeperEnsemble", "find_zookeeper_classpath",
@@ -192,26 +193,6 @@ class ZooKeeperServer:
         if self.proc is not None:
             return self.proc.poll() is None
         return self.pid is not None and pid_alive(self.pid)
-
-
-def pid_alive(pid: int) -> bool:
-    """True if ``pid`` names a live (non-zombie) process on this machine."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    # state is the field after the parenthesised command name
-    state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else "?"
-    return state not in ("Z", "X")
 
 
 @dataclass
@@ -476,8 +457,7 @@ def _wait_dead(s: ZooKeeperServer, timeout_s: float) -> bool:
 
 def _tail(path: str, lines: int = 15) -> str:
     try:
-        with open(path, "rb") as f:
-            text = f.read().decode("utf-8", "replace").splitlines()[-lines:]
+        text = read_last_lines(path, lines)
     except OSError:
         return ""
     return "\n--- " + path + " ---\n" + "\n".join(text)

@@ -5,6 +5,10 @@ Why: tests, benchmarks, the chaos harness and the cluster launcher all start
 ``READY {json}`` on stdout once it serves (docs/architecture.md, "Process
 conventions"). Waiting for that line with a deadline is the only honest way to
 know a process is up: no sleeps, no port polling races.
+
+The small process probes the launcher, the ZooKeeper ensemble and pid fencing
+share (:func:`pid_alive`, :func:`read_cmdline`, :func:`read_last_lines`) live
+here too, below all of them.
 """
 
 from __future__ import annotations
@@ -132,8 +136,46 @@ def _log_tail(path: str | None, lines: int = 20) -> str:
     if not path:
         return ""
     try:
-        with open(path, "rb") as f:
-            tail = f.read().decode("utf-8", "replace").splitlines()[-lines:]
+        tail = read_last_lines(path, lines)
     except OSError:
         return ""
     return "\n--- last log lines ---\n" + "\n".join(tail)
+
+
+def read_last_lines(path: str, lines: int) -> list[str]:
+    """The last ``lines`` lines of a (log) file, decoded leniently as UTF-8.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8", "replace").splitlines()[-lines:]
+
+
+def pid_alive(pid: int) -> bool:
+    """True if ``pid`` names a live (non-zombie) process on this machine."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    # state is the field after the parenthesised command name
+    state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else "?"
+    return state not in ("Z", "X")
+
+
+def read_cmdline(pid: int) -> list[bytes] | None:
+    """The argv of process ``pid`` from ``/proc`` (guards against pid reuse), or None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return None
