@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import ssl
-from typing import Any
+from typing import Any, Callable
 
 from qjournal.errors import ConfigError
 
@@ -36,15 +36,18 @@ def _check_file(path: str, what: str, key: str | None) -> str:
     return path
 
 
-def _load(ctx: ssl.SSLContext, cert_path: str | None, key_path: str | None, ca_path: str,
-          keys: tuple[str | None, str | None, str | None]) -> None:
+def _new_context(protocol: int, cert_path: str | None, key_path: str | None, ca_path: str,
+                 keys: tuple[str | None, str | None, str | None]) -> ssl.SSLContext:
+    """A TLS >= 1.2 context of ``protocol`` with the CA and (if given) our certificate loaded."""
+    ctx = ssl.SSLContext(protocol)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     _check_file(ca_path, "CA file", keys[2])
     try:
         ctx.load_verify_locations(cafile=ca_path)
     except (ssl.SSLError, OSError) as exc:
         raise ConfigError(f"TLS CA file {ca_path} cannot be loaded: {exc}", path=ca_path) from exc
     if cert_path is None:
-        return
+        return ctx
     _check_file(cert_path, "certificate", keys[0])
     if key_path is not None:
         _check_file(key_path, "private key", keys[1])
@@ -54,6 +57,7 @@ def _load(ctx: ssl.SSLContext, cert_path: str | None, key_path: str | None, ca_p
         raise ConfigError(
             f"TLS certificate {cert_path} / key {key_path} cannot be loaded: {exc}", path=cert_path
         ) from exc
+    return ctx
 
 
 def server_context(
@@ -79,9 +83,7 @@ def server_context(
     Raises:
         ConfigError: a file is missing or unreadable (names the path).
     """
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    _load(ctx, cert_path, key_path, ca_path, _keys)
+    ctx = _new_context(ssl.PROTOCOL_TLS_SERVER, cert_path, key_path, ca_path, _keys)
     ctx.verify_mode = ssl.CERT_REQUIRED if require_client_cert else ssl.CERT_OPTIONAL
     ctx.sslobject_class = _AuditedSSLObject
     return ctx
@@ -111,9 +113,7 @@ def client_context(
     Raises:
         ConfigError: a file is missing or unreadable (names the path).
     """
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    _load(ctx, cert_path, key_path, ca_path, _keys)
+    ctx = _new_context(ssl.PROTOCOL_TLS_CLIENT, cert_path, key_path, ca_path, _keys)
     ctx.check_hostname = check_hostname
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
@@ -135,12 +135,15 @@ class _AuditedSSLObject(ssl.SSLObject):
 _CONF_KEYS = ("qjournal.rpc.tls.cert.file", "qjournal.rpc.tls.key.file", "qjournal.rpc.tls.ca.file")
 
 
-def _conf_paths(conf: Any) -> tuple[str, str | None, str]:
+def _from_conf(conf: Any, build: Callable[..., ssl.SSLContext]) -> ssl.SSLContext | None:
+    """``build(cert, key, ca)`` from the ``qjournal.rpc.tls.*`` keys, or None when TLS is disabled."""
+    if not conf.get_bool("qjournal.rpc.tls.enabled"):
+        return None
     cert, key, ca = (conf.get(k) for k in _CONF_KEYS)
     for name, value in ((_CONF_KEYS[0], cert), (_CONF_KEYS[2], ca)):
         if not value:
             raise ConfigError(f"qjournal.rpc.tls.enabled is true but {name} is not set", key=name)
-    return cert, key or None, ca
+    return build(cert, key or None, ca, _keys=_CONF_KEYS)
 
 
 def server_context_from_conf(conf: Any) -> ssl.SSLContext | None:
@@ -155,10 +158,7 @@ def server_context_from_conf(conf: Any) -> ssl.SSLContext | None:
     Raises:
         ConfigError: TLS is enabled but a path is unset, missing or unreadable.
     """
-    if not conf.get_bool("qjournal.rpc.tls.enabled"):
-        return None
-    cert, key, ca = _conf_paths(conf)
-    return server_context(cert, key, ca, _keys=_CONF_KEYS)
+    return _from_conf(conf, server_context)
 
 
 def client_context_from_conf(conf: Any) -> ssl.SSLContext | None:
@@ -173,7 +173,4 @@ def client_context_from_conf(conf: Any) -> ssl.SSLContext | None:
     Raises:
         ConfigError: TLS is enabled but a path is unset, missing or unreadable.
     """
-    if not conf.get_bool("qjournal.rpc.tls.enabled"):
-        return None
-    cert, key, ca = _conf_paths(conf)
-    return client_context(cert, key, ca, _keys=_CONF_KEYS)
+    return _from_conf(conf, client_context)
