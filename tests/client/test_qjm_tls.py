@@ -1,5 +1,6 @@
 """The quorum client over mutual TLS: JournalNodes and the writer configured with the same
-``qjournal.rpc.tls.*`` keys; a writer without TLS gets no quorum."""
+``qjournal.rpc.tls.*`` keys and ``dfs.http.policy = HTTPS_ONLY`` (segment reads over HTTPS with a
+client certificate); a writer without TLS gets no quorum."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def test_write_and_read_over_mutual_tls(tmp_path):
     def tls_conf(c):
         return Configuration({"qjournal.journalnode.fsync": "false", "qjournal.rpc.tls.enabled": "true",
                               "qjournal.rpc.tls.cert.file": c.cert, "qjournal.rpc.tls.key.file": c.key,
-                              "qjournal.rpc.tls.ca.file": ca.cert})
+                              "qjournal.rpc.tls.ca.file": ca.cert, "dfs.http.policy": "HTTPS_ONLY"})
 
     async def main():
         nodes = [JournalNode(tls_conf(jn_cert), edits_dir=f"{d}/jn{i}", rpc_address=("127.0.0.1", 0),
@@ -49,6 +50,7 @@ def test_write_and_read_over_mutual_tls(tmp_path):
             await q.finalize_log_segment(1, 3)
             stream = await q.open_input(1)
             got = [(r.txid, r.body) async for r in stream]
+            assert all(lg.http_url.startswith("https://") for lg in q.loggers.loggers)
             await q.close()
             return got
         finally:
