@@ -139,9 +139,7 @@ async def _run(conf: Any, argv: list[str], user: str | None, groups: list[str] |
             flags, paths = _flags(rest, "dR")
             for p in paths or ["/"]:
                 try:
-                    st = await c.get_file_info(p)
-                    if st is None:
-                        raise FileNotFoundError_(f"{p}: No such file or directory", path=p)
+                    st = await _stat(c, p)
                     if st["type"] == "d" and "d" not in flags:
                         items = await c.list_status(p)
                         print(f"Found {len(items)} items")
@@ -238,9 +236,7 @@ async def _run(conf: Any, argv: list[str], user: str | None, groups: list[str] |
                 fmt, rest = rest[0], rest[1:]
             for p in rest:
                 try:
-                    st = await c.get_file_info(p)
-                    if st is None:
-                        raise FileNotFoundError_(f"{p}: No such file or directory", path=p)
+                    st = await _stat(c, p)
                     print(format_stat(fmt, st))
                 except QJournalError as e:
                     _err(cmd, p, e)
@@ -249,9 +245,7 @@ async def _run(conf: Any, argv: list[str], user: str | None, groups: list[str] |
             flags, paths = _flags(rest, "sh")
             for p in paths or ["/"]:
                 try:
-                    st = await c.get_file_info(p)
-                    if st is None:
-                        raise FileNotFoundError_(f"{p}: No such file or directory", path=p)
+                    st = await _stat(c, p)
                     if "s" in flags or st["type"] != "d":
                         cs = await c.get_content_summary(p)
                         print(f"{cs['length']}  {cs['space_consumed']}  {p}")
@@ -271,6 +265,20 @@ async def _run(conf: Any, argv: list[str], user: str | None, groups: list[str] |
                     _err(cmd, p, e)
                     rc = 1
     return rc
+
+
+async def _stat(c: Any, path: str) -> dict:
+    """The file status of ``path``.
+
+    Raises:
+        FileNotFoundError_: ``path`` does not exist.
+    """
+    from qjournal.errors import FileNotFoundError_
+
+    st = await c.get_file_info(path)
+    if st is None:
+        raise FileNotFoundError_(f"{path}: No such file or directory", path=path)
+    return st
 
 
 async def _walk(c: Any, path: str) -> list[str]:
