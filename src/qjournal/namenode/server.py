@@ -427,6 +427,23 @@ class NameNode:
             self.exit_hook(1)
 
     # ------------------------------------------------------------- transitions
+    def _transition_is_noop(self, target: HAState, request_source: str) -> bool:
+        """The checks every HAServiceProtocol transition starts with (under ``_transition_lock``).
+
+        Returns:
+            True when the NameNode already is in ``target`` (nothing to do).
+
+        Raises:
+            ServiceFailedError: not allowed from this state, manual control refused
+                under automatic failover, or HA not enabled.
+        """
+        if check_transition(self.state, target, request_source,
+                            self.automatic_failover) == Transition.NOOP:
+            return True
+        if not self.ha_enabled:
+            raise ServiceFailedError("HA is not enabled (no dfs.namenode.shared.edits.dir)")
+        return False
+
     async def transition_to_active(self, request_source: str = "user") -> None:
         """HAServiceProtocol transitionToActive (module docstring).
 
@@ -436,11 +453,8 @@ class NameNode:
                 (the NameNode then stays standby).
         """
         async with self._transition_lock:
-            if check_transition(self.state, HAState.ACTIVE, request_source,
-                                self.automatic_failover) == Transition.NOOP:
+            if self._transition_is_noop(HAState.ACTIVE, request_source):
                 return
-            if not self.ha_enabled:
-                raise ServiceFailedError("HA is not enabled (no dfs.namenode.shared.edits.dir)")
             assert self.tailer is not None
             await self.tailer.stop()
             t0 = self.clock_ms()
@@ -484,11 +498,8 @@ class NameNode:
             ServiceFailedError: not allowed from this state.
         """
         async with self._transition_lock:
-            if check_transition(self.state, HAState.STANDBY, request_source,
-                                self.automatic_failover) == Transition.NOOP:
+            if self._transition_is_noop(HAState.STANDBY, request_source):
                 return
-            if not self.ha_enabled:
-                raise ServiceFailedError("HA is not enabled (no dfs.namenode.shared.edits.dir)")
             prev = self.state
             self.state = HAState.STANDBY
             assert self.tailer is not None
