@@ -288,15 +288,13 @@ def opcode_name(opcode: int) -> str:
     return OPCODE_NAMES.get(opcode, f"OP_UNKNOWN_{opcode:#04x}")
 
 
-
-
 def encode_op(op: EditOp) -> tuple[int, bytes]:
     """Encode an op as a record ``(opcode, body)``.
 
     Returns:
         The opcode and the msgpack body.
     """
-    return op.OPCODE, msgpack.packb(op.to_body(), use_bin_type=True)
+    return op.OPCODE, encode_body(op)
 
 
 def encode_body(op: EditOp) -> bytes:
