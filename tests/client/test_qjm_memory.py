@@ -352,3 +352,33 @@ def test_sync_with_nothing_new_waits_for_an_overlapping_sync(tmp_path):
         await first
         await q.close()
     run(tmp_path, sc)
+
+
+def test_five_nodes_tolerate_two_failures(tmp_path):
+    async def sc(c):
+        q = c.qjm()
+        await q.format(NS)
+        await q.recover_unfinalized_segments()
+        assert q.loggers.quorum_string == "3/5"
+        await write_segment(q, 1, 3)
+        await c.stop(c.names[0], c.names[3])
+        await write_segment(q, 4, 6, finalize=False)
+        await q.close()
+        q2 = c.qjm()
+        await q2.recover_unfinalized_segments()
+        got = [t for t, _ in await read_all(q2)]
+        await c.stop(c.names[1])
+        with pytest.raises(QuorumError):
+            await q2.get_manifest(1)
+        await q2.close()
+        return got
+    assert run(tmp_path, sc, n=5) == [1, 2, 3, 4, 5, 6]
+
+
+def test_even_number_of_nodes_warns(tmp_path, caplog):
+    import logging
+
+    from qjournal.client.qjm import QuorumJournalManager
+    with caplog.at_level(logging.WARNING, logger="qjournal.client.qjm"):
+        QuorumJournalManager("qjournal://a:1;b:2;c:3;d:4/j")
+    assert any("even number (4)" in r.getMessage() for r in caplog.records)
