@@ -20,7 +20,6 @@ import asyncio
 import os
 import random
 
-import pytest
 
 from qjournal.errors import InvariantViolation, QJournalError
 

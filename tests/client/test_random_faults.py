@@ -16,10 +16,9 @@ import os
 import random
 
 from qjournal.errors import InvariantViolation, QJournalError
-from qjournal.journal.base import NamespaceInfo
 
 from .faults import FaultPlan
-from .memcluster import JID, NS, MemCluster
+from .memcluster import NS, MemCluster
 
 WRITERS = 120
 

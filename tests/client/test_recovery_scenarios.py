@@ -141,7 +141,6 @@ def test_2_10_7_multiple_recoveries_first_failed(tmp_path):
     (JN1's accepted-in-epoch beats JN2's longer log), consistent with JN3's finalized copy."""
     from qjournal.errors import QuorumError
 
-    from .fakes import wait_until
     from .scenario_helpers import Core
 
     async def sc(c):
