@@ -42,7 +42,7 @@ class WorkloadStats:
 
     acked: dict[str, list[str]] = field(default_factory=dict)      # dir -> names acknowledged
     attempted: dict[str, list[str]] = field(default_factory=dict)  # dir -> names attempted
-    ack_times: list[float] = field(default_factory=list)           # monotonic time of every ack
+    ack_times: list[tuple[float, str]] = field(default_factory=list)  # (monotonic time, NameNode id) of every ack
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -69,7 +69,7 @@ async def _writer(conf, i: int, stats: WorkloadStats, stop: asyncio.Event) -> No
                 seq += 1
                 continue
             stats.acked[d].append(name)
-            stats.ack_times.append(time.monotonic())
+            stats.ack_times.append((time.monotonic(), client.addresses[client.current][0]))
             seq += 1
 
 
@@ -164,10 +164,10 @@ async def run_demo(run_dir: str | None = None, writers: int = 4, before_s: float
                     out(f"  ... waiting for {survivor} to take over ({elapsed:.1f}s)")
             await asyncio.to_thread(cluster.wait_for_active, 60.0, victim, progress)
             t_active = time.monotonic()
-            first_ack = next((t for t in stats.ack_times[acked_before:] if t > t_kill), None)
+            first_ack = next((t for t, nn in stats.ack_times[acked_before:] if nn == survivor), None)
             while first_ack is None and time.monotonic() - t_active < 30:
                 await asyncio.sleep(0.02)  # the writers are retrying; wait for their first ack
-                first_ack = next((t for t in stats.ack_times[acked_before:] if t > t_kill), None)
+                first_ack = next((t for t, nn in stats.ack_times[acked_before:] if nn == survivor), None)
             out(f"  {survivor} is ACTIVE {t_active - t_kill:.2f}s after the kill "
                 f"(ZooKeeper session timeout {session_timeout_ms} ms)")
             if first_ack is not None:
