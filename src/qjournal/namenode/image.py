@@ -153,19 +153,8 @@ def save_image(name_dir: str, columns: dict[str, list] | pa.Table, info: ImageIn
     Returns:
         The image path.
     """
-    cur = current_dir(name_dir)
-    os.makedirs(cur, exist_ok=True)
     data = image_to_bytes(columns, info)
-    path = os.path.join(cur, image_file_name(info.txid))
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    atomic_write(path + ".crc", crc_line(data))
-    os.replace(tmp, path)
-    fsync_dir(cur)
-    return path
+    return _store(name_dir, info.txid, data, crc_line(data))
 
 
 def save_image_bytes(name_dir: str, txid: int, data: bytes, crc: bytes) -> str:
@@ -179,6 +168,11 @@ def save_image_bytes(name_dir: str, txid: int, data: bytes, crc: bytes) -> str:
     info, _ = _parse(data, where)
     if info.txid != txid:
         raise CorruptSegmentError(f"{where}: header txid {info.txid} does not match {txid}", path=where)
+    return _store(name_dir, txid, data, crc)
+
+
+def _store(name_dir: str, txid: int, data: bytes, crc: bytes) -> str:
+    """Write ``fsimage_<txid>`` and its ``.crc`` durably; the image's rename is the commit point."""
     cur = current_dir(name_dir)
     os.makedirs(cur, exist_ok=True)
     path = os.path.join(cur, image_file_name(txid))
