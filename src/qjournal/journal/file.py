@@ -114,6 +114,29 @@ assert seg.REC_HEAD_SIZE == 13 and seg.RECORD_OVERHEAD == 17
 READ_CHUNK_BYTES = 4 * 1024 * 1024
 
 
+def local_path_of_uri(uri: str) -> str:
+    """The absolute local path that ``file:///path`` (host empty or ``localhost``) or a bare path names.
+
+    Args:
+        uri: the URI or path (percent escapes are decoded).
+
+    Returns:
+        The absolute path.
+
+    Raises:
+        ValueError: why it is not one (its text names the problem, not the URI).
+    """
+    p = urlparse(uri)
+    if p.scheme not in ("file", ""):
+        raise ValueError("not a file:// URI")
+    if p.netloc not in ("", "localhost"):
+        raise ValueError(f"file URIs must be local (host {p.netloc!r})")
+    path = unquote(p.path)
+    if not path or not os.path.isabs(path):
+        raise ValueError("needs an absolute path, e.g. file:///var/qjournal/edits")
+    return path
+
+
 class DiskIO:
     """The disk calls of the write path, as an object so tests and the simulator can inject faults.
 
@@ -187,15 +210,10 @@ class FileJournal(Journal):
         Raises:
             InvalidRequestError: not a file URI, a remote host, or no path.
         """
-        p = urlparse(uri)
-        if p.scheme not in ("file", ""):
-            raise InvalidRequestError(f"{uri}: not a file:// URI", uri=uri)
-        if p.netloc not in ("", "localhost"):
-            raise InvalidRequestError(f"{uri}: file URIs must be local (host {p.netloc!r})", uri=uri)
-        path = unquote(p.path)
-        if not path or not os.path.isabs(path):
-            raise InvalidRequestError(f"{uri}: needs an absolute path, e.g. file:///var/qjournal/edits",
-                                      uri=uri)
+        try:
+            path = local_path_of_uri(uri)
+        except ValueError as e:
+            raise InvalidRequestError(f"{uri}: {e}", uri=uri) from None
         kwargs: dict = {}
         required = False
         if conf is not None:

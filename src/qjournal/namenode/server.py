@@ -63,6 +63,7 @@ from qjournal.config import Configuration
 from qjournal.errors import (HealthCheckFailedError, InvalidRequestError, JournalError,
                              QJournalError, ServiceFailedError, StandbyError)
 from qjournal.journal.base import Journal, NamespaceInfo
+from qjournal.journal.file import local_path_of_uri
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import namenode_ids, nameservice_of, rpc_address_of
 from qjournal.namenode.editlog import EditLogFatalError, FSEditLog
@@ -84,16 +85,11 @@ MAX_GROUPS = 1024
 
 # ----------------------------------------------------------------- config helpers
 def _uri_to_path(uri: str, key: str) -> str:
-    if uri.startswith("file://"):
-        p = uri[len("file://"):]
-        if p.startswith("localhost/"):
-            p = p[len("localhost"):]
-    else:
-        p = uri
-    if not os.path.isabs(p):
+    try:
+        return local_path_of_uri(uri)
+    except ValueError:
         raise InvalidRequestError(f"configuration key {key}: {uri!r} is not an absolute path or file:// URI",
-                                  key=key)
-    return p
+                                  key=key) from None
 
 
 def name_dir_of(conf: Configuration) -> str:
