@@ -68,13 +68,14 @@ def _jsonable(value: Any) -> Any:
 
 
 def _run(args) -> int:
-    from qjournal.config.conf import Configuration
+    from qjournal.config.conf import Configuration, split_host_port
     from qjournal.errors import InvariantViolation, QJournalError
     from qjournal.transport.rpc import RpcClient, client_options_from_conf
     from qjournal.transport.tls import client_context_from_conf
 
-    host, sep, port_text = args.address.rpartition(":")
-    if not sep or not host or not port_text.isdigit():
+    try:
+        host, port = split_host_port(args.address)
+    except ValueError:
         print(f"qjournal rpc: address {args.address!r} is not HOST:PORT", file=sys.stderr)
         return 2
     try:
@@ -91,7 +92,7 @@ def _run(args) -> int:
         return 2
 
     async def call() -> Any:
-        client = await RpcClient.connect_tcp(host, int(port_text), ssl=ssl_ctx, **options)
+        client = await RpcClient.connect_tcp(host, port, ssl=ssl_ctx, **options)
         try:
             return await client.call(args.method, timeout_ms=args.timeout_ms, **kwargs)
         finally:

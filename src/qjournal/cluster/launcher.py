@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from qjournal.config.conf import split_host_port
 from qjournal.errors import QJournalError
 from qjournal.ha.zookeeper import ZooKeeperEnsemble, free_ports, server_mode
 from qjournal.util.proc import pid_alive, qjournal_argv, read_cmdline, read_last_lines, start_daemon
@@ -337,9 +338,8 @@ class LocalCluster:
 
         if not rec.address or not rec.alive():
             return None
-        host, _, port = rec.address.rpartition(":")
         try:
-            c = await RpcClient.connect_tcp(host, int(port), connect_timeout_ms=timeout_ms)
+            c = await RpcClient.connect_tcp(*split_host_port(rec.address), connect_timeout_ms=timeout_ms)
         except Exception:
             return None
         try:
@@ -390,8 +390,7 @@ class LocalCluster:
                 z = zkfc[name]
                 state, health = z["elector_state"].lower(), z["health"]
             elif p.kind == "zookeeper" and alive:
-                host, _, port = p.address.rpartition(":")
-                state = server_mode(host, int(port)) or "not serving"
+                state = server_mode(*split_host_port(p.address)) or "not serving"
             elif p.kind == "journalnode" and alive:
                 state = "serving"
             rows.append({"name": name, "pid": p.pid, "alive": alive, "state": state, "health": health,

@@ -51,6 +51,33 @@ _VAR = re.compile(r"\$\{([^}$\s]+)\}")
 _MAX_SUBST_DEPTH = 20
 
 
+def split_host_port(text: str) -> tuple[str, int]:
+    """``host:port`` (an IPv6 host in brackets) as ``(host, port)``.
+
+    Args:
+        text: the address, e.g. ``127.0.0.1:8485`` or ``[::1]:8485``.
+
+    Returns:
+        The host (brackets removed) and the port.
+
+    Raises:
+        ValueError: its text says what was expected (``host:port``, a numeric
+            port, a port between 0 and 65535).
+    """
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError("host:port")
+    try:
+        p = int(port)
+    except ValueError:
+        raise ValueError("host:port with a numeric port") from None
+    if not 0 <= p <= 65535:
+        raise ValueError("a port between 0 and 65535")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return (host, p)
+
+
 def _parse(key: K.Key, name: str, raw: str, where: str) -> Any:
     """Convert one string value under its key's kind.
 
@@ -99,18 +126,10 @@ def _parse(key: K.Key, name: str, raw: str, where: str) -> Any:
     if kind == "list":
         return [item.strip() for item in raw.split(",") if item.strip()]
     if kind == "address":
-        host, sep, port = text.rpartition(":")
-        if not sep or not host:
-            raise bad("host:port")
         try:
-            p = int(port)
-        except ValueError:
-            raise bad("host:port with a numeric port") from None
-        if not 0 <= p <= 65535:
-            raise bad("a port between 0 and 65535")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        return (host, p)
+            return split_host_port(text)
+        except ValueError as e:
+            raise bad(str(e)) from None
     raise AssertionError(f"unknown kind {kind}")  # keys.define refuses it
 
 
