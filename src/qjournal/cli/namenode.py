@@ -11,7 +11,10 @@ Why a separate module: each role owns its CLI (``cli/main.py``). Modes, as
   edits after the newest image into it (turning a non-HA NameNode into HA).
 * no mode: run the daemon in the foreground. It prints ``READY {json}`` once
   serving, writes ``--pid-file``, stops cleanly on SIGTERM/SIGINT (status 0)
-  and exits with status 1 when its required journal fails (fenced).
+  and exits with status 1 when its required journal fails (fenced). It also
+  serves HTTP (``namenode/http.py``: ``/jmx``, ``/metrics``, ``/isActive``, ``/``;
+  HTTPS with mutual TLS under ``dfs.http.policy = HTTPS_ONLY``), announced as
+  ``"http"`` (and ``"http_url"``) in the READY line.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--nn-id", help="this NameNode's id in the nameservice (dfs.ha.namenode.id)")
     p.add_argument("--rpc-address", type=host_port_arg, metavar="HOST:PORT",
                    help="RPC address, port 0 = any (default: dfs.namenode.rpc-address.<ns>.<nn>)")
+    p.add_argument("--http-address", type=host_port_arg, metavar="HOST:PORT",
+                   help="HTTP(S) address of /jmx, /metrics, /isActive and the status page, port 0 = any "
+                        "(default: dfs.namenode.http-address.<ns>.<nn>, else dfs.namenode.http-address; "
+                        "when none is set and --rpc-address has port 0, port 0 on the RPC host)")
     p.add_argument("--pid-file", help="write the process id here")
     p.set_defaults(func=run)
 
@@ -140,13 +147,31 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     stop_on_signals(stop)
     write_pid_file(args.pid_file)
     assert addr is not None
-    ready = {"role": "namenode", "rpc": f"{addr[0]}:{addr[1]}", "pid": os.getpid(),
-             "nn_id": nn.nn_id, "state": nn.state.value}
+    from qjournal.namenode.http import NameNodeHttpServer, http_address_of
+
+    http = NameNodeHttpServer(nn)
+    try:
+        (hhost, hport), _key, explicit = http_address_of(conf, nn.nn_id)
+        if args.http_address:
+            hhost, hport = args.http_address
+        elif not explicit and args.rpc_address and args.rpc_address[1] == 0:
+            hhost, hport = addr[0], 0  # an ephemeral RPC port (tests): never the fixed default 9870
+        hbound = await http.start(hhost, hport)
+    except (QJournalError, OSError) as e:
+        log.error("NameNode HTTP server failed to start: %s", e)
+        print(f"namenode: HTTP server failed to start: {e}", file=sys.stderr)
+        await http.stop()
+        await nn.stop()
+        remove_pid_file(args.pid_file)
+        return 1
+    ready = {"role": "namenode", "rpc": f"{addr[0]}:{addr[1]}", "http": f"{hbound[0]}:{hbound[1]}",
+             "http_url": http.url, "pid": os.getpid(), "nn_id": nn.nn_id, "state": nn.state.value}
     print(f"READY {json.dumps(ready)}", flush=True)
     try:
         await stop.wait()
     finally:
         log.info("NameNode stopping", extra={"exit_status": status["code"]})
+        await http.stop()
         try:
             await asyncio.wait_for(nn.stop(), 30)
         except (asyncio.TimeoutError, QJournalError) as e:

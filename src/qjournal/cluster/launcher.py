@@ -179,6 +179,9 @@ class LocalCluster:
         }
         for nn in NN_IDS:
             values[f"dfs.namenode.rpc-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'{nn}.rpc']}"
+            if f"{nn}.http" in ports:  # two NameNodes on one host: not both on the default 9870
+                values[f"dfs.namenode.http-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'{nn}.http']}"
+                values[f"dfs.namenode.https-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'{nn}.http']}"
             values[f"dfs.ha.zkfc.rpc-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'zkfc.{nn}']}"
         values.update(self.extra_conf)
         for k, v in sorted(values.items()):
@@ -237,7 +240,8 @@ class LocalCluster:
 
     def _up(self, ready_timeout_s: float) -> None:
         names = [f"{jn}.{k}" for jn in JN_NAMES for k in ("rpc", "http")] + \
-                [f"{nn}.rpc" for nn in NN_IDS] + [f"zkfc.{nn}" for nn in NN_IDS]
+                [f"{nn}.rpc" for nn in NN_IDS] + [f"zkfc.{nn}" for nn in NN_IDS] + \
+                [f"{nn}.http" for nn in NN_IDS]
         ports = dict(zip(names, free_ports(len(names))))
         self.out(f"cluster: starting ZooKeeper ({self.zk_servers} server{'s' if self.zk_servers > 1 else ''})")
         self.zk = ZooKeeperEnsemble(os.path.join(self.run_dir, "zookeeper"), size=self.zk_servers)
