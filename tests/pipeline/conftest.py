@@ -31,12 +31,12 @@ def spark():
 
 @pytest.fixture(scope="session")
 def clean_history(tmp_path_factory):
-    """A clean history: 1200 txids in 6 segments on 3 nodes, NameNode images at 0, 600, 1200."""
+    """A clean history: 1200 txids in 4 segments on 3 nodes, NameNode images at 0, 600, 1200."""
     from qjournal.pipeline.generate import GenOptions, generate
 
     out = str(tmp_path_factory.mktemp("clean-journal"))
     print(f"clean history seed={CLEAN_SEED}")
-    return generate(GenOptions(seed=CLEAN_SEED, txns=1200, out=out, roll_every_txns=200,
+    return generate(GenOptions(seed=CLEAN_SEED, txns=1200, out=out, roll_every_txns=300,
                                image_txids=(0, 600, 1200)))
 
 
@@ -47,7 +47,7 @@ def damaged_history(tmp_path_factory):
 
     out = str(tmp_path_factory.mktemp("damaged-journal"))
     print(f"damaged history seed={DAMAGED_SEED}")
-    return generate(GenOptions(seed=DAMAGED_SEED, txns=1800, out=out, roll_every_txns=200,
+    return generate(GenOptions(seed=DAMAGED_SEED, txns=700, out=out, roll_every_txns=100,
                                damage=("lagging", "bitflip", "divergent", "gap"),
                                lagging_segments=1))
 

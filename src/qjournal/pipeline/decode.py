@@ -105,11 +105,12 @@ def decode_segment(jid: str, node: str, segment_start: int, segment_end: int,
             extra.append((None, p.offset, f"{where}: {p.kind} at byte {p.offset}: {p.detail}"))
         if scan.header_ok and scan.last_txid != segment_end:
             last = scan.last_txid if scan.num_records else "none"
-            extra.append((None, scan.valid_length,
+            # placed at the end of the file: it is a consequence of the problems before it
+            extra.append((None, scan.total_length,
                           f"{where}: short copy: valid records end at txid {last}, "
                           f"the file name says {segment_end}"))
         if scan.header_ok and scan.num_records == 0 and not extra:
-            extra.append((None, seg.HEADER_SIZE, f"{where}: no records"))
+            extra.append((None, scan.total_length, f"{where}: no records"))
 
     n_ok = len(txids)
     n = n_ok + len(extra)

@@ -279,7 +279,8 @@ def copy_stats(edits):
             F.array_sort(F.collect_list(F.when(valid, pair))),
             lambda p: F.concat_ws(":", p["txid"].cast("string"), p["checksum"].cast("string")))), 256)
         .alias("fingerprint"),
-        F.min(F.col("problem")).alias("problem"),
+        # the first damage in file order (later problem rows are its consequences)
+        F.min_by(F.col("problem"), F.when(~valid, F.col("record_offset"))).alias("problem"),
     )
 
 
