@@ -79,7 +79,9 @@ class HAAdminContext:
         from qjournal.namenode.client import HAServiceClient
 
         host, port = self.address(nn_id)
-        return HAServiceClient(host, port, self.timeout_ms)
+        from qjournal.transport.tls import client_context_from_conf
+
+        return HAServiceClient(host, port, self.timeout_ms, ssl=client_context_from_conf(self.conf))
 
 
 async def _with(ctx: HAAdminContext, nn_id: str, fn: Callable[[Any], Awaitable[Any]]) -> Any:

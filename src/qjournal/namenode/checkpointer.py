@@ -128,7 +128,9 @@ class Checkpointer:
                 continue
             try:
                 host, port = rpc_address_of(self.nn.conf, other)
-                c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=5000)
+                from qjournal.transport.tls import client_context_from_conf
+                c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=5000,
+                                                ssl=client_context_from_conf(self.nn.conf))
                 try:
                     await c.call("upload_image", timeout_ms=self.upload_timeout_ms, txid=txid,
                                  data=data, crc=crc)

@@ -84,6 +84,7 @@ class DFSClient:
         self.current = 0
         self._clients: dict[int, Any] = {}
         self.failovers = 0
+        self._ssl: Any = None  # mutual TLS client context when qjournal.rpc.tls.enabled
 
     @staticmethod
     def _configured(conf: Any, nameservice: str | None) -> list[tuple[str, str, int]]:
@@ -111,7 +112,11 @@ class DFSClient:
         if c is not None and not c.is_closed:
             return c
         _name, host, port = self.addresses[idx]
-        c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=self.connect_timeout_ms)
+        if self._ssl is None and self.conf is not None and hasattr(self.conf, "get_bool"):
+            from qjournal.transport.tls import client_context_from_conf
+            self._ssl = client_context_from_conf(self.conf) or False  # False: TLS disabled, checked once
+        c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=self.connect_timeout_ms,
+                                        ssl=self._ssl or None)
         self._clients[idx] = c
         return c
 
@@ -221,8 +226,9 @@ class DFSClient:
 class HAServiceClient:
     """HAServiceProtocol calls to one NameNode (haadmin, ZKFC)."""
 
-    def __init__(self, host: str, port: int, timeout_ms: int = 20000) -> None:
+    def __init__(self, host: str, port: int, timeout_ms: int = 20000, ssl: Any = None) -> None:
         self.host, self.port, self.timeout_ms = host, port, timeout_ms
+        self.ssl = ssl  # client TLS context (qjournal.rpc.tls.*), None: plain TCP
         self._c: Any = None
 
     async def _client(self) -> Any:
@@ -230,7 +236,7 @@ class HAServiceClient:
 
         if self._c is None or self._c.is_closed:  # reconnect after a lost connection
             self._c = await RpcClient.connect_tcp(self.host, self.port,
-                                                  connect_timeout_ms=self.timeout_ms)
+                                                  connect_timeout_ms=self.timeout_ms, ssl=self.ssl)
         return self._c
 
     async def get_service_status(self) -> dict:

@@ -344,7 +344,9 @@ class NameNode:
                 bind = self.conf.get("qjournal.namenode.rpc-bind-host")
                 host = host if host is not None else (bind or h)
                 port = port if port is not None else p
-            self.address = await self.rpc_server.start_tcp(host, port)
+            from qjournal.transport.tls import server_context_from_conf
+            # mutual TLS when qjournal.rpc.tls.enabled (None otherwise)
+            self.address = await self.rpc_server.start_tcp(host, port, ssl=server_context_from_conf(self.conf))
             return self.address
         return None
 
@@ -818,7 +820,9 @@ async def bootstrap_standby(conf: Configuration, nn_id: str | None, *, force: bo
             continue
         try:
             host, port = rpc_address_of(conf, other)
-            c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=5000)
+            from qjournal.transport.tls import client_context_from_conf
+            c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=5000,
+                                            ssl=client_context_from_conf(conf))
             try:
                 got = await c.call("get_image", timeout_ms=60000)
             finally:
