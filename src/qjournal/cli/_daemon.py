@@ -13,6 +13,8 @@ import asyncio
 import os
 import signal
 
+from qjournal.util.fs import atomic_write
+
 __all__ = ["host_port_arg", "remove_pid_file", "stop_on_signals", "write_pid_file"]
 
 
@@ -42,10 +44,7 @@ def write_pid_file(path: str | None) -> None:
     """
     if not path:
         return
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"{os.getpid()}\n")
-    os.replace(tmp, path)
+    atomic_write(path, f"{os.getpid()}\n".encode(), sync=False)
 
 
 def remove_pid_file(path: str | None) -> None:

@@ -45,6 +45,7 @@ from typing import Any, Callable
 from qjournal.config.conf import split_host_port
 from qjournal.errors import QJournalError
 from qjournal.ha.zookeeper import ZooKeeperEnsemble, free_ports, server_mode
+from qjournal.util.fs import atomic_write
 from qjournal.util.proc import pid_alive, qjournal_argv, read_cmdline, read_last_lines, start_daemon
 
 __all__ = ["LocalCluster", "ClusterError", "ProcessRecord", "CLUSTER_STATE_FILE"]
@@ -122,10 +123,7 @@ class LocalCluster:
                  "zk_servers": self.zk_servers, "session_timeout_ms": self.session_timeout_ms,
                  "quorum": self.zk.connect_string if self.zk else "",
                  "processes": [vars(p) for p in self.procs.values()]}
-        tmp = self.state_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(state, f, indent=1)
-        os.replace(tmp, self.state_path)  # invariant 2
+        atomic_write(self.state_path, json.dumps(state, indent=1).encode(), sync=False)  # invariant 2
 
     @classmethod
     def open(cls, run_dir: str, out: Callable[[str], None] = print) -> "LocalCluster":

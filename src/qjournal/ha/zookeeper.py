@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass, field
 
 from qjournal.errors import ConfigError, QJournalError
+from qjournal.util.fs import atomic_write
 from qjournal.util.proc import pid_alive, read_last_lines  # pid_alive: re-exported, tests import it from here
 
 __all__ = [
@@ -413,10 +414,7 @@ class ZooKeeperEnsemble:
                               "pid": s.pid, "cfg": s.cfg_path, "log": s.log_path,
                               "data_dir": s.data_dir, "pid_file": s.pid_path}
                              for s in self.servers]}
-        tmp = self.state_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(state, f, indent=1)
-        os.replace(tmp, self.state_path)
+        atomic_write(self.state_path, json.dumps(state, indent=1).encode(), sync=False)
 
     @classmethod
     def from_state(cls, run_dir: str) -> "ZooKeeperEnsemble":

@@ -48,7 +48,7 @@ import shutil
 from typing import BinaryIO
 
 from qjournal.errors import JournalError, JournalLockedError
-from qjournal.util.fs import fsync_dir
+from qjournal.util.fs import atomic_write, fsync_dir
 
 __all__ = ["JournalStorage", "DiskJournalStorage", "PAXOS_DIR"]
 
@@ -375,17 +375,7 @@ class DiskJournalStorage(JournalStorage):
     def write_atomic(self, name: str, data: bytes) -> None:
         path = self._path(name)
         self._close_fd(name)
-        tmp = f"{path}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, data)
-            if self._fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        if self._fsync:
-            fsync_dir(os.path.dirname(path))
+        atomic_write(path, data, sync=self._fsync)
 
     def write_best_effort(self, name: str, data: bytes) -> None:
         fd = self._best_effort_fds.get(name)
