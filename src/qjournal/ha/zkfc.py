@@ -382,8 +382,11 @@ class ZKFailoverController:
             proxy = None
             try:
                 proxy = await self._zkfc_factory(previous)()
+                # cede for twice the graceful fence timeout (as Hadoop's ZKFC does), not for the
+                # whole failover timeout: a longer cede keeps the old side out of the election when
+                # this side fails later (e.g. its ZKFC pauses), delaying the next takeover by it
                 await proxy.call("cede_active", timeout_ms=s.graceful_failover_timeout_ms,
-                                 millis_to_cede=s.graceful_failover_timeout_ms)
+                                 millis_to_cede=2 * s.fencing.graceful_timeout_ms)
             except Exception as e:
                 raise ServiceFailedError(f"zkfc {s.nn_id}: the controller of the active {previous.nn_id} "
                                          f"at {previous.zkfc_host}:{previous.zkfc_port} did not cede: {e}"
