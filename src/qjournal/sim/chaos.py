@@ -46,6 +46,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import random
@@ -382,9 +383,12 @@ class _Chaos:
             self.pending.append(asyncio.ensure_future(self._reader()))
             self._fault("read")
         elif kind == "disk_full" and self.mounted and self.ballast is None:
-            self.ballast = os.path.join(self.mounted, "ballast")
-            await asyncio.to_thread(_fill, self.ballast, self.mounted)
-            self._fault("disk_full", "jn0")
+            ballast = os.path.join(self.mounted, "ballast")
+            if await asyncio.to_thread(_fill, ballast, self.mounted):
+                self.ballast = ballast
+                self._fault("disk_full", "jn0")
+            else:  # jn0's own segments already filled the tmpfs: it is full without a ballast
+                self._fault("disk_full", "jn0 (already full)")
         elif kind == "disk_free" and self.ballast is not None:
             os.unlink(self.ballast)
             self.ballast = None
@@ -485,11 +489,21 @@ class _Chaos:
             subprocess.run(["umount", "-l", self.mounted], capture_output=True, timeout=10)
 
 
-def _fill(path: str, mount: str) -> None:
-    """Fill the mount with a ballast file, leaving a few KiB (so the next append fails mid-way)."""
+def _fill(path: str, mount: str) -> bool:
+    """Fill the mount with a ballast file, leaving a few KiB (so the next append fails mid-way).
+
+    Returns:
+        False when the mount is already too full to create the ballast file at all.
+    """
     st = os.statvfs(mount)
     free = st.f_bavail * st.f_frsize
-    with open(path, "wb") as f:
+    try:
+        f = open(path, "wb", buffering=0)
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        return False
+    with f:
         left = max(0, free - 4096)
         chunk = b"\0" * (1 << 20)
         while left > 0:
@@ -499,6 +513,7 @@ def _fill(path: str, mount: str) -> None:
             except OSError:
                 break
             left -= n
+    return True
 
 
 async def run_chaos(duration_s: float, seed: int, nodes: int = 3, workdir: str | None = None) -> ChaosResult:
