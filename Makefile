@@ -14,7 +14,8 @@ demo: setup
 	$(PY) -m qjournal demo
 
 soak: setup
-	$(PY) -m qjournal.sim soak --seeds $${SEEDS:-2000} --jobs $${JOBS:-2} --chaos-duration-s $${CHAOS_S:-120}
+	$(PY) -m qjournal.sim soak --seeds $${SEEDS:-2000} --jobs $${JOBS:-2}
+	if [ "$${CHAOS_S:-120}" != 0 ]; then $(PY) -m qjournal.chaos --duration-s $${CHAOS_S:-120} --seed $${CHAOS_SEED:-0}; fi
 
 bench: setup
 	$(PY) bench/run_all.py $(BENCH_ARGS)

@@ -1,7 +1,7 @@
 """Failover benchmark: time from SIGKILL of the active NameNode to the first write accepted by the new active.
 
 Why: automatic failover is the product's promise; this measures it on real
-processes (a local cluster from :mod:`qjournal.cluster.launcher`) and breaks
+processes (a local cluster from :mod:`qjournal.localcluster.launcher`) and breaks
 each failover into its phases using the daemons' structured (JSON-lines) logs
 and the ZKFC event timeline:
 
@@ -43,7 +43,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from qjournal.cluster.launcher import LocalCluster  # noqa: E402
+from qjournal.localcluster.launcher import LocalCluster  # noqa: E402
 from qjournal.errors import RpcTimeoutError, StandbyError, TransportError  # noqa: E402
 from qjournal.transport import RpcClient  # noqa: E402
 
@@ -97,7 +97,7 @@ async def _probe_first_write(host: str, port: int, path: str, deadline_s: float)
 
 async def _background_writer(conf, stop: asyncio.Event, counter: list) -> None:
     """A light steady workload so each failover has an in-progress segment to recover."""
-    from qjournal.namenode.client import DFSClient
+    from qjournal.namenode.dfs_client import DFSClient
 
     async with DFSClient(conf) as client:
         await client.mkdirs("/bench")

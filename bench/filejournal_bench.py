@@ -35,8 +35,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from qjournal.journal.base import NamespaceInfo  # noqa: E402
-from qjournal.journal.file import FileJournal  # noqa: E402
+from qjournal.protocol.messages import NamespaceInfo  # noqa: E402
+from qjournal.journalmanager.file import FileJournal  # noqa: E402
 from qjournal.protocol.segment import OP_DATA, encode_header, encode_record  # noqa: E402
 
 NS = NamespaceInfo(4242, "bench")

@@ -36,9 +36,9 @@ import tempfile
 import time
 
 from qjournal.config import Configuration
-from qjournal.journal.base import NamespaceInfo
-from qjournal.journal.registry import open_journal
-from qjournal.namenode.client import DFSClient
+from qjournal.protocol.messages import NamespaceInfo
+from qjournal.journalmanager.registry import open_journal
+from qjournal.namenode.dfs_client import DFSClient
 from qjournal.namenode.namespace import CallContext
 from qjournal.namenode.server import NameNode, format_namenode
 

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from qjournal.client.qjm import QuorumJournalManager  # noqa: E402
 from qjournal.client.settings import QJMSettings  # noqa: E402
-from qjournal.journal.base import NamespaceInfo  # noqa: E402
+from qjournal.protocol.messages import NamespaceInfo  # noqa: E402
 from qjournal.protocol.segment import OP_DATA, RECORD_OVERHEAD, encode_record  # noqa: E402
 from qjournal.util.proc import qjournal_argv, start_daemon  # noqa: E402
 

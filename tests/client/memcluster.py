@@ -14,7 +14,7 @@ from typing import Any
 from qjournal.client.qjm import QuorumJournalManager
 from qjournal.client.settings import QJMSettings
 from qjournal.config import Configuration
-from qjournal.journal.base import NamespaceInfo
+from qjournal.protocol.messages import NamespaceInfo
 from qjournal.journalnode.node import JournalNode
 from qjournal.transport import MemoryNetwork
 

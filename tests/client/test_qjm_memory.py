@@ -7,7 +7,7 @@ import pytest
 
 from qjournal.errors import (FencedError, GapInTransactionsError, JournalAlreadyFormattedError,
                              JournalError, QuorumError, EpochError)
-from qjournal.journal.base import SegmentInfo
+from qjournal.journalmanager.streams import SegmentInfo
 
 from .memcluster import NS, MemCluster
 

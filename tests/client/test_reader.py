@@ -6,7 +6,7 @@ import pytest
 
 from qjournal.client.reader import QuorumSegmentInputStream, merge_manifests
 from qjournal.errors import JournalError, TransportError
-from qjournal.journal.base import SegmentInfo
+from qjournal.journalmanager.streams import SegmentInfo
 from qjournal.protocol.messages import Manifest, SegmentState
 from qjournal.protocol.segment import INVALID_TXID, OP_DATA, crc32c, encode_header, encode_records
 

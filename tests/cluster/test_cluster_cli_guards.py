@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from qjournal.cluster.launcher import ClusterError, LocalCluster
+from qjournal.localcluster.launcher import ClusterError, LocalCluster
 from qjournal.ha.zookeeper import pid_alive, server_mode
 from qjournal.util.proc import qjournal_argv
 

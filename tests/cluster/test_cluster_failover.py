@@ -17,8 +17,8 @@ import subprocess
 
 import pytest
 
-from qjournal.cluster.demo import run_demo
-from qjournal.cluster.launcher import LocalCluster
+from qjournal.localcluster.demo import run_demo
+from qjournal.localcluster.launcher import LocalCluster
 from qjournal.ha.zookeeper import pid_alive
 from qjournal.util.proc import qjournal_argv
 

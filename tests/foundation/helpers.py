@@ -6,8 +6,8 @@ import asyncio
 import errno
 import os
 
-from qjournal.journal.base import NamespaceInfo
-from qjournal.journal.file import DiskIO, FileJournal
+from qjournal.protocol.messages import NamespaceInfo
+from qjournal.journalmanager.file import DiskIO, FileJournal
 from qjournal.protocol import segment as seg
 
 NS = NamespaceInfo(namespace_id=77, cluster_id="test-cluster")

@@ -26,8 +26,8 @@ from qjournal.errors import (
     RecordTooLargeError,
     SegmentNotFoundError,
 )
-from qjournal.journal.base import SegmentInfo
-from qjournal.journal.file import FileJournal
+from qjournal.journalmanager.streams import SegmentInfo
+from qjournal.journalmanager.file import FileJournal
 from qjournal.protocol import segment as seg
 
 from .helpers import NS, FaultyDisk, body, new_journal, read_all, run, seg_path, write_segment
@@ -95,7 +95,7 @@ def test_second_writer_process_is_refused_with_holder_named(tmp_path):
         j = await new_journal(tmp_path / "j")
         await j.close()
     run(prep())
-    code = ("import sys; from qjournal.journal.file import FileJournal;"
+    code = ("import sys; from qjournal.journalmanager.file import FileJournal;"
             f"j = FileJournal({str(tmp_path / 'j')!r}); j.lock(); print('READY', flush=True); sys.stdin.read()")
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)

@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qjournal.errors import GapInTransactionsError
-from qjournal.journal.base import SegmentInfo
-from qjournal.journal.file import DiskIO, FileJournal
+from qjournal.journalmanager.streams import SegmentInfo
+from qjournal.journalmanager.file import DiskIO, FileJournal
 from qjournal.protocol import segment as seg
 
 from .helpers import NS

@@ -12,10 +12,10 @@ from qjournal.errors import (
     JournalOutOfSyncError,
     NoJournalsAvailableError,
 )
-from qjournal.journal.base import SegmentInfo
-from qjournal.journal.file import FileJournal
-from qjournal.journal.journalset import JournalSet
-from qjournal.journal.streams import ChainedInputStream, RedundantInputStream
+from qjournal.journalmanager.streams import SegmentInfo
+from qjournal.journalmanager.file import FileJournal
+from qjournal.journalmanager.journalset import JournalSet
+from qjournal.journalmanager.streams import ChainedInputStream, RedundantInputStream
 from qjournal.protocol import segment as seg
 
 from .helpers import NS, FaultyDisk, body, read_all, run, seg_path, write_segment

@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qjournal.errors import NoJournalsAvailableError
-from qjournal.journal.file import FileJournal
-from qjournal.journal.journalset import JournalSet
+from qjournal.journalmanager.file import FileJournal
+from qjournal.journalmanager.journalset import JournalSet
 
 from .helpers import NS, FaultyDisk, body
 

@@ -9,9 +9,9 @@ import pytest
 
 from qjournal.config import Configuration
 from qjournal.errors import JournalError, UnknownSchemeError
-from qjournal.journal import registry
-from qjournal.journal.file import FileJournal
-from qjournal.journal.journalset import JournalSet
+from qjournal.journalmanager import registry
+from qjournal.journalmanager.file import FileJournal
+from qjournal.journalmanager.journalset import JournalSet
 
 from .helpers import NS, read_all, run, write_segment
 

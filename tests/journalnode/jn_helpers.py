@@ -1,6 +1,6 @@
 """Small builders shared by the JournalNode tests."""
 
-from qjournal.journal.base import NamespaceInfo
+from qjournal.protocol.messages import NamespaceInfo
 from qjournal.protocol.messages import RequestInfo
 from qjournal.protocol.segment import INVALID_TXID, OP_DATA, encode_records
 

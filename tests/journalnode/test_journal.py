@@ -8,7 +8,7 @@ import pytest
 from qjournal.errors import (CorruptRecordError, EpochError, InvalidRequestError, InvariantViolation,
                              JournalAlreadyFormattedError, JournalLockedError, JournalNotFormattedError,
                              JournalOutOfSyncError, NamespaceMismatchError, SegmentNotFoundError)
-from qjournal.journal.base import NamespaceInfo
+from qjournal.protocol.messages import NamespaceInfo
 from qjournal.journalnode.journal import Journal
 from qjournal.journalnode.storage import DiskJournalStorage
 from qjournal.protocol.messages import SegmentState

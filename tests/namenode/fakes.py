@@ -1,12 +1,13 @@
-"""An in-memory Journal with a controllable sync, for edit-log tests (no disk, no timing)."""
+"""An in-memory JournalManager with a controllable sync, for edit-log tests (no disk, no timing)."""
 
 from __future__ import annotations
 
 import asyncio
 
 from qjournal.errors import JournalError, JournalOutOfSyncError
-from qjournal.journal.base import (EditLogInputStream, EditLogOutputStream, Journal, NamespaceInfo,
-                                   SegmentInfo)
+from qjournal.journalmanager.streams import EditLogInputStream, EditLogOutputStream, SegmentInfo
+from qjournal.journalmanager.base import JournalManager
+from qjournal.protocol.messages import NamespaceInfo
 from qjournal.protocol.segment import EditRecord
 
 
@@ -66,7 +67,7 @@ class ListInput(EditLogInputStream):
         return self.recs.pop(0) if self.recs else None
 
 
-class MemoryJournal(Journal):
+class MemoryJournal(JournalManager):
     uri = "memory://test"
 
     def __init__(self):

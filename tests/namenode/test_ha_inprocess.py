@@ -12,8 +12,8 @@ import pytest
 
 from qjournal.config import Configuration
 from qjournal.errors import FileAlreadyExistsError, ServiceFailedError, StandbyError
-from qjournal.journal.file import FileJournal
-from qjournal.namenode.client import DFSClient
+from qjournal.journalmanager.file import FileJournal
+from qjournal.namenode.dfs_client import DFSClient
 from qjournal.namenode.image import list_images
 from qjournal.namenode.ha_state import HAState
 from qjournal.namenode.server import NameNode, bootstrap_standby, format_namenode

@@ -17,7 +17,7 @@ import pytest
 
 from qjournal.config import Configuration
 from qjournal.errors import StandbyError, TransportError
-from qjournal.namenode.client import DFSClient
+from qjournal.namenode.dfs_client import DFSClient
 from qjournal.namenode.editlog import EditLogFatalError
 
 from .procs import Cluster, wait_until

@@ -9,7 +9,7 @@ import pytest
 
 from qjournal.config import Configuration
 from qjournal.errors import QJournalError
-from qjournal.namenode.client import DFSClient, HAServiceClient
+from qjournal.namenode.dfs_client import DFSClient, HAServiceClient
 from qjournal.namenode.server import NameNode, format_namenode
 from qjournal.transport import pki
 from qjournal.transport.tls import client_context_from_conf

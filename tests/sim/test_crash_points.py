@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from qjournal.sim.cluster import CRASH_POINTS
+from qjournal.sim.journalnodes import CRASH_POINTS
 from qjournal.sim.history import FinalLog
 from qjournal.sim.workload import run_crash_point_scenario
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from qjournal.sim.cluster import CRASH_POINTS
+from qjournal.sim.journalnodes import CRASH_POINTS
 from qjournal.sim.faults import CLUSTER_KINDS, NETWORK_KINDS, FaultConfig
 from qjournal.sim.history import Fault
 from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed

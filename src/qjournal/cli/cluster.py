@@ -3,7 +3,7 @@
 Why a subcommand: starting ZooKeeper, three JournalNodes, two NameNodes and two
 ZKFCs by hand takes a dozen commands and a configuration file; this does it in
 one, keeps everything in one run directory, and tears it down leaving nothing
-running. See :mod:`qjournal.cluster.launcher`.
+running. See :mod:`qjournal.localcluster.launcher`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _guard(fn):
 
 @_guard
 def _up(args):
-    from qjournal.cluster.launcher import LocalCluster
+    from qjournal.localcluster.launcher import LocalCluster
     c = LocalCluster(args.run_dir, zk_servers=args.zk_servers, session_timeout_ms=args.session_timeout_ms)
     c.up(fresh=args.fresh)
     print(c.format_status())
@@ -64,19 +64,19 @@ def _up(args):
 
 @_guard
 def _down(args):
-    from qjournal.cluster.launcher import LocalCluster
+    from qjournal.localcluster.launcher import LocalCluster
     LocalCluster.open(args.run_dir).down()
 
 
 @_guard
 def _status(args):
-    from qjournal.cluster.launcher import LocalCluster
+    from qjournal.localcluster.launcher import LocalCluster
     print(LocalCluster.open(args.run_dir).format_status())
 
 
 @_guard
 def _kill(args):
-    from qjournal.cluster.launcher import LocalCluster
+    from qjournal.localcluster.launcher import LocalCluster
     sig = getattr(signal, "SIG" + args.signal.upper().removeprefix("SIG"), None)
     if sig is None:
         print(f"cluster: unknown signal {args.signal!r}", file=sys.stderr)
@@ -87,12 +87,12 @@ def _kill(args):
 
 @_guard
 def _restart(args):
-    from qjournal.cluster.launcher import LocalCluster
+    from qjournal.localcluster.launcher import LocalCluster
     rec = LocalCluster.open(args.run_dir).restart(args.name)
     print(f"restarted {rec.name} (pid {rec.pid}) {rec.address}")
 
 
 @_guard
 def _logs(args):
-    from qjournal.cluster.launcher import LocalCluster
+    from qjournal.localcluster.launcher import LocalCluster
     print(LocalCluster.open(args.run_dir).logs(args.name, args.lines))

@@ -1,7 +1,7 @@
 """``qjournal demo`` (what ``make demo`` runs): automatic failover of a real local HA cluster, verified.
 
 Why: one command that shows the system doing its job end to end. By default it
-runs :func:`qjournal.cluster.demo.run_demo`: ZooKeeper, three JournalNodes, two
+runs :func:`qjournal.localcluster.demo.run_demo`: ZooKeeper, three JournalNodes, two
 NameNodes and two ZKFCs as real processes, a client workload printing ops/s, a
 SIGKILL of the active NameNode, the standby taking over by itself (and how long
 it took), the killed node restarted as the new standby, a check that every
@@ -23,9 +23,9 @@ import os
 import tempfile
 import time
 
-from qjournal.journal.base import NamespaceInfo
-from qjournal.journal.file import DiskIO, FileJournal
-from qjournal.journal.journalset import JournalSet
+from qjournal.protocol.messages import NamespaceInfo
+from qjournal.journalmanager.file import DiskIO, FileJournal
+from qjournal.journalmanager.journalset import JournalSet
 from qjournal.util.logs import setup_logging
 
 
@@ -126,7 +126,7 @@ def register(subparsers) -> None:
 
 def _main(args) -> int:
     if not getattr(args, "journal", False):
-        from qjournal.cluster.demo import run_demo as run_cluster_demo
+        from qjournal.localcluster.demo import run_demo as run_cluster_demo
 
         if args.writers < 1:
             print("demo: --writers must be positive")

@@ -130,7 +130,7 @@ def _flags(argv: list[str], allowed: str) -> tuple[set[str], list[str]]:
 
 async def _run(conf: Any, argv: list[str], user: str | None, groups: list[str] | None) -> int:
     from qjournal.errors import FileNotFoundError_, QJournalError
-    from qjournal.namenode.client import DFSClient
+    from qjournal.namenode.dfs_client import DFSClient
 
     cmd, rest = argv[0], argv[1:]
     rc = 0

@@ -76,7 +76,7 @@ class HAAdminContext:
         return rpc_address_of(self.conf, nn_id)
 
     def client(self, nn_id: str) -> Any:
-        from qjournal.namenode.client import HAServiceClient
+        from qjournal.namenode.dfs_client import HAServiceClient
 
         host, port = self.address(nn_id)
         from qjournal.transport.tls import client_context_from_conf

@@ -129,7 +129,7 @@ def _run(args: argparse.Namespace, coro_fn: Any) -> int:
 
 
 def _cmd_format(args: argparse.Namespace) -> int:
-    from qjournal.journal.base import NamespaceInfo  # noqa: PLC0415
+    from qjournal.protocol.messages import NamespaceInfo  # noqa: PLC0415
 
     async def go(qjm: Any, a: argparse.Namespace) -> int:
         nsid = a.namespace_id if a.namespace_id is not None else (uuid.uuid4().int & 0x7FFFFFFF) or 1

@@ -34,7 +34,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from qjournal.errors import InvariantViolation, JournalError, JournalOutOfSyncError
-from qjournal.journal.base import EditLogOutputStream
+from qjournal.journalmanager.streams import EditLogOutputStream
 from qjournal.protocol.segment import OP_DATA, encode_record
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -1,10 +1,10 @@
-"""QuorumJournalManager: a Journal stored on a quorum of JournalNodes (HDFS-3077).
+"""QuorumJournalManager: a JournalManager stored on a quorum of JournalNodes (HDFS-3077).
 
 Why: the NameNode's shared edit log must survive the loss of any minority of
 machines, with fencing built in, so that two NameNodes that both believe they
 are active can never both commit (seed 000 §1.3). This class is the writer's
 and the reader's side of that protocol, behind the generic
-:class:`~qjournal.journal.base.Journal` interface so the NameNode never knows
+:class:`~qjournal.journalmanager.base.JournalManager` interface so the NameNode never knows
 which storage it writes to.
 
 Theory of operation (seed 000 §2, reference §4.1):
@@ -61,7 +61,9 @@ from qjournal.client.reader import (MergedManifest, QuorumSegmentInputStream, ht
 from qjournal.client.settings import DEFAULT_PORT, QJMSettings
 from qjournal.errors import (ConfigError, EpochError, InvariantViolation, JournalError,
                              JournalNotFormattedError, QJournalError, QuorumError)
-from qjournal.journal.base import EditLogInputStream, Journal, NamespaceInfo, SegmentInfo
+from qjournal.journalmanager.streams import EditLogInputStream, SegmentInfo
+from qjournal.journalmanager.base import JournalManager
+from qjournal.protocol.messages import NamespaceInfo
 from qjournal.protocol import recovery
 from qjournal.protocol.messages import Manifest, NewEpochResponse, PrepareRecoveryResponse
 from qjournal.protocol.segment import LAYOUT_VERSION
@@ -121,7 +123,7 @@ def parse_qjournal_uri(uri: str) -> tuple[list[tuple[str, int]], str]:
     return addrs, jid
 
 
-class QuorumJournalManager(Journal):
+class QuorumJournalManager(JournalManager):
     """The quorum journal client.
 
     Args:

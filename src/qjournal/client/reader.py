@@ -42,7 +42,7 @@ import crc32c as _crc32c
 
 from qjournal.errors import (CorruptRecordError, CorruptSegmentError, JournalError,
                              QJournalError, TransportError)
-from qjournal.journal.base import EditLogInputStream, SegmentInfo
+from qjournal.journalmanager.streams import EditLogInputStream, SegmentInfo
 from qjournal.protocol.messages import Manifest
 from qjournal.protocol.segment import (HEADER_SIZE, INVALID_TXID, EditRecord, decode_header,
                                        iter_records, scan_segment)

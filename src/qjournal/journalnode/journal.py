@@ -89,7 +89,7 @@ from typing import BinaryIO, Callable
 from qjournal.errors import (EpochError, InvalidRequestError, InvariantViolation, JournalError,
                              JournalAlreadyFormattedError, JournalNotFormattedError,
                              JournalOutOfSyncError, NamespaceMismatchError, SegmentNotFoundError)
-from qjournal.journal.base import NamespaceInfo
+from qjournal.protocol.messages import NamespaceInfo
 from qjournal.journalnode.metrics import JournalMetrics
 from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage
 from qjournal.protocol import jn_rules

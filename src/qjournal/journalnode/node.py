@@ -48,7 +48,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from qjournal.errors import (InvalidRequestError, JournalError, QJournalError, SegmentNotFoundError,
                              TransportError)
-from qjournal.journal.base import NamespaceInfo
+from qjournal.protocol.messages import NamespaceInfo
 from qjournal.journalnode.journal import Journal, validate_batch
 from qjournal.journalnode.storage import DiskJournalStorage, JournalStorage
 from qjournal.protocol import jn_rules
@@ -98,7 +98,7 @@ def _ns_from_wire(v: Any, jid: str) -> NamespaceInfo:
         raise InvalidRequestError(f"journal {jid}: ns_info must be a map", jid=jid)
     try:
         ns = NamespaceInfo.from_wire(v)
-    except (KeyError, ValueError, TypeError) as e:
+    except InvalidRequestError as e:
         raise InvalidRequestError(f"journal {jid}: malformed ns_info ({e})", jid=jid) from e
     return ns
 

@@ -12,5 +12,5 @@ the core, never back):
 * ``editlog``: ``FSEditLog``, apply-and-log under one lock, group commit.
 * ``tailer`` / ``checkpointer``: the standby's edit tailing and checkpoints.
 * ``server``: the NameNode daemon (RPC, transitions, fencing through the journal).
-* ``client``: ``DFSClient`` with failover, ``HAServiceClient``.
+* ``dfs_client``: ``DFSClient`` with failover, ``HAServiceClient``.
 """

@@ -48,7 +48,8 @@ import logging
 from typing import Callable
 
 from qjournal.errors import InvariantViolation, JournalError, StandbyError, register_error
-from qjournal.journal.base import EditLogOutputStream, Journal
+from qjournal.journalmanager.streams import EditLogOutputStream
+from qjournal.journalmanager.base import JournalManager
 from qjournal.namenode.ops import (NO_CALL_ID, NO_CLIENT_ID, EditOp, EndLogSegmentOp,
                                    StartLogSegmentOp, encode_body)
 from qjournal.protocol.segment import LAYOUT_VERSION
@@ -62,7 +63,7 @@ class EditLogFatalError(JournalError):
 
 
 class FSEditLog:
-    """The NameNode's edit log over one (possibly composite) :class:`Journal`.
+    """The NameNode's edit log over one (possibly composite) :class:`JournalManager`.
 
     Args:
         journal: where edits go (a JournalSet of the local and shared journals).
@@ -73,7 +74,7 @@ class FSEditLog:
         lock: the namespace lock to use (shared with the tailer); a new one by default.
     """
 
-    def __init__(self, journal: Journal, *, clock_ms: Callable[[], int], user: str = "root",
+    def __init__(self, journal: JournalManager, *, clock_ms: Callable[[], int], user: str = "root",
                  roll_txns: int = 0, on_fatal: Callable[[BaseException], None] | None = None,
                  lock: asyncio.Lock | None = None) -> None:
         self.journal = journal

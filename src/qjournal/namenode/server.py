@@ -62,8 +62,9 @@ from typing import Any, Awaitable, Callable
 from qjournal.config import Configuration
 from qjournal.errors import (HealthCheckFailedError, InvalidRequestError, JournalError,
                              QJournalError, ServiceFailedError, StandbyError)
-from qjournal.journal.base import Journal, NamespaceInfo
-from qjournal.journal.file import local_path_of_uri
+from qjournal.journalmanager.base import JournalManager
+from qjournal.protocol.messages import NamespaceInfo
+from qjournal.journalmanager.file import local_path_of_uri
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import namenode_ids, nameservice_of, rpc_address_of
 from qjournal.namenode.editlog import EditLogFatalError, FSEditLog
@@ -115,7 +116,7 @@ def read_nn_version(name_dir: str) -> NamespaceInfo | None:
         return None
     try:
         return NamespaceInfo.from_wire(json.loads(raw))
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, InvalidRequestError) as e:
         raise JournalError(f"{name_dir}/current/{NN_VERSION_FILE}: malformed ({e})", path=name_dir) from None
 
 
@@ -125,9 +126,9 @@ def write_nn_version(name_dir: str, ns_info: NamespaceInfo) -> None:
                  json.dumps(ns_info.to_wire(), sort_keys=True).encode())
 
 
-def open_journals(conf: Configuration, ns_info: NamespaceInfo | None) -> tuple[list[Journal], Journal | None]:
+def open_journals(conf: Configuration, ns_info: NamespaceInfo | None) -> tuple[list[JournalManager], JournalManager | None]:
     """Fresh journal objects: the local FileJournals and the shared (required) journal."""
-    from qjournal.journal.registry import open_journal
+    from qjournal.journalmanager.registry import open_journal
 
     local = [open_journal(u, conf) for u in local_edits_uris(conf)]
     shared_uri = conf.get("dfs.namenode.shared.edits.dir")
@@ -140,8 +141,8 @@ def open_journals(conf: Configuration, ns_info: NamespaceInfo | None) -> tuple[l
     return local, shared
 
 
-def make_journal_set(local: list[Journal], shared: Journal | None) -> Journal:
-    from qjournal.journal.journalset import JournalSet
+def make_journal_set(local: list[JournalManager], shared: JournalManager | None) -> JournalManager:
+    from qjournal.journalmanager.journalset import JournalSet
 
     members = list(local) + ([shared] if shared is not None else [])
     if len(members) == 1:
@@ -245,9 +246,9 @@ class NameNode:
         self.namespace: Namespace | None = None
         self.ns_info: NamespaceInfo | None = None
         self.editlog: FSEditLog | None = None
-        self.journal_set: Journal | None = None
-        self.shared_reader: Journal | None = None
-        self.local_reader: list[Journal] = []
+        self.journal_set: JournalManager | None = None
+        self.shared_reader: JournalManager | None = None
+        self.local_reader: list[JournalManager] = []
         self.tailer: EditLogTailer | None = None
         self.checkpointer = None
         self.last_checkpoint_txid = 0
@@ -358,7 +359,7 @@ class NameNode:
         await self._open_editlog(jset)
         self.state = HAState.ACTIVE
 
-    async def _open_editlog(self, jset: Journal) -> None:
+    async def _open_editlog(self, jset: JournalManager) -> None:
         assert self.tailer is not None
         self.journal_set = jset
         self.editlog = FSEditLog(jset, clock_ms=self.clock_ms, user=self.superuser,

@@ -36,7 +36,7 @@ import logging
 from typing import Callable
 
 from qjournal.errors import GapInTransactionsError, InvariantViolation, QJournalError
-from qjournal.journal.base import Journal
+from qjournal.journalmanager.base import JournalManager
 from qjournal.namenode.namespace import Namespace
 from qjournal.namenode.ops import decode_op
 from qjournal.namenode.retry_cache import RetryCache
@@ -71,7 +71,7 @@ class EditLogTailer:
         self.in_progress_ok = in_progress_ok
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
-        self.journal: Journal | None = None
+        self.journal: JournalManager | None = None
         self.rounds = 0
         self.last_error: str = ""
         #: the last round found a hole after last_applied_txid (edits purged before this standby read them)
@@ -81,7 +81,7 @@ class EditLogTailer:
         #: records applied per lock acquisition
         self.batch_txns = 1000
 
-    async def catch_up(self, journal: Journal, in_progress_ok: bool = False,
+    async def catch_up(self, journal: JournalManager, in_progress_ok: bool = False,
                        to_txid: int | None = None) -> int:
         """Apply every available edit after ``last_applied_txid``.
 
@@ -119,7 +119,7 @@ class EditLogTailer:
         self.applied_total += n
         return n
 
-    async def _apply_batch(self, journal: Journal, batch: list) -> int:
+    async def _apply_batch(self, journal: JournalManager, batch: list) -> int:
         n = 0
         now = self.clock_ms()
         ns, rc = self.namespace, self.retry_cache
@@ -140,7 +140,7 @@ class EditLogTailer:
         return n
 
     # ------------------------------------------------------------- the loop
-    def start(self, journal: Journal) -> None:
+    def start(self, journal: JournalManager) -> None:
         """Start tailing ``journal`` every ``period_ms`` (idempotent)."""
         self.journal = journal
         if self._task is None or self._task.done():

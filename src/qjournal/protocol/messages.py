@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qjournal.errors import InvalidRequestError
-from qjournal.protocol.segment import INVALID_TXID
+from qjournal.protocol.segment import INVALID_TXID, LAYOUT_VERSION
 
 __all__ = [
-    "RequestInfo", "SegmentState", "PersistedPaxosData", "PrepareRecoveryResponse",
+    "NamespaceInfo", "RequestInfo", "SegmentState", "PersistedPaxosData", "PrepareRecoveryResponse",
     "NewEpochResponse", "JournalState", "Manifest", "INVALID_TXID",
 ]
 
@@ -87,6 +87,37 @@ def wire_str(v: Any, where: str, name: str) -> str:
 
 
 # --- messages ------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class NamespaceInfo:
+    """Identity of the namespace a journal belongs to (checked on every writer).
+
+    It travels as the ``ns_info`` argument of ``format`` and ``new_epoch`` and is
+    stored in every storage directory's VERSION file (:mod:`qjournal.util.storage_dir`).
+
+    Attributes:
+        namespace_id: random id chosen at ``namenode -format``.
+        cluster_id: human-readable cluster id.
+        layout_version: layout of the edit records.
+    """
+
+    namespace_id: int
+    cluster_id: str
+    layout_version: int = LAYOUT_VERSION
+
+    def to_wire(self) -> dict:
+        return {"namespace_id": self.namespace_id, "cluster_id": self.cluster_id,
+                "layout_version": self.layout_version}
+
+    @classmethod
+    def from_wire(cls, d: Any) -> "NamespaceInfo":
+        """Raises: InvalidRequestError on a malformed map."""
+        w = "NamespaceInfo"
+        lv = d.get("layout_version", LAYOUT_VERSION) if isinstance(d, dict) else None
+        return cls(wire_int(_get(d, "namespace_id", w), w, "namespace_id"),
+                   wire_str(_get(d, "cluster_id", w), w, "cluster_id"),
+                   wire_int(lv, w, "layout_version"))
+
 
 @dataclass(frozen=True, slots=True)
 class RequestInfo:

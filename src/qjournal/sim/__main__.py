@@ -1,4 +1,4 @@
-"""``python -m qjournal.sim``: run, replay, minimise and soak simulated seeds; run a chaos session.
+"""``python -m qjournal.sim``: run, replay, minimise and soak simulated seeds.
 
 Why a command: a failing seed printed by a test or a soak must be replayable
 by pasting one line. Usage::
@@ -6,7 +6,6 @@ by pasting one line. Usage::
     python -m qjournal.sim --seed 42 --steps 200            # one run (replay)
     python -m qjournal.sim --seed 42 --steps 200 --faults drop=0,jn_crash=0.1
     python -m qjournal.sim soak --seeds 2000 [--first 0] [--steps 150] [--jobs 2]
-    python -m qjournal.sim chaos --duration-s 60 --seed 7 [--nodes 3]
 
 A failing run is minimised (fewer steps, then fewer fault kinds) and the
 smallest failing run is printed with its replay command and its history.
@@ -47,13 +46,6 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=int, default=150, dest="soak_steps")
     s.add_argument("--jobs", type=int, default=1, help="worker processes")
     s.add_argument("--report", default=None, help="write the soak summary as JSON to this file")
-    s.add_argument("--chaos-duration-s", type=float, default=0.0,
-                   help="after the seeds, run a real-process chaos session this long (0 = none)")
-    c = sub.add_parser("chaos", help="real processes, real sockets, seeded fault schedule")
-    c.add_argument("--duration-s", type=float, default=30.0)
-    c.add_argument("--seed", type=int, default=0, dest="chaos_seed")
-    c.add_argument("--nodes", type=int, default=3, choices=[3, 5], dest="chaos_nodes")
-    c.add_argument("--workdir", default=None, help="keep the run's files here (default: a temp dir)")
     return p
 
 
@@ -131,11 +123,7 @@ def _soak(args) -> int:
         small = minimise(opts, run_seed(opts))
         print(f"first failing seed minimised: {replay_command(small.options)}")
         print(small.explain())
-    rc = 1 if failing else 0
-    if args.chaos_duration_s > 0:
-        from qjournal.sim.chaos import main_chaos
-        rc |= main_chaos(duration_s=args.chaos_duration_s, seed=args.first, nodes=3)
-    return rc
+    return 1 if failing else 0
 
 
 def _write_report(args, seeds_run: int, totals: dict, failing: list, t0: float, partial: bool) -> dict:
@@ -165,10 +153,6 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(e))
     if args.command == "soak":
         return _soak(args)
-    if args.command == "chaos":
-        from qjournal.sim.chaos import main_chaos
-        return main_chaos(duration_s=args.duration_s, seed=args.chaos_seed, nodes=args.chaos_nodes,
-                          workdir=args.workdir)
     return _run_one(args)
 
 

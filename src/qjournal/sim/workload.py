@@ -8,7 +8,7 @@ checker. It never judges anything itself.
 
 One run (:func:`run_seed`):
 
-1. Start the cluster (:mod:`qjournal.sim.cluster`), format the journal.
+1. Start the cluster (:mod:`qjournal.sim.journalnodes`), format the journal.
 2. Writer ``w1`` starts. Every writer is a new ``QuorumJournalManager``: it
    fences and recovers (``recover_unfinalized_segments``), reads the manifest to
    find the next txid, starts a segment, then writes batches of 1-5 txns (each
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from qjournal.errors import InvariantViolation, QJournalError
 from qjournal.sim.checker import Violation, check
-from qjournal.sim.cluster import CRASH_POINT_WEIGHTS, CRASH_POINTS, JID, NS_INFO, SimCluster
+from qjournal.sim.journalnodes import CRASH_POINTS, CRASH_POINT_WEIGHTS, JID, NS_INFO, SimCluster
 from qjournal.sim.faults import CLUSTER_KINDS, NETWORK_KINDS, FaultConfig
 from qjournal.sim.known_bugs import attribute
 from qjournal.sim.history import (Acked, EpochGranted, Failure, Fault, FinalLog, History, Read,
@@ -471,7 +471,7 @@ def run_crash_point_scenario(point: str, node: int, seed: int = 0) -> RunResult:
     then the usual end phase (final recovery, final read, disks) runs.
 
     Args:
-        point: one of :data:`qjournal.sim.cluster.CRASH_POINTS`.
+        point: one of :data:`qjournal.sim.journalnodes.CRASH_POINTS`.
         node: index of the JournalNode to arm (0-2).
         seed: seed of the disk's crash outcomes and latencies.
 

@@ -1,1 +1,7 @@
-"""qjournal.util."""
+"""qjournal.util: small I/O helpers every role shares, with no knowledge of any role.
+
+Why a package: a durable write (``fs.atomic_write``), a storage directory's VERSION file
+and lock (``storage_dir``), JSON-lines logging (``logs``), daemon processes (``proc``),
+background tasks that never die silently (``tasks``) and the aiohttp pieces of every
+web endpoint (``http``) must each be written once.
+"""

@@ -9,7 +9,7 @@ and a check that every acknowledged operation survived and nothing else appeared
 Theory of operation:
 
 * ``writers`` client tasks each own a directory ``/demo/w<i>`` and create files
-  ``f<seq>`` in it, one call at a time, through :class:`~qjournal.namenode.client.DFSClient`
+  ``f<seq>`` in it, one call at a time, through :class:`~qjournal.namenode.dfs_client.DFSClient`
   (which fails over between the NameNodes by itself). A file is *acknowledged*
   when ``create`` returned; at most one call per writer is *in flight* at any
   time.
@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from qjournal.cluster.launcher import NN_IDS, LocalCluster
+from qjournal.localcluster.launcher import LocalCluster, NN_IDS
 
 __all__ = ["run_demo", "WorkloadStats"]
 
@@ -51,7 +51,7 @@ class WorkloadStats:
 
 
 async def _writer(conf, i: int, stats: WorkloadStats, stop: asyncio.Event) -> None:
-    from qjournal.namenode.client import DFSClient
+    from qjournal.namenode.dfs_client import DFSClient
 
     d = f"/demo/w{i}"
     stats.acked[d], stats.attempted[d] = [], []
@@ -87,7 +87,7 @@ async def _reporter(stats: WorkloadStats, stop: asyncio.Event, out: Callable[[st
 
 
 async def _verify(conf, stats: WorkloadStats, out: Callable[[str], None]) -> list[str]:
-    from qjournal.namenode.client import DFSClient
+    from qjournal.namenode.dfs_client import DFSClient
 
     problems: list[str] = []
     async with DFSClient(conf) as client:

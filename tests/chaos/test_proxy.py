@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from qjournal.sim.proxy import LinkProxy
+from qjournal.chaos.proxy import LinkProxy
 
 
 async def _echo_server():

@@ -16,7 +16,7 @@ Set-up (all on 127.0.0.1, ephemeral ports, one temporary directory):
   it. Without root the fault is skipped and the report says so (a size cap
   cannot be imposed on an ordinary directory without root: no quota, no loop
   device).
-* One :class:`~qjournal.sim.proxy.LinkProxy` per JournalNode on the writer's
+* One :class:`~qjournal.chaos.proxy.LinkProxy` per JournalNode on the writer's
   path: the journal URI names the proxies, so the harness can delay, black-hole
   or cut each writer-to-node link in either direction. JournalNode-to-
   JournalNode downloads (accept-recovery) go direct.
@@ -63,7 +63,7 @@ from qjournal.protocol.segment import crc32c, parse_segment_file_name
 from qjournal.sim.checker import Violation, check
 from qjournal.sim.history import (Acked, EpochGranted, Failure, Fault, FinalLog, History, NodeSegment,
                                   Read, Setup, Written, WriterStarted)
-from qjournal.sim.proxy import LinkProxy
+from qjournal.chaos.proxy import LinkProxy
 from qjournal.util.proc import Daemon, qjournal_argv, start_daemon
 
 __all__ = ["ChaosResult", "run_chaos", "main_chaos"]

@@ -49,7 +49,7 @@ import crc32c
 from qjournal.client.qjm import QuorumJournalManager
 from qjournal.client.settings import QJMSettings
 from qjournal.errors import InvariantViolation, JournalError, QJournalError, TransportError
-from qjournal.journal.base import NamespaceInfo
+from qjournal.protocol.messages import NamespaceInfo
 from qjournal.journalnode.journal import FAULT_POINTS, Journal
 from qjournal.protocol.messages import Manifest, RequestInfo, SegmentState
 from qjournal.protocol.segment import iter_records, parse_segment_file_name, segment_file_name

@@ -1,6 +1,6 @@
 """A TCP proxy per link, for the real-process chaos harness.
 
-Why: the chaos harness (:mod:`qjournal.sim.chaos`) runs real JournalNode
+Why: the chaos harness (:mod:`qjournal.chaos.harness`) runs real JournalNode
 processes on 127.0.0.1 and cannot use ``iptables`` (no root assumed, and it
 would touch the host). Instead the writer reaches every JournalNode through
 its own :class:`LinkProxy`, and the harness degrades that link: extra latency,

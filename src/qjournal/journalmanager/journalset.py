@@ -1,4 +1,4 @@
-"""JournalSet: a Journal made of Journals, written in parallel, read from the best copy.
+"""JournalSet: a JournalManager made of Journals, written in parallel, read from the best copy.
 
 Why: a NameNode writes every transaction to its local directories and to the
 shared journal (seed 003 §7). One slow or broken disk must not stop it while
@@ -22,7 +22,7 @@ Theory of operation:
 * Reading. Manifests of all healthy journals are merged: per start txid the
   longest copy (finalized preferred) stands for the segment, and every copy
   with that start becomes a candidate of a
-  :class:`~qjournal.journal.streams.RedundantInputStream`, so a damaged copy
+  :class:`~qjournal.journalmanager.streams.RedundantInputStream`, so a damaged copy
   falls over to another journal's copy in mid-read. A journal whose manifest
   cannot be read is skipped (logged).
 * ``format`` must succeed on every journal; ``recover_unfinalized_segments``,
@@ -54,15 +54,10 @@ from qjournal.errors import (
     QJournalError,
     SegmentNotFoundError,
 )
-from qjournal.journal.base import (
-    EditLogInputStream,
-    EditLogOutputStream,
-    Journal,
-    NamespaceInfo,
-    SegmentInfo,
-    plan_read,
-)
-from qjournal.journal.streams import ChainedInputStream, RedundantInputStream
+from qjournal.journalmanager.streams import EditLogInputStream, EditLogOutputStream, SegmentInfo, plan_read
+from qjournal.journalmanager.base import JournalManager
+from qjournal.protocol.messages import NamespaceInfo
+from qjournal.journalmanager.streams import ChainedInputStream, RedundantInputStream
 from qjournal.protocol.segment import (
     DEFAULT_MAX_RECORD_BYTES,
     LAYOUT_VERSION,
@@ -71,14 +66,14 @@ from qjournal.protocol.segment import (
     scan_batch,
 )
 
-log = logging.getLogger("qjournal.journal.journalset")
+log = logging.getLogger("qjournal.journalmanager.journalset")
 
 
 @dataclass(eq=False)
 class JournalAndStream:
     """One member of a JournalSet with its current stream and health."""
 
-    journal: Journal
+    journal: JournalManager
     stream: EditLogOutputStream | None = None
     failed: bool = False
     failure: str = ""
@@ -91,7 +86,7 @@ class JournalAndStream:
         return self.journal.uri or repr(self.journal)
 
 
-class JournalSet(Journal):
+class JournalSet(JournalManager):
     """Several journals behaving as one (seed 003 §7).
 
     Args:
@@ -99,7 +94,7 @@ class JournalSet(Journal):
         uri: a name for messages (default: the members' URIs joined by ``,``).
     """
 
-    def __init__(self, journals: Sequence[Journal], uri: str | None = None) -> None:
+    def __init__(self, journals: Sequence[JournalManager], uri: str | None = None) -> None:
         if not journals:
             raise NoJournalsAvailableError("a JournalSet needs at least one journal")
         self.members = [JournalAndStream(j) for j in journals]
@@ -264,7 +259,7 @@ class JournalSet(Journal):
         self._check_enough("purge_logs_older_than")
 
     # -- reading ------------------------------------------------------------------------
-    async def _manifests(self, since_txid: int, in_progress_ok: bool) -> list[tuple[Journal, list[SegmentInfo]]]:
+    async def _manifests(self, since_txid: int, in_progress_ok: bool) -> list[tuple[JournalManager, list[SegmentInfo]]]:
         members = self.healthy()
         res = await asyncio.gather(*(m.journal.get_manifest(since_txid, in_progress_ok) for m in members),
                                    return_exceptions=True)
@@ -280,9 +275,9 @@ class JournalSet(Journal):
         return out
 
     @staticmethod
-    def _group(manifests: list[tuple[Journal, list[SegmentInfo]]]) -> dict[int, list[tuple[Journal, SegmentInfo]]]:
+    def _group(manifests: list[tuple[JournalManager, list[SegmentInfo]]]) -> dict[int, list[tuple[JournalManager, SegmentInfo]]]:
         """Copies per start txid; a finalized copy drops the in-progress ones (HDFS-6777)."""
-        groups: dict[int, list[tuple[Journal, SegmentInfo]]] = {}
+        groups: dict[int, list[tuple[JournalManager, SegmentInfo]]] = {}
         for journal, segs in manifests:
             for s in segs:
                 groups.setdefault(s.start_txid, []).append((journal, s))
@@ -293,7 +288,7 @@ class JournalSet(Journal):
         return groups
 
     @staticmethod
-    def _best(copies: list[tuple[Journal, SegmentInfo]]) -> SegmentInfo:
+    def _best(copies: list[tuple[JournalManager, SegmentInfo]]) -> SegmentInfo:
         return max((s for _, s in copies), key=lambda s: (s.end_txid, not s.in_progress))
 
     async def get_manifest(self, since_txid: int = 0,
@@ -345,7 +340,7 @@ class JournalSet(Journal):
 class _RedundantSource:
     """An ``open_segment`` provider over the copies of one segment (for ChainedInputStream)."""
 
-    def __init__(self, copies: list[tuple[Journal, SegmentInfo]]) -> None:
+    def __init__(self, copies: list[tuple[JournalManager, SegmentInfo]]) -> None:
         self.copies = copies
         self.uri = ",".join(j.uri for j, _ in copies)
 

@@ -1,4 +1,4 @@
-"""Journal URI registry: ``open_journal(uri, conf)`` picks a back end by URI scheme.
+"""JournalManager URI registry: ``open_journal(uri, conf)`` picks a back end by URI scheme.
 
 Why: the NameNode's edit directories are configured as URIs
 (``dfs.namenode.edits.dir``, ``dfs.namenode.shared.edits.dir``): ``file:///...``
@@ -11,10 +11,10 @@ Resolution order for a scheme (first hit wins):
 1. factories registered in this process with :func:`register_scheme` (tests, embedders);
 2. the configuration key ``dfs.namenode.edits.journal-plugin.<scheme>`` naming
    ``module:callable`` (Hadoop's journal-plugin key);
-3. the built-ins ``file`` (:class:`~qjournal.journal.file.FileJournal`) and
+3. the built-ins ``file`` (:class:`~qjournal.journalmanager.file.FileJournal`) and
    ``qjournal`` (``qjournal.client.qjm.QuorumJournalManager``);
 4. entry points of the group ``qjournal.journals`` (value: a callable
-   ``(uri, conf) -> Journal``).
+   ``(uri, conf) -> JournalManager``).
 
 A bare path (no scheme) is taken as ``file://``, as Hadoop does for
 ``dfs.namenode.name.dir``.
@@ -28,9 +28,9 @@ from typing import Any, Callable
 from urllib.parse import urlparse
 
 from qjournal.errors import JournalError, UnknownSchemeError
-from qjournal.journal.base import Journal
+from qjournal.journalmanager.base import JournalManager
 
-JournalFactory = Callable[[str, Any], Journal]
+JournalFactory = Callable[[str, Any], JournalManager]
 ENTRY_POINT_GROUP = "qjournal.journals"
 
 _REGISTERED: dict[str, JournalFactory] = {}
@@ -41,7 +41,7 @@ def register_scheme(scheme: str, factory: JournalFactory) -> None:
 
     Args:
         scheme: lower-case URI scheme, e.g. ``mem``.
-        factory: ``(uri, conf) -> Journal``.
+        factory: ``(uri, conf) -> JournalManager``.
     """
     _REGISTERED[scheme.lower()] = factory
 
@@ -51,13 +51,13 @@ def unregister_scheme(scheme: str) -> None:
     _REGISTERED.pop(scheme.lower(), None)
 
 
-def _file_factory(uri: str, conf: Any) -> Journal:
-    from qjournal.journal.file import FileJournal
+def _file_factory(uri: str, conf: Any) -> JournalManager:
+    from qjournal.journalmanager.file import FileJournal
 
     return FileJournal.from_uri(uri, conf)
 
 
-def _qjournal_factory(uri: str, conf: Any) -> Journal:
+def _qjournal_factory(uri: str, conf: Any) -> JournalManager:
     try:
         mod = importlib.import_module("qjournal.client.qjm")
         cls = getattr(mod, "QuorumJournalManager")
@@ -135,8 +135,8 @@ def factory_for(scheme: str, conf: Any = None) -> JournalFactory:
         f"group)", scheme=scheme)
 
 
-def open_journal(uri: str, conf: Any = None) -> Journal:
-    """The Journal for a URI.
+def open_journal(uri: str, conf: Any = None) -> JournalManager:
+    """The JournalManager for a URI.
 
     Args:
         uri: ``file:///path``, ``qjournal://h1:p1;h2:p2/jid``, a registered scheme, or a bare path.
@@ -157,14 +157,14 @@ def open_journal(uri: str, conf: Any = None) -> Journal:
         uri = "file://" + uri
         scheme = "file"
     journal = factory_for(scheme, conf)(uri, conf)
-    if not isinstance(journal, Journal):
-        raise JournalError(f"{uri}: the {scheme!r} factory returned {type(journal).__name__}, not a Journal",
+    if not isinstance(journal, JournalManager):
+        raise JournalError(f"{uri}: the {scheme!r} factory returned {type(journal).__name__}, not a JournalManager",
                            uri=uri)
     return journal
 
 
 def open_journal_set(uris: list[str], conf: Any = None, required: list[str] | None = None):
-    """A :class:`~qjournal.journal.journalset.JournalSet` over several URIs.
+    """A :class:`~qjournal.journalmanager.journalset.JournalSet` over several URIs.
 
     Args:
         uris: journal URIs in read-preference order (local first).
@@ -175,7 +175,7 @@ def open_journal_set(uris: list[str], conf: Any = None, required: list[str] | No
     Raises:
         as :func:`open_journal`.
     """
-    from qjournal.journal.journalset import JournalSet
+    from qjournal.journalmanager.journalset import JournalSet
 
     if required is None:
         required = conf.get_list("dfs.namenode.edits.dir.required") if conf is not None else []

@@ -1,4 +1,10 @@
-"""Input-stream combinators: a chain of segments, and failover between copies of one segment.
+"""Edit-log streams (HDFS-1580): the output and input stream interfaces, and the input combinators.
+
+The interfaces: :class:`EditLogOutputStream` (``write``/``mark``/``sync`` of one open
+segment), :class:`EditLogInputStream` (``read_next`` in txid order), :class:`SegmentInfo`
+(one manifest entry) and :func:`plan_read` (which segments cover a txid range).
+
+The combinators: a chain of segments, and failover between copies of one segment.
 
 Why: a reader (a NameNode loading its log, a standby tailing it, the Spark
 decoder) asks for "txids from A to B" and must not care that they are spread
@@ -27,14 +33,159 @@ Invariants:
 
 from __future__ import annotations
 
+import abc
 import logging
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Iterable, Sequence
 
-from qjournal.errors import CorruptRecordError, GapInTransactionsError, InvariantViolation, JournalError, QJournalError
-from qjournal.journal.base import EditLogInputStream, SegmentInfo
-from qjournal.protocol.segment import EditRecord
+from qjournal.errors import (CorruptRecordError, GapInTransactionsError, InvariantViolation, JournalError,
+                             QJournalError)
+from qjournal.protocol.segment import LAYOUT_VERSION, OP_DATA, EditRecord
 
-log = logging.getLogger("qjournal.journal.streams")
+log = logging.getLogger("qjournal.journalmanager.streams")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SegmentInfo:
+    """A segment as listed in a manifest (HDFS RemoteEditLog / SegmentStateProto)."""
+
+    start_txid: int
+    end_txid: int  # for an in-progress segment: the highest txid written so far
+    in_progress: bool = False
+
+    @property
+    def num_txns(self) -> int:
+        return self.end_txid - self.start_txid + 1
+
+    def to_wire(self) -> list:
+        return [self.start_txid, self.end_txid, self.in_progress]
+
+    @classmethod
+    def from_wire(cls, w) -> "SegmentInfo":
+        return cls(int(w[0]), int(w[1]), bool(w[2]))
+
+
+class EditLogOutputStream(abc.ABC):
+    """The single output stream of one open segment."""
+
+    @property
+    @abc.abstractmethod
+    def segment_txid(self) -> int:
+        """First txid of the segment this stream writes."""
+
+    @abc.abstractmethod
+    def write(self, txid: int, body: bytes, opcode: int = OP_DATA) -> None:
+        """Buffer one record (no I/O). Raises JournalOutOfSyncError on a txid out of order."""
+
+    @abc.abstractmethod
+    def write_raw(self, data: bytes, first_txid: int, num_txns: int) -> None:
+        """Buffer already-framed records ``first_txid .. first_txid+num_txns-1``."""
+
+    @abc.abstractmethod
+    def set_version(self, layout_version: int) -> None:
+        """Records written after this call use ``layout_version`` (seed 003 §5.6)."""
+
+    @abc.abstractmethod
+    def mark(self) -> None:
+        """End the current batch: what was written so far is what the next ``sync`` flushes."""
+
+    @abc.abstractmethod
+    async def sync(self) -> None:
+        """Make every marked record durable; return only then."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Sync what is marked and release the stream (the segment stays in progress)."""
+
+    @abc.abstractmethod
+    async def abort(self) -> None:
+        """Release the stream without syncing (after a failure)."""
+
+    @property
+    @abc.abstractmethod
+    def last_written_txid(self) -> int:
+        """Highest txid buffered (segment_txid - 1 when none)."""
+
+    @property
+    @abc.abstractmethod
+    def last_synced_txid(self) -> int:
+        """Highest txid known durable."""
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes buffered but not yet synced (for auto-sync decisions)."""
+        return 0
+
+
+class EditLogInputStream(abc.ABC):
+    """Reads records in txid order from one segment or a chain of them."""
+
+    @property
+    @abc.abstractmethod
+    def first_txid(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def last_txid(self) -> int:
+        """Last txid this stream is expected to reach (may be a lower bound if in progress)."""
+
+    @property
+    def version(self) -> int:
+        return LAYOUT_VERSION
+
+    @abc.abstractmethod
+    async def read_next(self) -> EditRecord | None:
+        """Next record, or None at the end. Raises CorruptRecordError on damage."""
+
+    async def close(self) -> None:
+        return None
+
+    def __aiter__(self) -> AsyncIterator[EditRecord]:
+        return self._aiter()
+
+    async def _aiter(self) -> AsyncIterator[EditRecord]:
+        while True:
+            rec = await self.read_next()
+            if rec is None:
+                return
+            yield rec
+
+
+def plan_read(segs: Iterable[SegmentInfo], from_txid: int, to_txid: int | None,
+              where: str = "journal") -> list[SegmentInfo]:
+    """Choose the segments that cover ``from_txid .. to_txid`` contiguously.
+
+    Pure. Where several segments start at the same txid the longest wins
+    (finalized before in-progress at equal length). A segment starting after
+    the next needed txid is a gap.
+
+    Raises:
+        GapInTransactionsError: naming the missing range and ``where``.
+    """
+    by_start: dict[int, SegmentInfo] = {}
+    for s in segs:
+        cur = by_start.get(s.start_txid)
+        if cur is None or (s.end_txid, not s.in_progress) > (cur.end_txid, not cur.in_progress):
+            by_start[s.start_txid] = s
+    plan: list[SegmentInfo] = []
+    need = from_txid
+    for start in sorted(by_start):
+        s = by_start[start]
+        if s.end_txid < need:
+            continue
+        if to_txid is not None and need > to_txid:
+            break
+        if start > need:
+            raise GapInTransactionsError(
+                f"{where}: gap in transactions: expected txid {need}, next segment starts at {start}",
+                expected_txid=need, next_txid=start)
+        plan.append(s)
+        need = s.end_txid + 1
+    if to_txid is not None and need <= to_txid:
+        raise GapInTransactionsError(
+            f"{where}: transactions {need}-{to_txid} are not available (log ends at {need - 1})",
+            expected_txid=need, next_txid=None)
+    return plan
 
 
 class ChainedInputStream(EditLogInputStream):

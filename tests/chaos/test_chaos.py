@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from qjournal.sim.chaos import run_chaos
+from qjournal.chaos.harness import run_chaos
 from qjournal.sim.history import Acked, FinalLog, NodeSegment
 
 

@@ -1,4 +1,4 @@
-"""FileJournal: the HDFS-1580 Journal on a local or shared (NFS-style) directory.
+"""FileJournal: the HDFS-1580 JournalManager on a local or shared (NFS-style) directory.
 
 Why: a NameNode always keeps a local copy of its edit log, and classic HA used
 a shared NFS directory. Both are a directory of segment files; this module is
@@ -87,18 +87,14 @@ from qjournal.errors import (
     JournalOutOfSyncError,
     SegmentNotFoundError,
 )
-from qjournal.journal.base import (
-    EditLogInputStream,
-    EditLogOutputStream,
-    Journal,
-    NamespaceInfo,
-    SegmentInfo,
-)
+from qjournal.journalmanager.streams import EditLogInputStream, EditLogOutputStream, SegmentInfo
+from qjournal.journalmanager.base import JournalManager
+from qjournal.protocol.messages import NamespaceInfo
 from qjournal.protocol import segment as seg
 from qjournal.protocol.segment import EditRecord
 from qjournal.util import fs
 
-log = logging.getLogger("qjournal.journal.file")
+log = logging.getLogger("qjournal.journalmanager.file")
 
 CURRENT_DIR = "current"
 VERSION_FILE = "VERSION"
@@ -168,8 +164,8 @@ def _lock_owner_text() -> str:
     return json.dumps({"host": socket.gethostname(), "pid": os.getpid()})
 
 
-class FileJournal(Journal):
-    """A Journal stored in a directory (local disk or a shared mount).
+class FileJournal(JournalManager):
+    """A JournalManager stored in a directory (local disk or a shared mount).
 
     Args:
         directory: the journal directory (created on format).

@@ -1,0 +1,28 @@
+"""``python -m qjournal.chaos``: one real-process chaos session from a seed.
+
+Why a command: a chaos session that found a violation must be re-runnable with
+the same fault schedule by pasting one line::
+
+    python -m qjournal.chaos --duration-s 60 --seed 7 [--nodes 3] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from qjournal.chaos.harness import main_chaos
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m qjournal.chaos", description=__doc__.splitlines()[0])
+    p.add_argument("--duration-s", type=float, default=30.0, help="length of the faulty phase")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fault schedule")
+    p.add_argument("--nodes", type=int, default=3, choices=[3, 5], help="JournalNodes")
+    p.add_argument("--workdir", default=None, help="keep the run's files here (default: a temp dir)")
+    args = p.parse_args(argv)
+    return main_chaos(duration_s=args.duration_s, seed=args.seed, nodes=args.nodes, workdir=args.workdir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
