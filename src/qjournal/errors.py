@@ -39,8 +39,14 @@ def _rebuild(name: str, message: str, fields: dict) -> "QJournalError":
     return make_error(name, message, fields)
 
 
-class InvariantViolation(AssertionError):
-    """A protocol invariant is broken. Never caught; always fatal to the operation."""
+class InvariantViolation(BaseException):
+    """A protocol invariant is broken: a programmer error or corrupted consensus state.
+
+    It derives from ``BaseException``, outside the ``Exception`` tree, so that no
+    ``except Exception`` handler can swallow it; the few handlers that see every
+    exception pass it on (``tests/test_architecture.py`` checks), and a daemon that
+    meets one ends (:func:`qjournal.util.tasks.fatal`).
+    """
 
 
 # --- input / format ------------------------------------------------------------
@@ -183,6 +189,50 @@ class PermissionDeniedError(QJournalError):
 
 class FencingError(QJournalError):
     """No fencing method succeeded."""
+
+
+class ElectorError(QJournalError):
+    """The elector could not do its job on ZooKeeper (names the znode and the session)."""
+
+
+# --- ZooKeeper client (qjournal.ha.zk_client) ------------------------------------
+# The ZooKeeper client interface raises these, whichever implementation (kazoo or the
+# simulator's ZooKeeper) is behind it, so the elector's decisions never depend on kazoo.
+
+class ZkError(QJournalError):
+    """A ZooKeeper operation failed; ``fields`` name the path and the session."""
+
+
+class ZkNoNodeError(ZkError):
+    """The znode does not exist."""
+
+
+class ZkNodeExistsError(ZkError):
+    """The znode already exists."""
+
+
+class ZkBadVersionError(ZkError):
+    """The znode's version is not the expected one (a conditional set or delete lost a race)."""
+
+
+class ZkNotEmptyError(ZkError):
+    """The znode has children."""
+
+
+class ZkNoAuthError(ZkError):
+    """The session's credentials do not allow the operation on this znode (ACL)."""
+
+
+class ZkConnectionLossError(ZkError):
+    """The connection dropped before the answer came: the operation may or may not have happened."""
+
+
+class ZkSessionExpiredError(ZkError):
+    """The session expired: its ephemeral znodes are gone and its watches will not fire."""
+
+
+class ZkOperationTimeoutError(ZkError):
+    """No answer within the operation timeout."""
 
 
 def _collect() -> dict[str, type[BaseException]]:

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qjournal.errors import HealthCheckFailedError, InvalidRequestError, ServiceFailedError, TransportError
-from qjournal.ha.elector import ElectorSettings, format_zk
+from qjournal.ha.elector import ElectorSettings
 from qjournal.ha.fencing import FencingSettings, HATarget, parse_fencing_methods
 from qjournal.ha.health_monitor import HealthMonitorSettings
-from qjournal.ha.zkfc import ZKFailoverController, ZKFCSettings
+from qjournal.ha.zkfc import ZKFailoverController, ZKFCSettings, format_zk
 
 
 @dataclass

@@ -10,7 +10,9 @@ import asyncio
 
 import pytest
 
-from qjournal.ha.elector import ElectorState, expire_session
+from qjournal.ha.elector import ElectorState
+from qjournal.ha.zk_client import Conn
+from qjournal.ha.zk_kazoo import expire_session
 
 from .fake_ha import Harness
 from .zk_fixtures import async_wait_until, drop_zk_connection
@@ -219,6 +221,50 @@ def test_quit_while_suspended_releases_the_lock_after_reconnect(zookeeper, zk_pa
             await async_wait_until(lambda: h.actives() == [second], DEADLINE_S, f"{second} active")
             assert el.state is ElectorState.INIT
             h.check_never_two_actives()
+        finally:
+            await h.stop_all()
+    run(main())
+
+
+def test_stuck_controller_quit_on_a_dying_connection_then_rejoins(zookeeper, zk_parent):
+    """Regression (issue 11, "the stuck controller"): the NameNode stops answering at the moment
+    the controller's ZooKeeper connection dies (a SIGSTOP of the node and its ZKFC). The
+    controller's ``quit_election`` then deletes its lock on a connection kazoo has not yet
+    declared lost; the ZooKeeper call fails with ``ConnectionLoss``. Before the fix that error
+    escaped the health callback and ended the health monitor's task silently: the controller
+    stayed ``SERVICE_NOT_RESPONDING`` for ever and never rejoined the election, even once its
+    NameNode was healthy again, so the cluster could never fail back.
+    """
+    async def main():
+        # the unreachable old active cannot be fenced gracefully: a shell fence that only
+        # succeeds leaves the journal's epochs as the last guard, as in the reported runs
+        h = Harness(zookeeper.connect_string, zk_parent, 2, fencing="shell(/bin/true)")
+        try:
+            await h.start_all()
+            first = await _one_active(h)
+            second = [nn for nn in sorted(h.services) if nn != first][0]
+            z = h.zkfcs[first]
+            el = z.elector
+            with drop_zk_connection(zookeeper):
+                # Not waiting for NEUTRAL: the quit must race kazoo noticing the dead connection.
+                h.services[first].reachable = False
+                await async_wait_until(lambda: any(e[1] == "quit_election" for e in z.events),
+                                       DEADLINE_S, "the controller quits the election")
+                await async_wait_until(lambda: el.conn_state is not Conn.CONNECTED, DEADLINE_S,
+                                       "kazoo notices the dead connection")
+            # the paused old active still believes it is active (only the journal's epochs fence it)
+            await async_wait_until(lambda: h.services[second].state == "active", DEADLINE_S,
+                                   f"{second} active")
+            h.services[first]._set("standby", "restart")   # the NameNode restarts as standby
+            h.services[first].reachable = True
+            await async_wait_until(lambda: z.health.state.value == "SERVICE_HEALTHY", DEADLINE_S,
+                                   f"the controller of {first} sees its NameNode healthy again")
+            await async_wait_until(lambda: el.state is ElectorState.STANDBY, DEADLINE_S,
+                                   f"the controller of {first} is back in the election")
+            # and it can take over again: the cluster can fail back
+            h.services[second].healthy = False
+            await async_wait_until(lambda: h.actives() == [first], DEADLINE_S, f"fail back to {first}")
+            assert not z.failure
         finally:
             await h.stop_all()
     run(main())

@@ -2,9 +2,8 @@
 
 import pytest
 
-from qjournal.ha.elector_rules import (
-    Conn, ConnAction, ElectorState, LockAction, connection_step, lock_step,
-)
+from qjournal.ha.elector_rules import ConnAction, ElectorState, LockAction, connection_step, lock_step
+from qjournal.ha.zk_client import Conn
 
 S = ElectorState
 ME, OLD, OTHER = 0x10, 0x0F, 0x20

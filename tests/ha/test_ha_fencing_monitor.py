@@ -157,3 +157,28 @@ def test_health_monitor_fails_terminally_on_garbage():
         finally:
             await hm.stop()
     asyncio.run(main())
+
+
+def test_health_monitor_whose_callback_dies_fails_loudly_instead_of_stalling(caplog):
+    """The class of the stuck-controller bug (issue 11): an error escaping a health callback
+    used to end the monitor's task silently. Now it is logged as an error, the monitor is
+    ``HEALTH_MONITOR_FAILED`` and its owner is told (the ZKFC then exits non-zero)."""
+    crashes = []
+
+    def callback(state):
+        raise RuntimeError(f"callback broke on {state.value}")
+
+    async def main():
+        svc = FakeHAService("nn1")
+        hm = HealthMonitor(service_factory(svc), HealthMonitorSettings(50, 500, 50),
+                           on_health_change=callback, name="nn1", on_crash=crashes.append)
+        hm.start()
+        try:
+            await async_wait_until(lambda: crashes, 10, "the owner is told of the crash")
+        finally:
+            await hm.stop()
+        assert hm.state is HealthState.HEALTH_MONITOR_FAILED
+        assert "callback broke on SERVICE_HEALTHY" in hm.last_error
+    asyncio.run(main())
+    assert [type(e) for e in crashes] == [RuntimeError]
+    assert any(r.levelname == "ERROR" and "health-nn1 died" in r.getMessage() for r in caplog.records)

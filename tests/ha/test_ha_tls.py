@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from qjournal.errors import TransportError
-from qjournal.ha.elector import format_zk
+from qjournal.ha.zkfc import format_zk
 from qjournal.ha.zkfc import ZKFailoverController
 from qjournal.transport import RpcClient, RpcServer, pki, tls
 

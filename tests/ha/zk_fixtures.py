@@ -30,7 +30,7 @@ from typing import Any, Awaitable, Callable, Iterator
 
 import pytest
 
-from qjournal.ha.elector import expire_session
+from qjournal.ha.zk_kazoo import expire_session
 from qjournal.ha.zookeeper import ZooKeeperEnsemble
 
 __all__ = ["zookeeper", "zk_parent", "expire_zk_session", "drop_zk_connection", "wait_until",

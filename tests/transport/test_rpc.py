@@ -24,6 +24,7 @@ from qjournal.errors import (
 )
 from qjournal.transport.frames import encode_frame, encode_request
 from qjournal.transport.rpc import PeerInfo, current_peer
+from qjournal.util import tasks
 
 from .helpers import arun, wait_until, with_rig
 
@@ -185,8 +186,16 @@ def test_typed_errors_arrive_as_the_same_class_with_fields(kind):
         f = ei2.value.fields
         assert f["path"] == "/x/y" and f["nodes"] == ["a", "b"] and f["first_txid"] == 10
         assert isinstance(f["bad"], str)
-        with pytest.raises(InvariantViolation, match="two writers in epoch 4"):
-            await c.call("invariant")
+        fatal_calls = []
+        previous = tasks.set_fatal_handler(lambda message, exc: fatal_calls.append((message, exc)))
+        try:
+            with pytest.raises(InvariantViolation, match="two writers in epoch 4"):
+                await c.call("invariant")
+        finally:
+            tasks.set_fatal_handler(previous)
+        # the caller got the typed error, and the server process ends (rpc invariant 7)
+        assert [("broke an invariant" in m, str(e)) for m, e in fatal_calls] == [
+            (True, "two writers in epoch 4")]
         with pytest.raises(RemoteError) as ei3:
             await c.call("crash")
         assert ei3.value.fields["remote_type"] == "KeyError"

@@ -6,9 +6,8 @@ know: ``-getServiceState NN``, ``-getAllServiceState``, ``-checkHealth NN``,
 ``-transitionToStandby [--forcemanual] NN``. NameNode ids are those of
 ``dfs.ha.namenodes.<ns>`` (``--ns`` picks the nameservice).
 
-Commands are a table (:data:`HANDLERS`): another module adds one with
-:func:`register_handler` (the ZKFC part plugs ``-failover`` in this way), so
-this file needs no change for it.
+Commands are a table (:data:`HANDLERS`); ``-failover`` runs
+:func:`qjournal.ha.failover.failover` (the failover controller's part).
 
 Exit status: 0 on success, 1 on failure (the message names the NameNode).
 """
@@ -17,10 +16,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import sys
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
+
+from qjournal.config import Configuration
+from qjournal.errors import InvalidRequestError, QJournalError
+from qjournal.ha.failover import FailoverRequest, failover
+from qjournal.namenode.addresses import namenode_ids, rpc_address_of
+from qjournal.namenode.dfs_client import HAServiceClient
+from qjournal.transport.tls import client_context_from_conf
 
 
 @dataclass(frozen=True)
@@ -41,8 +46,6 @@ class Handler:
 
 
 HANDLERS: dict[str, Handler] = {}
-#: modules imported on start so they can register more commands (missing ones are skipped)
-PLUGIN_MODULES = ("qjournal.ha.haadmin_failover",)
 
 
 def register_handler(name: str, handler: Handler) -> None:
@@ -54,8 +57,6 @@ class HAAdminContext:
     """What a command needs: the configuration, the nameservice and NameNode addresses."""
 
     def __init__(self, conf: Any, nameservice: str | None) -> None:
-        from qjournal.namenode.addresses import namenode_ids
-
         self.conf = conf
         self.nameservice = nameservice or (conf.get_list("dfs.nameservices") or [None])[0]
         self.nn_ids = namenode_ids(conf, self.nameservice) if self.nameservice else []
@@ -67,20 +68,13 @@ class HAAdminContext:
                 self.automatic_failover = v
 
     def address(self, nn_id: str) -> tuple[str, int]:
-        from qjournal.errors import InvalidRequestError
-        from qjournal.namenode.addresses import rpc_address_of
-
         if nn_id not in self.nn_ids:
             raise InvalidRequestError(f"Unable to determine the address of NameNode {nn_id!r}: not in "
                                       f"dfs.ha.namenodes.{self.nameservice} ({', '.join(self.nn_ids)})")
         return rpc_address_of(self.conf, nn_id)
 
     def client(self, nn_id: str) -> Any:
-        from qjournal.namenode.dfs_client import HAServiceClient
-
         host, port = self.address(nn_id)
-        from qjournal.transport.tls import client_context_from_conf
-
         return HAServiceClient(host, port, self.timeout_ms, ssl=client_context_from_conf(self.conf))
 
 
@@ -99,8 +93,6 @@ async def get_service_state(ctx: HAAdminContext, flags: set[str], args: list[str
 
 
 async def get_all_service_state(ctx: HAAdminContext, flags: set[str], args: list[str]) -> int:
-    from qjournal.errors import QJournalError
-
     for nn in ctx.nn_ids:
         host, port = ctx.address(nn)
         try:
@@ -133,8 +125,6 @@ def _source(flags: set[str]) -> str:
 
 
 async def transition_to_active(ctx: HAAdminContext, flags: set[str], args: list[str]) -> int:
-    from qjournal.errors import QJournalError
-
     nn = args[0]
     if not _manual_allowed(ctx, flags, nn):
         return 1
@@ -171,6 +161,22 @@ register_handler("-transitionToStandby", Handler(
     transition_to_standby, "-transitionToStandby [--forcemanual] <serviceId>", ("--forcemanual",)))
 
 
+async def failover_command(ctx: HAAdminContext, flags: set[str], args: list[str]) -> int:
+    src, dst = args
+    req = FailoverRequest(conf=ctx.conf, nameservice=ctx.nameservice or "", automatic=ctx.automatic_failover,
+                          src=src, dst=dst, src_addr=ctx.address(src), dst_addr=ctx.address(dst),
+                          timeout_ms=ctx.timeout_ms, force_fence="--forcefence" in flags,
+                          force_active="--forceactive" in flags,
+                          ssl_context=client_context_from_conf(ctx.conf))
+    print(await failover(req, note=lambda line: print(line, file=sys.stderr)))
+    return 0
+
+
+register_handler("-failover", Handler(failover_command,
+                                      "-failover [--forcefence] [--forceactive] <serviceId> <serviceId>",
+                                      ("--forcefence", "--forceactive"), nargs=2))
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``haadmin`` subcommand."""
     p = subparsers.add_parser("haadmin", help="manage the HA state of the NameNodes",
@@ -180,24 +186,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _load_plugins() -> None:
-    for mod in PLUGIN_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name != mod:
-                raise
-
-
 def usage() -> str:
     return "Usage: qjournal haadmin\n" + "\n".join(f"    [{HANDLERS[k].usage}]" for k in sorted(HANDLERS))
 
 
 def run(args: argparse.Namespace) -> int:
-    from qjournal.config import Configuration
-    from qjournal.errors import QJournalError
-
-    _load_plugins()
     argv = list(args.argv)
     if not argv or argv[0] not in HANDLERS:
         print(usage(), file=sys.stderr)

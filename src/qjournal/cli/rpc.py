@@ -21,6 +21,12 @@ import json
 import sys
 from typing import Any
 
+from qjournal.config.conf import Configuration, split_host_port
+from qjournal.errors import InvariantViolation, QJournalError
+from qjournal.transport.rpc import RpcClient, client_options_from_conf
+from qjournal.transport.tls import client_context_from_conf
+from qjournal.util.tasks import EXIT_FATAL
+
 
 def register(subparsers) -> None:
     """Add the ``rpc`` subcommand."""
@@ -68,11 +74,6 @@ def _jsonable(value: Any) -> Any:
 
 
 def _run(args) -> int:
-    from qjournal.config.conf import Configuration, split_host_port
-    from qjournal.errors import InvariantViolation, QJournalError
-    from qjournal.transport.rpc import RpcClient, client_options_from_conf
-    from qjournal.transport.tls import client_context_from_conf
-
     try:
         host, port = split_host_port(args.address)
     except ValueError:
@@ -100,9 +101,11 @@ def _run(args) -> int:
 
     try:
         result = asyncio.run(call())
-    except (QJournalError, InvariantViolation) as exc:
-        fields = getattr(exc, "fields", {}) or {}
-        print(f"{type(exc).__name__}: {exc} {json.dumps(_jsonable(fields), sort_keys=True)}", file=sys.stderr)
+    except QJournalError as exc:
+        print(f"{type(exc).__name__}: {exc} {json.dumps(_jsonable(exc.fields), sort_keys=True)}", file=sys.stderr)
         return 1
+    except InvariantViolation as exc:  # the daemon broke an invariant (and ended): say so, end too
+        print(f"InvariantViolation: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_FATAL) from exc
     print(json.dumps(_jsonable(result), sort_keys=True))
     return 0

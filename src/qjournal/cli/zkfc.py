@@ -50,7 +50,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _format_zk(conf, args: argparse.Namespace) -> int:
-    from qjournal.ha.elector import ElectorError, ElectorSettings, format_zk
+    from qjournal.errors import ElectorError
+    from qjournal.ha.elector import ElectorSettings
+    from qjournal.ha.zkfc import format_zk
     from qjournal.ha.zkfc import resolve_ha_addresses
 
     ns = args.nameservice

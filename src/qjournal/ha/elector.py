@@ -13,11 +13,12 @@ Znodes (``parent`` = ``ha.zookeeper.parent-znode``, default ``/hadoop-ha``)::
 
 Theory of operation:
 
-* kazoo runs its own threads. Every kazoo event (connection state, watch) is
-  turned into a wake-up of one asyncio *driver* task with
-  ``loop.call_soon_threadsafe``; every ZooKeeper operation is issued with kazoo's
-  ``*_async`` calls and its result bridged to an asyncio future. Nothing blocks
-  the event loop, and all election decisions are taken in one task, one at a time.
+* ZooKeeper comes in through the small interface of :mod:`qjournal.ha.zk_client`
+  (kazoo in production, :mod:`qjournal.ha.zk_kazoo`; a simulated ZooKeeper in the
+  deterministic simulator). Every connection-state change and every watch is
+  turned into a wake-up of one asyncio *driver* task; all election decisions are
+  taken in that task, one at a time. Time is the event loop's clock, so the
+  elector runs on the simulator's virtual time unchanged.
 * The driver compares what it wants (``join_election`` / ``quit_election``) with
   what ZooKeeper says (the lock znode and its ``ephemeralOwner``) and acts:
   create the lock, become standby and watch the lock, become active, or release.
@@ -36,6 +37,12 @@ Theory of operation:
   become standby, and re-join with the new session kazoo opens.
 * A clean exit of an active that handed over gracefully deletes the breadcrumb
   (``quit_election(need_fence=False)``), so its successor does not fence it.
+* Leaving the election never fails: when the lock cannot be deleted (the
+  connection is dying), the elector is out of the election all the same and the
+  driver deletes the lock once it is connected again with the same session; if
+  the session expires instead, ZooKeeper deletes the ephemeral lock itself
+  (invariant 5). This is the fix of the stuck controller (issue 11): a
+  ``ConnectionLoss`` escaping ``quit_election`` used to end the health monitor.
 
 Invariants:
 
@@ -45,7 +52,11 @@ Invariants:
    was fenced (or is this node) and the breadcrumb names this node.
 3. A candidate whose fencing or transition failed releases the lock before the
    next candidate can be blocked by it.
-4. Kazoo threads never touch elector state: they only schedule wake-ups.
+4. ZooKeeper events never run election logic themselves: they only schedule
+   wake-ups of the driver.
+5. ``quit_election`` raises no ZooKeeper error; afterwards the elector never
+   takes the lock until ``join_election``, and a lock it still holds is deleted
+   by the driver (``lock_step`` returns ``RELEASE``) or expires with the session.
 """
 
 from __future__ import annotations
@@ -56,35 +67,22 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    BadVersionError, KazooException, NoNodeError, NodeExistsError, NotEmptyError,
-)
-from kazoo.protocol.states import KazooState
-from kazoo.security import ACL, Id, Permissions
-
-from qjournal.errors import ConfigError, QJournalError
-from qjournal.ha.elector_rules import (
-    Conn, ConnAction, ElectorState, LockAction, connection_step, lock_step,
-)
-from qjournal.util.tasks import cancel_and_wait
+from qjournal.errors import (ConfigError, ElectorError, QJournalError, ZkBadVersionError, ZkError,
+                             ZkNodeExistsError, ZkNoNodeError, ZkNotEmptyError)
+from qjournal.ha.elector_rules import ConnAction, ElectorState, LockAction, connection_step, lock_step
+from qjournal.ha.zk_client import Conn, Perm, WatchEvent, ZkAcl, ZkId, ZooKeeperClient
+from qjournal.util.tasks import cancel_and_wait, spawn
 
 __all__ = ["ElectorState", "ElectorCallbacks", "ElectorSettings", "ActiveStandbyElector",
            "parse_zk_acls", "parse_zk_auths", "digest_acl_id", "LOCK_ZNODE", "BREADCRUMB_ZNODE",
-           "ElectorError", "format_zk"]
+           "ZooKeeperFactory"]
 
 log = logging.getLogger("qjournal.ha.elector")
 
 LOCK_ZNODE = "ActiveStandbyElectorLock"
-
-_CONN = {KazooState.CONNECTED: Conn.CONNECTED, KazooState.SUSPENDED: Conn.SUSPENDED, KazooState.LOST: Conn.LOST}
 BREADCRUMB_ZNODE = "ActiveBreadCrumb"
-
-
-class ElectorError(QJournalError):
-    """A ZooKeeper operation of the elector failed (names the znode and session)."""
 
 
 class ElectorCallbacks(Protocol):
@@ -105,8 +103,7 @@ class ElectorCallbacks(Protocol):
 
 # ---------------------------------------------------------------- ACLs / auth (pure)
 
-_PERM_BITS = {"r": Permissions.READ, "w": Permissions.WRITE, "c": Permissions.CREATE,
-              "d": Permissions.DELETE, "a": Permissions.ADMIN}
+_PERM_BITS = {"r": Perm.READ, "w": Perm.WRITE, "c": Perm.CREATE, "d": Perm.DELETE, "a": Perm.ADMIN}
 
 
 def _resolve_indirect(value: str, key: str) -> str:
@@ -122,7 +119,7 @@ def _resolve_indirect(value: str, key: str) -> str:
     return value
 
 
-def parse_zk_acls(value: str, key: str = "ha.zookeeper.acl") -> list[ACL]:
+def parse_zk_acls(value: str, key: str = "ha.zookeeper.acl") -> list[ZkAcl]:
     """Parse a Hadoop ZooKeeper ACL list: ``scheme:id:perms`` entries separated by commas.
 
     Example: ``digest:zkfc:Hz8yS1r0kC5F5R6s0u0k1cY2bQ0=:cdrwa,world:anyone:r``. The id may
@@ -133,7 +130,7 @@ def parse_zk_acls(value: str, key: str = "ha.zookeeper.acl") -> list[ACL]:
         key: the configuration key, for error messages.
 
     Returns:
-        kazoo ``ACL`` objects in the configured order.
+        :class:`~qjournal.ha.zk_client.ZkAcl` entries in the configured order.
 
     Raises:
         ConfigError: an entry is malformed (names the key and the entry).
@@ -152,10 +149,10 @@ def parse_zk_acls(value: str, key: str = "ha.zookeeper.acl") -> list[ACL]:
             if ch not in _PERM_BITS:
                 raise ConfigError(f"{key}: ACL entry {entry!r} has unknown permission {ch!r} "
                                   "(allowed: c d r w a)", key=key)
-            bits |= _PERM_BITS[ch]
+            bits |= int(_PERM_BITS[ch])
         if not bits or not ident:
             raise ConfigError(f"{key}: ACL entry {entry!r} has no id or no permissions", key=key)
-        out.append(ACL(bits, Id(scheme, ident)))
+        out.append(ZkAcl(bits, ZkId(scheme, ident)))
     return out
 
 
@@ -163,7 +160,7 @@ def parse_zk_auths(value: str, key: str = "ha.zookeeper.auth") -> list[tuple[str
     """Parse ``ha.zookeeper.auth``: ``scheme:credential`` entries separated by commas.
 
     Returns:
-        ``[(scheme, credential)]`` for ``KazooClient(auth_data=...)``.
+        ``[(scheme, credential)]``, added to the ZooKeeper session.
 
     Raises:
         ConfigError: an entry has no ``:``.
@@ -235,48 +232,9 @@ class ElectorSettings:
         return f"{self.znode_dir}/{BREADCRUMB_ZNODE}"
 
 
-def make_kazoo_client(settings: ElectorSettings) -> KazooClient:
-    """A KazooClient for these settings (not started)."""
-    return KazooClient(hosts=settings.quorum, timeout=settings.session_timeout_ms / 1000.0,
-                       auth_data=list(settings.auth) or None,
-                       default_acl=list(settings.acls) or None)
-
-
-def format_zk(settings: ElectorSettings, force: bool = False, timeout_s: float = 15.0) -> str:
-    """Create ``<parent>/<nameservice>`` (``qjournal zkfc -formatZK``). Blocking; for the CLI.
-
-    Args:
-        settings: quorum, znodes, ACLs, auth.
-        force: delete an existing nameservice znode (and its children) first.
-        timeout_s: connect deadline.
-
-    Returns:
-        A one-line description of what was done.
-
-    Raises:
-        ElectorError: the znode exists and ``force`` was not given, or ZooKeeper failed.
-    """
-    zk = make_kazoo_client(settings)
-    try:
-        zk.start(timeout=timeout_s)
-    except Exception as e:
-        zk.close()
-        raise ElectorError(f"cannot connect to ZooKeeper {settings.quorum}: {e}") from e
-    try:
-        path = settings.znode_dir
-        if zk.exists(path):
-            if not force:
-                raise ElectorError(f"znode {path} already exists on {settings.quorum}; "
-                                   "use -force to clobber it", path=path)
-            zk.delete(path, recursive=True)
-        zk.ensure_path(settings.parent_znode, acl=list(settings.acls) or None)
-        zk.create(path, b"", acl=list(settings.acls) or None, makepath=True)
-        return f"created {path} on {settings.quorum}"
-    except KazooException as e:
-        raise ElectorError(f"formatting {settings.znode_dir} on {settings.quorum} failed: {e!r}") from e
-    finally:
-        zk.stop()
-        zk.close()
+#: ``settings -> ZooKeeperClient`` (not started): kazoo in production, the simulator's ZooKeeper in
+#: simulation
+ZooKeeperFactory = Callable[[ElectorSettings], ZooKeeperClient]
 
 
 # ---------------------------------------------------------------- the elector
@@ -289,23 +247,27 @@ class ActiveStandbyElector:
         settings: quorum, znodes, session timeout, ACLs.
         app_data: this node's identity, written into the lock and breadcrumb.
         callbacks: the owner's reactions (see :class:`ElectorCallbacks`).
+        zk_factory: makes the (not yet started) ZooKeeper client from the settings.
         name: for logs.
+        wall_clock: wall time for the event timeline (default ``time.time``).
     """
 
     def __init__(self, settings: ElectorSettings, app_data: bytes, callbacks: ElectorCallbacks,
-                 name: str = "") -> None:
+                 zk_factory: ZooKeeperFactory, name: str = "",
+                 wall_clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.app_data = app_data
         self.cb = callbacks
         self.name = name or app_data.decode("utf-8", "replace")
         self.state = ElectorState.INIT
-        self.zk: KazooClient | None = None
+        self._zk_factory = zk_factory
+        self._wall_clock = wall_clock
+        self.zk: ZooKeeperClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake = asyncio.Event()
         self._closed = False
         self._wants_election = False
-        self._rejoin_at = 0.0          # monotonic time before which we do not try to win
-        self._conn_state = KazooState.LOST
+        self._rejoin_at = 0.0          # loop time before which we do not try to win
         self._session_id: int | None = None
         self._holder_session: int | None = None  # session that created our lock, if we hold it
         self._driver: asyncio.Task | None = None
@@ -314,6 +276,8 @@ class ActiveStandbyElector:
         #: (wall time, event name, details) for logs, status and the failover benchmark
         self.events: list[tuple[float, str, dict]] = []
         self.max_events = 200
+        #: called with the exception if the driver task ever dies (the owner fails or restarts)
+        self.on_crash: Callable[[BaseException], None] | None = None
 
     # ------------------------------------------------------------------ public API
     async def start(self, connect_timeout_s: float | None = None) -> None:
@@ -324,30 +288,29 @@ class ActiveStandbyElector:
                 or the nameservice znode does not exist (run ``zkfc -formatZK``).
         """
         self._loop = asyncio.get_running_loop()
-        self.zk = make_kazoo_client(self.settings)
-        self.zk.add_listener(self._on_zk_state)  # invariant 4: only schedules wake-ups
+        zk = self.zk = self._zk_factory(self.settings)
+        zk.add_listener(self._on_zk_state)  # invariant 4: only schedules wake-ups
         timeout = connect_timeout_s or 3 * self.settings.session_timeout_ms / 1000.0
-        event = self.zk.start_async()
-        ok = await asyncio.to_thread(event.wait, timeout)
-        if not ok or not self.zk.connected:
-            await self._close_client()
-            raise ElectorError(f"elector {self.name}: no ZooKeeper connection to "
-                               f"{self.settings.quorum} within {timeout}s")
-        self._conn_state = KazooState.CONNECTED
-        self._session_id = self._current_session()
-        self._record("zk_connected", session=self._session_hex())
         try:
-            parent = await self._op(self.zk.exists_async(self.settings.znode_dir))
-        except Exception:
+            await zk.start(timeout)
+            self._session_id = zk.session_id
+            self._record("zk_connected", session=self._session_hex())
+            parent = await zk.exists(self.settings.znode_dir)
+        except ZkError as e:
             await self._close_client()
-            raise
+            raise ElectorError(f"elector {self.name}: no ZooKeeper session on {self.settings.quorum}: "
+                               f"{e}") from e
         if parent is None:
             await self._close_client()
             raise ElectorError(f"elector {self.name}: parent znode {self.settings.znode_dir} does not exist "
                                f"on {self.settings.quorum}; run `qjournal zkfc -formatZK`",
                                path=self.settings.znode_dir)
-        self._driver = self._loop.create_task(self._drive(), name=f"elector-{self.name}")
+        self._driver = spawn(self._drive(), name=f"elector-{self.name}", on_crash=self._crashed)
         self._kick()
+
+    def _crashed(self, exc: BaseException) -> None:
+        if self.on_crash is not None:
+            self.on_crash(exc)
 
     def join_election(self) -> None:
         """Enter (or stay in) the election; the driver tries to take the lock."""
@@ -357,7 +320,7 @@ class ActiveStandbyElector:
         self._kick()
 
     async def quit_election(self, need_fence: bool) -> None:
-        """Leave the election and release the lock if held.
+        """Leave the election and release the lock if held. Never raises a ZooKeeper error.
 
         Args:
             need_fence: False if the local service was made standby cleanly; the
@@ -368,13 +331,13 @@ class ActiveStandbyElector:
         self._wants_election = False
         async with self._step_lock:
             was_active = self.state is ElectorState.ACTIVE
-            await self._release(delete_breadcrumb=was_active and not need_fence)
+            await self._release_or_defer(delete_breadcrumb=was_active and not need_fence)
             await self._set_state(ElectorState.INIT)
         self._kick()
 
     def hold_off(self, delay_ms: int) -> None:
         """Do not try to take the lock for ``delay_ms`` (used by ``cede_active``)."""
-        self._rejoin_at = max(self._rejoin_at, time.monotonic() + delay_ms / 1000.0)
+        self._rejoin_at = max(self._rejoin_at, self._now() + delay_ms / 1000.0)
         self._kick()
 
     def clear_hold_off(self) -> None:
@@ -386,20 +349,24 @@ class ActiveStandbyElector:
         """The data of the current lock holder, or None if nobody holds the lock.
 
         Raises:
-            ElectorError: ZooKeeper did not answer.
+            ZkError: ZooKeeper did not answer.
         """
         try:
-            data, _ = await self._op(self.zk.get_async(self.settings.lock_path))
+            data, _ = await self._client().get(self.settings.lock_path)
             return data
-        except NoNodeError:
+        except ZkNoNodeError:
             return None
 
     async def read_breadcrumb(self) -> bytes | None:
-        """The data of the breadcrumb, or None."""
+        """The data of the breadcrumb, or None.
+
+        Raises:
+            ZkError: ZooKeeper did not answer.
+        """
         try:
-            data, _ = await self._op(self.zk.get_async(self.settings.breadcrumb_path))
+            data, _ = await self._client().get(self.settings.breadcrumb_path)
             return data
-        except NoNodeError:
+        except ZkNoNodeError:
             return None
 
     async def wait_for_state(self, states: tuple[ElectorState, ...], timeout_s: float) -> ElectorState:
@@ -416,8 +383,13 @@ class ActiveStandbyElector:
     def session_id(self) -> int | None:
         return self._session_id
 
+    @property
+    def conn_state(self) -> Conn:
+        """The ZooKeeper connection as the driver last saw it."""
+        return self.zk.state if self.zk is not None else Conn.LOST
+
     def client_id(self) -> tuple[int, bytes] | None:
-        """kazoo's ``(session id, password)`` of the live session (for expiry tests)."""
+        """``(session id, password)`` of the live session (for expiry tests)."""
         return self.zk.client_id if self.zk is not None else None
 
     async def close(self, delete_breadcrumb: bool = False) -> None:
@@ -429,107 +401,47 @@ class ActiveStandbyElector:
         if self._closed:
             return
         self._wants_election = False
-        try:
-            if self.zk is not None and self._conn_state == KazooState.CONNECTED:
-                await asyncio.wait_for(self._release(delete_breadcrumb=delete_breadcrumb),
-                                       self._op_timeout_s())
-        except Exception as e:
-            log.warning("elector %s: release on close failed: %r", self.name, e)
+        if self.conn_state is Conn.CONNECTED:
+            await self._release_or_defer(delete_breadcrumb=delete_breadcrumb)
         self._closed = True
         self._kick()
         await cancel_and_wait(self._driver, ignore_errors=True)
         await self._close_client()
 
-    # ------------------------------------------------------------------ kazoo bridge
-    def _on_zk_state(self, state: KazooState) -> None:
-        """kazoo thread: record nothing, schedule a wake-up (invariant 4)."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        try:
-            loop.call_soon_threadsafe(self._on_zk_state_in_loop, state)
-        except RuntimeError:
-            pass  # loop shutting down
-
-    def _on_zk_state_in_loop(self, state: KazooState) -> None:
-        self._conn_state = state
-        if state == KazooState.CONNECTED:
-            sid = self._current_session()
+    # ------------------------------------------------------------------ ZooKeeper events
+    def _on_zk_state(self, state: Conn) -> None:
+        """A connection state change (on the loop): record it and wake the driver (invariant 4)."""
+        if state is Conn.CONNECTED and self.zk is not None:
+            sid = self.zk.session_id
             if sid != self._session_id:
                 self._record("zk_new_session", session=f"{sid:#x}" if sid else None)
             self._session_id = sid
-        self._record(f"zk_{state.lower()}")
+        self._record(f"zk_{state.value.lower()}")
         self._kick()
 
-    def _on_watch(self, event: Any) -> None:
-        """kazoo thread: a watch on the lock fired."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        try:
-            loop.call_soon_threadsafe(self._on_watch_in_loop, getattr(event, "type", str(event)))
-        except RuntimeError:
-            pass
-
-    def _on_watch_in_loop(self, event_type: str) -> None:
-        self._record("lock_watch", watch_event=str(event_type))
+    def _on_watch(self, event: WatchEvent) -> None:
+        """A watch on the lock fired (on the loop): wake the driver (invariant 4)."""
+        self._record("lock_watch", watch_event=event.type)
         self._kick()
 
     def _kick(self) -> None:
         self._wake.set()
 
-    def _current_session(self) -> int | None:
-        cid = self.zk.client_id if self.zk is not None else None
-        return cid[0] if cid else None
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
 
-    def _op_timeout_s(self) -> float:
-        return (self.settings.op_timeout_ms or self.settings.session_timeout_ms) / 1000.0
-
-    async def _op(self, async_result: Any) -> Any:
-        """Bridge a kazoo IAsyncResult to the event loop, with the op timeout."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future = loop.create_future()
-
-        def _deliver(ar: Any) -> None:
-            if fut.done():
-                return
-            if ar.successful():
-                fut.set_result(ar.value)
-            else:
-                fut.set_exception(ar.exception)
-
-        def _done(ar: Any) -> None:  # kazoo thread
-            if loop.is_closed():
-                return
-            try:
-                loop.call_soon_threadsafe(_deliver, ar)
-            except RuntimeError:
-                pass
-
-        async_result.rawlink(_done)
-        try:
-            return await asyncio.wait_for(fut, self._op_timeout_s())
-        except asyncio.TimeoutError as e:
-            raise ElectorError(f"elector {self.name}: ZooKeeper operation timed out after "
-                               f"{self._op_timeout_s()}s (session {self._session_hex()})") from e
+    def _client(self) -> ZooKeeperClient:
+        if self.zk is None:
+            raise ElectorError(f"elector {self.name}: not connected to ZooKeeper (closed or not started)")
+        return self.zk
 
     def _session_hex(self) -> str | None:
         return f"{self._session_id:#x}" if self._session_id else None
 
     async def _close_client(self) -> None:
         zk, self.zk = self.zk, None
-        if zk is None:
-            return
-
-        def _stop() -> None:
-            try:
-                zk.stop()
-            finally:
-                zk.close()
-        try:
-            await asyncio.to_thread(_stop)
-        except Exception as e:
-            log.warning("elector %s: closing ZooKeeper client: %r", self.name, e)
+        if zk is not None:
+            await zk.close()
 
     # ------------------------------------------------------------------ driver
     async def _drive(self) -> None:
@@ -541,9 +453,7 @@ class ActiveStandbyElector:
             try:
                 async with self._step_lock:
                     await self._step()
-            except asyncio.CancelledError:
-                raise
-            except (KazooException, ElectorError, QJournalError) as e:
+            except (ZkError, ElectorError) as e:
                 # ZooKeeper hiccup: try again on the next event or shortly after
                 self._record("step_error", error=repr(e))
                 log.warning("elector %s: %s", self.name, e)
@@ -556,8 +466,7 @@ class ActiveStandbyElector:
     async def _step(self) -> None:
         """One wake-up: apply the pure rules of ``elector_rules`` to what ZooKeeper says."""
         sid = self._session_id
-        conn_action, read_lock = connection_step(_CONN[self._conn_state], self.state,
-                                                 self._holder_session, sid)
+        conn_action, read_lock = connection_step(self.conn_state, self.state, self._holder_session, sid)
         if conn_action is ConnAction.ENTER_NEUTRAL:
             await self._set_state(ElectorState.NEUTRAL)
             await self.cb.enter_neutral_mode()
@@ -571,12 +480,12 @@ class ActiveStandbyElector:
         if not read_lock:
             return
         watch = self._on_watch if self._wants_election else None
-        stat = await self._op(self.zk.exists_async(self.settings.lock_path, watch=watch))
-        owner = stat.ephemeralOwner if stat is not None else None
-        held_off = time.monotonic() < self._rejoin_at
+        stat = await self._client().exists(self.settings.lock_path, watch=watch)
+        owner = stat.ephemeral_owner if stat is not None else None
+        held_off = self._now() < self._rejoin_at
         action = lock_step(self._wants_election, owner, sid, self.state, held_off)
         if action is LockAction.RELEASE:
-            # e.g. a quit while the connection was suspended could not delete the lock
+            # e.g. a quit while the connection was dying could not delete the lock (invariant 5)
             await self._release(delete_breadcrumb=False)
         elif action is LockAction.RESTORE_ACTIVE:
             self._holder_session = sid
@@ -589,20 +498,19 @@ class ActiveStandbyElector:
             await self._set_state(ElectorState.STANDBY)
             await self.cb.become_standby()
         elif action is LockAction.WAIT:
-            self._schedule_kick(max(0.0, self._rejoin_at - time.monotonic()))
+            self._schedule_kick(max(0.0, self._rejoin_at - self._now()))
         elif action is LockAction.TRY_CREATE:
             await self._try_create_lock(sid)
 
     async def _try_create_lock(self, sid: int | None) -> None:
         self._record("lock_free")
         try:
-            await self._op(self.zk.create_async(self.settings.lock_path, self.app_data,
-                                                acl=list(self.settings.acls) or None,
-                                                ephemeral=True))
-        except NodeExistsError:
+            await self._client().create(self.settings.lock_path, self.app_data,
+                                        acl=list(self.settings.acls) or None, ephemeral=True)
+        except ZkNodeExistsError:
             self._kick()  # lost the race; re-read and watch
             return
-        except NoNodeError as e:
+        except ZkNoNodeError as e:
             raise ElectorError(f"elector {self.name}: parent znode {self.settings.znode_dir} does not "
                                "exist; run `qjournal zkfc -formatZK`", path=self.settings.znode_dir) from e
         self._holder_session = sid
@@ -614,7 +522,7 @@ class ActiveStandbyElector:
         try:
             await self._fence_if_needed()
             await self._write_breadcrumb()
-            if self._conn_state != KazooState.CONNECTED or self._holder_session != self._session_id:
+            if self.conn_state is not Conn.CONNECTED or self._holder_session != self._session_id:
                 raise ElectorError(f"elector {self.name}: lost the ZooKeeper session while fencing")
             self._record("become_active_start")
             await self.cb.become_active()
@@ -622,23 +530,21 @@ class ActiveStandbyElector:
             # tests) never see ACTIVE while the NameNode is still mid-transition
             await self._set_state(ElectorState.ACTIVE)
             self._record("become_active_done")
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
+        except QJournalError as e:
             self._record("become_active_failed", error=repr(e))
             log.warning("elector %s: failed to become active: %s", self.name, e)
-            await self._release(delete_breadcrumb=False)  # invariant 3
+            await self._release_or_defer(delete_breadcrumb=False)  # invariant 3
             await self._set_state(ElectorState.STANDBY)
             self.hold_off(self.settings.sleep_after_failure_ms)
             try:
                 await self.cb.become_standby()
-            except Exception as e2:
+            except QJournalError as e2:
                 log.warning("elector %s: become_standby after failure: %r", self.name, e2)
 
     async def _fence_if_needed(self) -> None:
         try:
-            data, _ = await self._op(self.zk.get_async(self.settings.breadcrumb_path))
-        except NoNodeError:
+            data, _ = await self._client().get(self.settings.breadcrumb_path)
+        except ZkNoNodeError:
             self._record("no_breadcrumb")
             return
         if data == self.app_data:
@@ -650,38 +556,51 @@ class ActiveStandbyElector:
 
     async def _write_breadcrumb(self) -> None:
         path = self.settings.breadcrumb_path
+        zk = self._client()
         try:
-            _, stat = await self._op(self.zk.get_async(path))
-        except NoNodeError:
+            _, stat = await zk.get(path)
+        except ZkNoNodeError:
             stat = None
         if stat is None:
-            await self._op(self.zk.create_async(path, self.app_data,
-                                                acl=list(self.settings.acls) or None))
+            await zk.create(path, self.app_data, acl=list(self.settings.acls) or None)
         else:
-            await self._op(self.zk.set_async(path, self.app_data, version=stat.version))
+            await zk.set(path, self.app_data, version=stat.version)
         self._record("breadcrumb_written")
+
+    async def _release_or_defer(self, delete_breadcrumb: bool) -> None:
+        """:meth:`_release`; on a ZooKeeper failure, leave it to the driver or the session expiry
+        (invariant 5)."""
+        try:
+            await self._release(delete_breadcrumb=delete_breadcrumb)
+        except (ZkError, ElectorError) as e:
+            self._holder_session = None
+            self._record("release_deferred", error=repr(e))
+            log.warning("elector %s: could not release the lock now (%s); the driver releases it once "
+                        "connected again with this session, or it expires with the session", self.name, e)
+            if not self._closed and self._loop is not None:
+                self._schedule_kick(min(1.0, self.settings.session_timeout_ms / 4000.0))
 
     async def _release(self, delete_breadcrumb: bool) -> None:
         """Delete our breadcrumb (if asked and ours) and our lock (if ours)."""
-        if self.zk is None or self._conn_state != KazooState.CONNECTED:
+        if self.zk is None or self.conn_state is not Conn.CONNECTED:
             self._holder_session = None
             return
+        zk = self.zk
         sid = self._session_id
         if delete_breadcrumb:
             try:
-                data, stat = await self._op(self.zk.get_async(self.settings.breadcrumb_path))
+                data, stat = await zk.get(self.settings.breadcrumb_path)
                 if data == self.app_data:
-                    await self._op(self.zk.delete_async(self.settings.breadcrumb_path,
-                                                        version=stat.version))
+                    await zk.delete(self.settings.breadcrumb_path, version=stat.version)
                     self._record("breadcrumb_deleted")
-            except (NoNodeError, BadVersionError):
+            except (ZkNoNodeError, ZkBadVersionError):
                 pass
         try:
-            stat = await self._op(self.zk.exists_async(self.settings.lock_path))
-            if stat is not None and stat.ephemeralOwner == sid:
-                await self._op(self.zk.delete_async(self.settings.lock_path, version=stat.version))
+            stat = await zk.exists(self.settings.lock_path)
+            if stat is not None and stat.ephemeral_owner == sid:
+                await zk.delete(self.settings.lock_path, version=stat.version)
                 self._record("lock_released")
-        except (NoNodeError, BadVersionError, NotEmptyError):
+        except (ZkNoNodeError, ZkBadVersionError, ZkNotEmptyError):
             pass
         self._holder_session = None
 
@@ -694,31 +613,8 @@ class ActiveStandbyElector:
             self._changed.notify_all()
 
     def _record(self, event: str, **details: Any) -> None:
-        self.events.append((time.time(), event, details))
+        self.events.append((self._wall_clock(), event, details))
         if len(self.events) > self.max_events:
             del self.events[: len(self.events) - self.max_events]
         log.info("elector %s: %s %s", self.name, event, details or "",
                  extra={"event": event, "elector": self.name, **details})
-
-
-def expire_session(quorum: str, client_id: tuple[int, bytes], timeout_s: float = 10.0) -> None:
-    """Force ZooKeeper to expire a session: attach a second client to it, then close that client.
-
-    Blocking; for tests and the chaos harness. Closing a session from any
-    connection ends it on the server, so the original owner sees ``LOST`` on its
-    next contact (its ephemeral znodes are deleted at once).
-
-    Args:
-        quorum: connect string.
-        client_id: ``(session id, password)`` from ``KazooClient.client_id``.
-        timeout_s: connect deadline.
-    """
-    zk = KazooClient(hosts=quorum, client_id=client_id, timeout=timeout_s)
-    try:
-        zk.start(timeout=timeout_s)
-        zk.stop()
-    finally:
-        zk.close()
-
-
-__all__.append("expire_session")

@@ -34,15 +34,9 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Conn", "ElectorState", "ConnAction", "LockAction", "connection_step", "lock_step"]
+from qjournal.ha.zk_client import Conn
 
-
-class Conn(str, enum.Enum):
-    """The ZooKeeper connection as kazoo reports it."""
-
-    CONNECTED = "CONNECTED"
-    SUSPENDED = "SUSPENDED"
-    LOST = "LOST"
+__all__ = ["ElectorState", "ConnAction", "LockAction", "connection_step", "lock_step"]
 
 
 class ElectorState(str, enum.Enum):

@@ -49,7 +49,8 @@ import shutil
 import signal
 import time
 from dataclasses import asdict, dataclass
-from qjournal.errors import ConfigError, FencingError
+
+from qjournal.errors import ConfigError, FencingError, QJournalError
 from qjournal.ha.health_monitor import ProxyFactory, tcp_proxy_factory
 from qjournal.util.proc import pid_alive, read_cmdline
 
@@ -186,9 +187,7 @@ async def graceful_fence(target: HATarget, proxy_factory: ProxyFactory, timeout_
         proxy = await asyncio.wait_for(proxy_factory(), timeout_ms / 1000.0)
         await proxy.call("transition_to_standby", timeout_ms=timeout_ms, request_source="zkfc")
         return None
-    except asyncio.CancelledError:
-        raise
-    except BaseException as e:
+    except (QJournalError, OSError, asyncio.TimeoutError) as e:
         return f"{type(e).__name__}: {e}"
     finally:
         if proxy is not None:

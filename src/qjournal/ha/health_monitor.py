@@ -10,7 +10,8 @@ Theory of operation:
 * The **rules** are one pure function, :func:`next_health_state`, from
   ``(current state, check outcome)`` to the next state. No clock, no I/O; it is
   table-tested (tests/ha/test_health_rules.py).
-* The **shell**, :class:`HealthMonitor`, is an asyncio task: connect to the service
+* The **shell**, :class:`HealthMonitor`, is a watched background task
+  (:func:`qjournal.util.tasks.spawn`): connect to the service
   (retrying every ``connect_retry_interval_ms``), then every ``check_interval_ms``
   call ``monitor_health`` and ``get_service_status`` with ``rpc_timeout_ms`` each,
   classify the outcome, apply the rules and fire callbacks on change.
@@ -28,6 +29,10 @@ Invariants:
    state makes the service ``SERVICE_HEALTHY``.
 3. Callbacks fire once per state change, in order, from the event loop (never from
    another thread); the service-status callback fires when the HA state changes.
+4. The monitor never stops silently: if its task dies of an unexpected error (a
+   callback's bug included), the error is logged, the state becomes
+   ``HEALTH_MONITOR_FAILED`` and ``on_crash`` tells the owner (the ZKFC then exits
+   non-zero).
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ from typing import Any, Awaitable, Callable, Protocol
 from qjournal.errors import (
     HealthCheckFailedError, QJournalError, RpcTimeoutError, TransportError,
 )
-from qjournal.util.tasks import cancel_and_wait
+from qjournal.transport import RpcClient
+from qjournal.util.tasks import cancel_and_wait, spawn
 
 __all__ = ["HealthState", "CheckOutcome", "next_health_state", "classify_error",
            "HealthMonitor", "HAServiceProxy", "ProxyFactory", "tcp_proxy_factory",
@@ -138,7 +144,6 @@ def tcp_proxy_factory(host: str, port: int, connect_timeout_ms: int, ssl_context
         ssl_context: optional client TLS context.
     """
     async def connect() -> HAServiceProxy:
-        from qjournal.transport import RpcClient  # transport is below ha/ in the layering
         kwargs: dict[str, Any] = {"connect_timeout_ms": connect_timeout_ms}
         if ssl_context is not None:
             kwargs["ssl"] = ssl_context
@@ -177,15 +182,18 @@ class HealthMonitor:
         on_service_status: called with the new ``get_service_status`` dict when its
             ``state`` changes.
         name: for logs (e.g. ``nn1``).
+        on_crash: called with the error if the monitor's task dies (invariant 4).
     """
 
     def __init__(self, proxy_factory: ProxyFactory, settings: HealthMonitorSettings,
                  on_health_change: HealthCallback | None = None,
-                 on_service_status: StatusCallback | None = None, name: str = "") -> None:
+                 on_service_status: StatusCallback | None = None, name: str = "",
+                 on_crash: Callable[[BaseException], None] | None = None) -> None:
         self._factory = proxy_factory
         self.settings = settings
         self._on_health = on_health_change
         self._on_status = on_service_status
+        self._on_crash = on_crash
         self.name = name
         self.state = HealthState.INITIALIZING
         self.last_status: dict | None = None
@@ -197,9 +205,16 @@ class HealthMonitor:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Start polling in a task on the running loop."""
+        """Start polling in a watched task on the running loop (invariant 4)."""
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"health-{self.name}")
+            self._task = spawn(self._run(), name=f"health-{self.name}", on_crash=self._crashed)
+
+    def _crashed(self, exc: BaseException) -> None:
+        """The monitor's task died (invariant 4): it is failed, and the owner is told."""
+        self.last_error = f"health monitor task died: {exc!r}"
+        self.state = HealthState.HEALTH_MONITOR_FAILED
+        if self._on_crash is not None:
+            self._on_crash(exc)
 
     async def stop(self) -> None:
         """Stop polling and close the connection."""
@@ -226,7 +241,7 @@ class HealthMonitor:
                 outcome = await self._check_once()
             except asyncio.CancelledError:
                 raise
-            except BaseException as e:  # a bug in the monitor itself
+            except Exception as e:  # a bug in the monitor itself
                 log.exception("health monitor %s failed", self.name)
                 self.last_error = repr(e)
                 outcome = CheckOutcome.MONITOR_ERROR
@@ -247,7 +262,7 @@ class HealthMonitor:
                 self._proxy = await asyncio.wait_for(self._factory(), s.rpc_timeout_ms / 1000.0)
             except asyncio.CancelledError:
                 raise
-            except BaseException as e:
+            except Exception as e:
                 self.last_error = f"connect: {e!r}"
                 return classify_error(e)
         try:
@@ -255,7 +270,7 @@ class HealthMonitor:
             status = await self._proxy.call("get_service_status", timeout_ms=s.rpc_timeout_ms)
         except asyncio.CancelledError:
             raise
-        except BaseException as e:
+        except Exception as e:
             self.last_error = repr(e)
             outcome = classify_error(e)
             if outcome is CheckOutcome.NOT_RESPONDING:

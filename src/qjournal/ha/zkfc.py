@@ -37,6 +37,12 @@ Invariants:
 3. Every step of a failover is recorded with a wall-clock timestamp in
    :attr:`ZKFailoverController.events` and in the structured log (``event=``),
    which the failover benchmark reads.
+4. The controller never stops watching silently: if the health monitor's or the
+   elector's task dies, the controller fails (:attr:`failed`, the daemon exits
+   non-zero and its supervisor restarts it).
+
+ZooKeeper and time come in through injection (``zk_factory``, the event loop's
+clock, ``wall_clock``), so the deterministic simulator runs this class unchanged.
 """
 
 from __future__ import annotations
@@ -47,14 +53,19 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from qjournal.errors import ConfigError, ServiceFailedError
-from qjournal.ha.elector import ActiveStandbyElector, ElectorSettings, ElectorState
+from qjournal.errors import ConfigError, QJournalError, ServiceFailedError
+from qjournal.ha.elector import ActiveStandbyElector, ElectorSettings, ElectorState, ZooKeeperFactory
 from qjournal.ha.fencing import FencingSettings, HATarget, fence_old_active
 from qjournal.ha.health_monitor import (
     HealthMonitor, HealthMonitorSettings, HealthState, ProxyFactory, tcp_proxy_factory,
 )
+from qjournal.ha.zk_kazoo import KazooZooKeeper
+from qjournal.ha.zk_kazoo import format_zk as kazoo_format_zk
+from qjournal.transport import RpcServer
+from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
 
-__all__ = ["ZKFailoverController", "ZKFCSettings", "resolve_ha_addresses"]
+__all__ = ["ZKFailoverController", "ZKFCSettings", "resolve_ha_addresses", "kazoo_zk_factory",
+           "format_zk"]
 
 log = logging.getLogger("qjournal.ha.zkfc")
 
@@ -87,8 +98,6 @@ class ZKFCSettings:
             ConfigError: no nameservice, unknown NameNode id, no NameNode address, or a
                 malformed ZooKeeper / fencing key.
         """
-        from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
-
         ns, nn, (nn_host, nn_port), (zk_host, zk_port) = resolve_ha_addresses(conf, nn_id, nameservice)
         return cls(ssl_client=client_context_from_conf(conf), ssl_server=server_context_from_conf(conf),
                    nameservice=ns, nn_id=nn, nn_host=nn_host, nn_port=nn_port,
@@ -108,6 +117,24 @@ class ZKFCSettings:
         """This controller's NameNode as lock/breadcrumb data."""
         return HATarget(self.nameservice, self.nn_id, self.nn_host, self.nn_port,
                         self.zkfc_host, self.zkfc_port)
+
+
+def kazoo_zk_factory(settings: ElectorSettings) -> KazooZooKeeper:
+    """The production :data:`~qjournal.ha.elector.ZooKeeperFactory`: a kazoo session."""
+    return KazooZooKeeper(settings.quorum, settings.session_timeout_ms, auth=settings.auth,
+                          default_acl=settings.acls,
+                          op_timeout_s=(settings.op_timeout_ms or settings.session_timeout_ms) / 1000.0)
+
+
+def format_zk(settings: ElectorSettings, force: bool = False, timeout_s: float = 15.0) -> str:
+    """Create ``<parent>/<nameservice>`` (``qjournal zkfc -formatZK``). Blocking; for the CLI.
+
+    Raises:
+        ElectorError: the znode exists and ``force`` was not given, or ZooKeeper failed.
+    """
+    return kazoo_format_zk(settings.quorum, settings.znode_dir, settings.parent_znode, acls=settings.acls,
+                           auth=settings.auth, session_timeout_ms=settings.session_timeout_ms, force=force,
+                           timeout_s=timeout_s)
 
 
 def resolve_ha_addresses(conf, nn_id: str | None = None, nameservice: str | None = None
@@ -151,12 +178,18 @@ class ZKFailoverController:
             for graceful fencing (default: TCP).
         zkfc_client_factory: ``HATarget -> ProxyFactory`` reaching another controller's RPC
             (default: TCP to ``zkfc_host:zkfc_port``).
+        zk_factory: makes the ZooKeeper client (default: kazoo).
+        wall_clock: wall time of the event timeline (default ``time.time``).
     """
 
     def __init__(self, settings: ZKFCSettings, proxy_factory: ProxyFactory | None = None,
                  target_proxy_factory: Callable[[HATarget], ProxyFactory] | None = None,
-                 zkfc_client_factory: Callable[[HATarget], ProxyFactory] | None = None) -> None:
+                 zkfc_client_factory: Callable[[HATarget], ProxyFactory] | None = None,
+                 zk_factory: ZooKeeperFactory = kazoo_zk_factory,
+                 wall_clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
+        self._zk_factory = zk_factory
+        self._wall_clock = wall_clock
         s = settings
         self._nn_factory = proxy_factory or tcp_proxy_factory(s.nn_host, s.nn_port, s.connect_timeout_ms,
                                                               s.ssl_client)
@@ -165,7 +198,8 @@ class ZKFailoverController:
         self._zkfc_factory = zkfc_client_factory or (
             lambda t: tcp_proxy_factory(t.zkfc_host, t.zkfc_port, s.connect_timeout_ms, s.ssl_client))
         self.health = HealthMonitor(self._nn_factory, s.health, on_health_change=self._on_health,
-                                    on_service_status=self._on_service_status, name=s.nn_id)
+                                    on_service_status=self._on_service_status, name=s.nn_id,
+                                    on_crash=self._crashed)
         self.elector: ActiveStandbyElector | None = None
         self.failed = asyncio.Event()
         self.failure: str = ""
@@ -186,14 +220,15 @@ class ZKFailoverController:
         """
         bound = None
         if serve_rpc:
-            from qjournal.transport import RpcServer
             self._rpc_server = RpcServer(self, name=f"zkfc-{self.settings.nn_id}")
             bound = await self._rpc_server.start_tcp(self.settings.zkfc_host, self.settings.zkfc_port,
                                                      ssl=self.settings.ssl_server)
             self.settings.zkfc_host, self.settings.zkfc_port = bound
         self.elector = ActiveStandbyElector(self.settings.elector, self.settings.target().to_bytes(),
-                                            self, name=self.settings.nn_id)
+                                            self, zk_factory=self._zk_factory, name=self.settings.nn_id,
+                                            wall_clock=self._wall_clock)
         self.elector.events = self.events  # one timeline for the controller (invariant 3)
+        self.elector.on_crash = self._crashed  # invariant 4
         try:
             await self.elector.start()
         except BaseException:
@@ -229,10 +264,19 @@ class ZKFailoverController:
         elif state in (HealthState.SERVICE_UNHEALTHY, HealthState.SERVICE_NOT_RESPONDING):
             await self.elector.quit_election(need_fence=True)  # invariant 2
         elif state is HealthState.HEALTH_MONITOR_FAILED:
-            self.failure = f"health monitor failed: {self.health.last_error}"
-            log.error("zkfc %s: %s", self.settings.nn_id, self.failure)
             await self.elector.quit_election(need_fence=True)
-            self.failed.set()
+            self._fail(f"health monitor failed: {self.health.last_error}")
+
+    def _crashed(self, exc: BaseException) -> None:
+        """A background task of the controller died (invariant 4): the controller fails."""
+        self._fail(f"a background task died: {exc!r}")
+
+    def _fail(self, reason: str) -> None:
+        if not self.failure:
+            self.failure = reason
+            self._record("zkfc_failed", reason=reason)
+            log.error("zkfc %s: %s", self.settings.nn_id, reason)
+        self.failed.set()
 
     async def _on_service_status(self, status: dict) -> None:
         self._record("service_state", state=status.get("state"))
@@ -255,7 +299,7 @@ class ZKFailoverController:
         Raises:
             ServiceFailedError: the transition failed or timed out.
         """
-        t0 = time.monotonic()
+        t0 = self._now()
         self._record("transition_to_active_start")
         proxy = None
         self._transitioning = True
@@ -263,7 +307,7 @@ class ZKFailoverController:
             proxy = await self._nn_factory()
             await proxy.call("transition_to_active", timeout_ms=self.settings.new_active_timeout_ms,
                              request_source="zkfc")
-        except Exception as e:
+        except (QJournalError, OSError, asyncio.TimeoutError) as e:
             self._record("transition_to_active_failed", error=repr(e))
             raise ServiceFailedError(f"zkfc {self.settings.nn_id}: transition_to_active of "
                                      f"{self.settings.nn_id} failed: {e}") from e
@@ -271,7 +315,7 @@ class ZKFailoverController:
             self._transitioning = False
             if proxy is not None:
                 await _close_quietly(proxy)
-        self._record("transition_to_active_done", ms=round((time.monotonic() - t0) * 1000, 1))
+        self._record("transition_to_active_done", ms=round((self._now() - t0) * 1000, 1))
 
     async def become_standby(self) -> None:
         """Elector callback: make the local NameNode standby (errors are logged, not raised)."""
@@ -290,16 +334,16 @@ class ZKFailoverController:
             FencingError: no method succeeded.
         """
         target = HATarget.from_bytes(data)
-        t0 = time.monotonic()
+        t0 = self._now()
         self._record("fence_old_active_start", target=target.nn_id)
         try:
             how = await fence_old_active(target, self.settings.fencing,
                                          proxy_factory=self._target_factory(target))
-        except Exception as e:
+        except QJournalError as e:
             self._record("fence_old_active_failed", target=target.nn_id, error=str(e))
             raise
         self._record("fence_old_active_done", target=target.nn_id, method=how,
-                     ms=round((time.monotonic() - t0) * 1000, 1))
+                     ms=round((self._now() - t0) * 1000, 1))
 
     async def _try_standby(self) -> str | None:
         proxy = None
@@ -309,7 +353,7 @@ class ZKFailoverController:
                              request_source="zkfc")
             self._record("transition_to_standby_done")
             return None
-        except Exception as e:
+        except (QJournalError, OSError, asyncio.TimeoutError) as e:
             self._record("transition_to_standby_failed", error=repr(e))
             return repr(e)
         finally:
@@ -368,7 +412,7 @@ class ZKFailoverController:
         """
         el = self._elector()
         s = self.settings
-        t0 = time.monotonic()
+        t0 = self._now()
         self._record("graceful_failover_start")
         if self.health.state is not HealthState.SERVICE_HEALTHY:
             raise ServiceFailedError(f"zkfc {s.nn_id}: cannot fail over to {s.nn_id}: its health is "
@@ -387,7 +431,7 @@ class ZKFailoverController:
                 # this side fails later (e.g. its ZKFC pauses), delaying the next takeover by it
                 await proxy.call("cede_active", timeout_ms=s.graceful_failover_timeout_ms,
                                  millis_to_cede=2 * s.fencing.graceful_timeout_ms)
-            except Exception as e:
+            except (QJournalError, OSError, asyncio.TimeoutError) as e:
                 raise ServiceFailedError(f"zkfc {s.nn_id}: the controller of the active {previous.nn_id} "
                                          f"at {previous.zkfc_host}:{previous.zkfc_port} did not cede: {e}"
                                          ) from e
@@ -400,7 +444,7 @@ class ZKFailoverController:
         except asyncio.TimeoutError as e:
             raise ServiceFailedError(f"zkfc {s.nn_id}: did not become active within "
                                      f"{s.graceful_failover_timeout_ms} ms after the old active ceded") from e
-        ms = round((time.monotonic() - t0) * 1000, 1)
+        ms = round((self._now() - t0) * 1000, 1)
         self._record("graceful_failover_done", ms=ms)
         return {"active": s.nn_id, "previous": previous.nn_id if previous else None, "ms": ms}
 
@@ -410,8 +454,11 @@ class ZKFailoverController:
             raise ServiceFailedError(f"zkfc {self.settings.nn_id} is not started")
         return self.elector
 
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
+
     def _record(self, event: str, **details: Any) -> None:
-        self.events.append((time.time(), event, details))
+        self.events.append((self._wall_clock(), event, details))
         if len(self.events) > 400:
             del self.events[:100]
         log.info("zkfc %s: %s", self.settings.nn_id, event,
@@ -421,5 +468,5 @@ class ZKFailoverController:
 async def _close_quietly(proxy: Any) -> None:
     try:
         await proxy.close()
-    except Exception:
+    except (QJournalError, OSError):
         pass

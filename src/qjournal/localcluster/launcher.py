@@ -273,7 +273,8 @@ class LocalCluster:
     def _format_zk(self) -> None:
         """What ``qjournal zkfc -formatZK -force`` does, in-process (saves a process start)."""
         from qjournal.config.conf import Configuration
-        from qjournal.ha.elector import ElectorSettings, format_zk
+        from qjournal.ha.elector import ElectorSettings
+        from qjournal.ha.zkfc import format_zk
 
         conf = Configuration.load(self.conf_dir)
         format_zk(ElectorSettings.from_conf(conf, NAMESERVICE), force=True)

@@ -50,7 +50,8 @@ Errors. A handler exception that is a :class:`QJournalError` or
 rebuilt with :func:`qjournal.errors.make_error`, so the caller sees the same
 class with the same fields. Any other exception is logged with its traceback
 and travels as :class:`RemoteError`. Fields that msgpack cannot carry are
-converted to strings.
+converted to strings. After answering an :class:`InvariantViolation` the server
+ends the process (invariant 7).
 
 Invariants
 ----------
@@ -71,6 +72,9 @@ Invariants
 6. Memory connections run their protocol callbacks in the context of the code
    that listened or connected, as asyncio does for sockets: a handler never
    sees a client's context variables.
+7. A handler that broke an invariant ends the process
+   (:func:`qjournal.util.tasks.fatal`) once its caller has the typed error:
+   a daemon never answers again from a state that broke an invariant.
 """
 
 from __future__ import annotations
@@ -108,6 +112,7 @@ from qjournal.transport.frames import (
     encode_response,
 )
 from qjournal.transport.memory import MemoryListener, MemoryNetwork, MemoryTransport
+from qjournal.util.tasks import fatal
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_MS",
@@ -718,11 +723,13 @@ class _ServerConnection(asyncio.Protocol):
             result = await entry.func(**kwargs)
         except asyncio.CancelledError:
             raise
-        except (QJournalError, InvariantViolation) as exc:
-            if isinstance(exc, InvariantViolation):
-                log.error("%s: call %s from %s broke an invariant: %s", server.name, method, self._peer.address, exc,
-                          exc_info=True)
+        except QJournalError as exc:
             self._respond_error(request_id, exc)
+            return
+        except InvariantViolation as exc:
+            # The caller learns of it typed; then this process ends (invariant 7).
+            self._respond_error(request_id, exc)
+            fatal(f"{server.name}: call {method} from {self._peer.address} broke an invariant", exc)
             return
         except Exception as exc:
             log.error("%s: call %s from %s failed", server.name, method, self._peer.address, exc_info=True)
