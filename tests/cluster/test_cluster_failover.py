@@ -60,6 +60,9 @@ def test_cluster_cli_kill_active_namenode_and_restart(tmp_path):
         wait_until(lambda: (c.nn_states().get(active) or {}).get("state") == "standby", 60,
                    f"{active} back as standby")
         assert c.active_namenode() == other
+        # its controller must have seen it healthy again before it can take over
+        wait_until(lambda: (c.zkfc_states().get(f"zkfc-{active}") or {}).get("health") == "SERVICE_HEALTHY",
+                   60, f"the controller of {active} sees it healthy")
         # graceful manual failover through the ZKFCs: back to the restarted node
         r = subprocess.run(qjournal_argv("--conf", c.conf_dir, "haadmin", "-failover", other, active),
                            capture_output=True, text=True, timeout=120)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import sys
 
+from qjournal.pipeline.generate import DAMAGE_KINDS, GenOptions, generate
+
 
 def _parse_txids(text: str) -> tuple[int, ...]:
     try:
@@ -21,9 +23,8 @@ def _parse_txids(text: str) -> tuple[int, ...]:
 
 def register(subparsers) -> None:
     """Add the ``bench`` subcommand (``gen-edits``)."""
-    from qjournal.pipeline.generate import DAMAGE_KINDS
 
-    p = subparsers.add_parser("bench", help="benchmark helpers (gen-edits)")
+    p = subparsers.add_parser("bench")
     sub = p.add_subparsers(dest="bench_command", metavar="COMMAND")
     g = sub.add_parser("gen-edits", help="generate a deterministic edit history as JournalNode segments")
     g.add_argument("--seed", type=int, required=True)
@@ -45,8 +46,6 @@ def register(subparsers) -> None:
 
 
 def _gen_edits(args) -> int:
-    from qjournal.pipeline.generate import GenOptions, generate
-
     damage = (("lagging",) if args.lagging_node else ()) + tuple(args.corrupt)
     try:
         res = generate(GenOptions(seed=args.seed, txns=args.txns, out=args.out, nodes=args.nodes,

@@ -13,12 +13,14 @@ import signal
 import sys
 
 from qjournal.errors import QJournalError
+from qjournal.localcluster.launcher import LocalCluster
+
 
 DEFAULT_RUN_DIR = "run/cluster"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("cluster", help="local HA cluster: up, down, status, kill, restart, logs")
+    p = subparsers.add_parser("cluster")
     sub = p.add_subparsers(dest="cluster_command", metavar="ACTION")
 
     def add(name: str, help_: str, func, needs_name: bool = False):
@@ -55,7 +57,6 @@ def _guard(fn):
 
 @_guard
 def _up(args):
-    from qjournal.localcluster.launcher import LocalCluster
     c = LocalCluster(args.run_dir, zk_servers=args.zk_servers, session_timeout_ms=args.session_timeout_ms)
     c.up(fresh=args.fresh)
     print(c.format_status())
@@ -64,19 +65,16 @@ def _up(args):
 
 @_guard
 def _down(args):
-    from qjournal.localcluster.launcher import LocalCluster
     LocalCluster.open(args.run_dir).down()
 
 
 @_guard
 def _status(args):
-    from qjournal.localcluster.launcher import LocalCluster
     print(LocalCluster.open(args.run_dir).format_status())
 
 
 @_guard
 def _kill(args):
-    from qjournal.localcluster.launcher import LocalCluster
     sig = getattr(signal, "SIG" + args.signal.upper().removeprefix("SIG"), None)
     if sig is None:
         print(f"cluster: unknown signal {args.signal!r}", file=sys.stderr)
@@ -87,12 +85,10 @@ def _kill(args):
 
 @_guard
 def _restart(args):
-    from qjournal.localcluster.launcher import LocalCluster
     rec = LocalCluster.open(args.run_dir).restart(args.name)
     print(f"restarted {rec.name} (pid {rec.pid}) {rec.address}")
 
 
 @_guard
 def _logs(args):
-    from qjournal.localcluster.launcher import LocalCluster
     print(LocalCluster.open(args.run_dir).logs(args.name, args.lines))

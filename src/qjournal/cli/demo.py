@@ -23,9 +23,10 @@ import os
 import tempfile
 import time
 
-from qjournal.protocol.messages import NamespaceInfo
 from qjournal.journalmanager.file import DiskIO, FileJournal
 from qjournal.journalmanager.journalset import JournalSet
+from qjournal.localcluster.demo import run_demo as run_cluster_demo
+from qjournal.protocol.messages import NamespaceInfo
 from qjournal.util.logs import setup_logging
 
 
@@ -106,8 +107,7 @@ async def run_demo(txns: int, per_segment: int, batch: int, out=print) -> int:
 
 def register(subparsers) -> None:
     """Add the ``demo`` subcommand."""
-    p = subparsers.add_parser("demo", help="end-to-end automatic failover demo on a local HA cluster",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser("demo", description=__doc__.splitlines()[0])
     p.add_argument("--run-dir", help="cluster run directory (default: a new temporary directory)")
     p.add_argument("--writers", type=int, default=4, help="concurrent client writers (default 4)")
     p.add_argument("--before-s", type=float, default=4.0, help="workload seconds before the kill (default 4)")
@@ -126,8 +126,6 @@ def register(subparsers) -> None:
 
 def _main(args) -> int:
     if not getattr(args, "journal", False):
-        from qjournal.localcluster.demo import run_demo as run_cluster_demo
-
         if args.writers < 1:
             print("demo: --writers must be positive")
             return 2

@@ -179,8 +179,7 @@ register_handler("-failover", Handler(failover_command,
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``haadmin`` subcommand."""
-    p = subparsers.add_parser("haadmin", help="manage the HA state of the NameNodes",
-                              description=__doc__.splitlines()[0], prefix_chars="+")
+    p = subparsers.add_parser("haadmin", description=__doc__.splitlines()[0], prefix_chars="+")
     p.add_argument("++ns", dest="ha_ns", help="nameservice (default: the first of dfs.nameservices)")
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-COMMAND ARGS")
     p.set_defaults(func=run)

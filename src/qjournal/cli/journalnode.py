@@ -18,14 +18,18 @@ import logging
 import sys
 
 from qjournal.cli._daemon import host_port_arg, remove_pid_file, stop_on_signals, write_pid_file
+from qjournal.config import Configuration
+from qjournal.errors import QJournalError
+from qjournal.journalnode.node import JournalNode
+from qjournal.util.logs import setup_logging
+
 
 log = logging.getLogger("qjournal.journalnode")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``journalnode`` subcommand."""
-    p = subparsers.add_parser("journalnode", help="run a JournalNode (the quorum's storage daemon)",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser("journalnode", description=__doc__.splitlines()[0])
     p.add_argument("--edits-dir", help="journal directory (dfs.journalnode.edits.dir)")
     p.add_argument("--rpc-address", type=host_port_arg, metavar="HOST:PORT",
                    help="RPC address, port 0 = any (dfs.journalnode.rpc-address, default port 8485)")
@@ -37,8 +41,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT. Returns the exit status."""
-    from qjournal.config import Configuration
-    from qjournal.errors import QJournalError
 
     try:
         conf = Configuration.from_args(args)
@@ -46,7 +48,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"journalnode: {e}", file=sys.stderr)
         return 1
     try:
-        from qjournal.util.logs import setup_logging
         setup_logging("journalnode", conf.get("qjournal.log.level"), json=conf.get_bool("qjournal.log.json"))
     except ImportError:  # pragma: no cover - the logs module is another part's
         logging.basicConfig(level=logging.INFO, stream=sys.stderr)
@@ -61,9 +62,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(conf, args: argparse.Namespace) -> int:
-    from qjournal.errors import QJournalError
-    from qjournal.journalnode.node import JournalNode
-
     node = JournalNode(conf, edits_dir=args.edits_dir, rpc_address=args.rpc_address,
                        http_address=args.http_address)
     try:

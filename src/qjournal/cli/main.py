@@ -1,9 +1,11 @@
 """The ``qjournal`` command: one entry point, one module per subcommand.
 
-Why a static list: each role owns its own CLI module (``cli/<name>.py`` with a
-``register(subparsers)`` function that sets ``func`` on its parser), so adding a
-subcommand never means editing another role's code. A module that fails to
-import is reported, not hidden.
+Why a table and a lazy import: each role owns its own CLI module
+(``cli/<name>.py`` with a ``register(subparsers)`` function that sets ``func``
+on its parser, importing its role at the top), and starting one daemon must not
+load every other role (Spark, kazoo, the NameNode...). So the table below holds
+each subcommand's one-line help, and only the module of the subcommand being run
+is imported. ``qjournal --help`` imports none of them.
 """
 
 from __future__ import annotations
@@ -12,33 +14,55 @@ import argparse
 import importlib
 import sys
 
-#: subcommand modules, in help order
-SUBCOMMANDS = [
-    "journalnode", "log", "oev", "namenode", "dfs", "haadmin", "zkfc",
-    "cluster", "pipeline", "bench", "demo", "zookeeper", "rpc",
-]
+#: subcommand -> its one-line help, in help order (the module is ``qjournal.cli.<name>``)
+SUBCOMMANDS: dict[str, str] = {
+    "journalnode": "run a JournalNode (the quorum's storage daemon)",
+    "log": "format, write, read or inspect a qjournal:// journal",
+    "oev": "offline edits viewer: dump or check a segment file",
+    "namenode": "run a NameNode, or format / bootstrap its storage",
+    "dfs": "hdfs dfs-style namespace shell",
+    "haadmin": "manage the HA state of the NameNodes",
+    "zkfc": "ZooKeeper failover controller for one NameNode",
+    "cluster": "local HA cluster: up, down, status, kill, restart, logs",
+    "pipeline": "Spark pipeline: ingest, audit, checkpoint, report",
+    "bench": "benchmark helpers (gen-edits)",
+    "demo": "end-to-end automatic failover demo on a local HA cluster",
+    "zookeeper": "start/stop a local ZooKeeper (standalone or 3 servers)",
+    "rpc": "call one RPC of a running daemon and print the result as JSON",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="qjournal", description=__doc__.splitlines()[0])
+def _global_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conf", metavar="DIR",
                    help="configuration directory (default: $QJOURNAL_CONF_DIR)")
     p.add_argument("-D", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a configuration key (repeatable)")
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The subcommand named in ``argv`` (after the global options), or None."""
+    pre = argparse.ArgumentParser(add_help=False)
+    _global_options(pre)
+    _, rest = pre.parse_known_args(argv)
+    return rest[0] if rest and rest[0] in SUBCOMMANDS else None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported to register its full arguments."""
+    p = argparse.ArgumentParser(prog="qjournal", description=__doc__.splitlines()[0])
+    _global_options(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        try:
-            mod = importlib.import_module(f"qjournal.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"qjournal.cli.{name}":
-                continue  # not built yet
-            raise
-        mod.register(sub)
+    for name, help_ in SUBCOMMANDS.items():
+        if name == command:
+            importlib.import_module(f"qjournal.cli.{name}").register(sub)
+        else:
+            sub.add_parser(name, help=help_, add_help=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

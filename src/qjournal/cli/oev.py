@@ -20,16 +20,12 @@ from typing import Any, Callable, TextIO
 from xml.sax.saxutils import escape
 
 from qjournal.errors import QJournalError
+from qjournal.namenode import ops
 from qjournal.protocol import segment as seg
 
 
-def _op_decoder() -> tuple[Callable[[int], str], Callable[[int, bytes, int], dict] | None]:
-    """(opcode -> name, decoder or None) from ``qjournal.namenode.ops`` when available."""
-    try:
-        from qjournal.namenode import ops
-    except Exception:  # the NameNode part may be absent or broken: fall back to hex
-        return (lambda op: "OP_DATA" if op == seg.OP_DATA else f"OP_UNKNOWN_{op:#04x}"), None
-
+def _op_decoder() -> tuple[Callable[[int], str], Callable[[int, bytes, int], dict]]:
+    """(opcode -> name, decoder): the NameNode's ops, and ``OP_DATA`` for opaque records."""
     def name(op: int) -> str:
         if op == seg.OP_DATA and op not in ops.OPS:
             return "OP_DATA"
@@ -132,9 +128,7 @@ def dump_file(path: str, fmt: str, out: TextIO, err: TextIO) -> int:
         entry: dict[str, Any] = {"txid": rec.txid, "opcode": rec.opcode, "op": name_of(rec.opcode),
                                  "length": len(rec.body), "checksum": f"{rec.checksum:#010x}",
                                  "offset": offset}
-        if fmt == "stats":
-            pass
-        elif decode is not None:
+        if fmt != "stats":
             try:
                 entry["fields"] = decode(rec.opcode, rec.body, rec.txid)
             except KeyError:
@@ -142,8 +136,6 @@ def dump_file(path: str, fmt: str, out: TextIO, err: TextIO) -> int:
             except QJournalError as e:
                 entry["body_hex"] = rec.body.hex()
                 entry["decode_error"] = str(e)
-        else:
-            entry["body_hex"] = rec.body.hex()
         if fmt == "json":
             out.write(json.dumps(entry, sort_keys=False, default=str) + "\n")
         elif fmt == "xml":
@@ -181,7 +173,7 @@ def _write_xml_record(out: TextIO, e: dict) -> None:
 
 def register(subparsers) -> None:
     """Add the ``oev`` subcommand."""
-    p = subparsers.add_parser("oev", help="offline edits viewer: dump or check a segment file")
+    p = subparsers.add_parser("oev")
     p.add_argument("-i", "--input", required=True, metavar="FILE", help="segment file (edits_...)")
     p.add_argument("-p", "--processor", choices=("json", "xml", "stats"), default="json",
                    help="output: json lines (default), xml (as hdfs oev), or stats (records per op)")

@@ -7,13 +7,13 @@ runner live in :mod:`qjournal.pipeline.run` so that ``spark-submit`` and
 
 from __future__ import annotations
 
+from qjournal.pipeline.run import add_arguments, run
+
 
 def register(subparsers) -> None:
     """Add the ``pipeline`` subcommand."""
-    from qjournal.pipeline.run import add_arguments, run
 
-    p = subparsers.add_parser("pipeline", help="Spark pipeline: ingest, audit, checkpoint, report",
-                              description="Decode JournalNode segments with Spark, audit the "
+    p = subparsers.add_parser("pipeline", description="Decode JournalNode segments with Spark, audit the "
                                           "replicas, build a checkpoint image and a report.")
     add_arguments(p)
     p.set_defaults(func=run)

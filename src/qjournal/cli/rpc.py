@@ -30,7 +30,7 @@ from qjournal.util.tasks import EXIT_FATAL
 
 def register(subparsers) -> None:
     """Add the ``rpc`` subcommand."""
-    p = subparsers.add_parser("rpc", help="call one RPC of a running daemon and print the result as JSON")
+    p = subparsers.add_parser("rpc")
     p.add_argument("address", metavar="HOST:PORT", help="RPC address of the daemon")
     p.add_argument("method", help="call name, e.g. get_journal_state or get_service_status")
     p.add_argument("args", nargs="*", metavar="NAME=VALUE", help="call arguments (JSON values or strings)")

@@ -16,11 +16,15 @@ import os
 import sys
 
 from qjournal.cli._daemon import remove_pid_file, stop_on_signals, write_pid_file
-from qjournal.errors import QJournalError
+from qjournal.config.conf import Configuration
+from qjournal.errors import ElectorError, QJournalError
+from qjournal.ha.elector import ElectorSettings
+from qjournal.ha.zkfc import ZKFCSettings, ZKFailoverController, format_zk, resolve_ha_addresses
+from qjournal.util.logs import setup_logging
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("zkfc", help="ZooKeeper failover controller for one NameNode")
+    p = subparsers.add_parser("zkfc")
     p.add_argument("--nn-id", help="NameNode id (default: dfs.ha.namenode.id)")
     p.add_argument("--nameservice", help="nameservice id (default: first of dfs.nameservices)")
     p.add_argument("--pid-file", help="write this process's pid here")
@@ -34,9 +38,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from qjournal.config.conf import Configuration
-    from qjournal.util.logs import setup_logging
-
     try:
         conf = Configuration.from_args(args)
         setup_logging("zkfc", conf.get("qjournal.log.level") or "INFO",
@@ -50,11 +51,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _format_zk(conf, args: argparse.Namespace) -> int:
-    from qjournal.errors import ElectorError
-    from qjournal.ha.elector import ElectorSettings
-    from qjournal.ha.zkfc import format_zk
-    from qjournal.ha.zkfc import resolve_ha_addresses
-
     ns = args.nameservice
     if not ns:
         nss = conf.get_list("dfs.nameservices")
@@ -70,8 +66,6 @@ def _format_zk(conf, args: argparse.Namespace) -> int:
 
 
 async def _serve(conf, args: argparse.Namespace) -> int:
-    from qjournal.ha.zkfc import ZKFailoverController, ZKFCSettings
-
     settings = ZKFCSettings.from_conf(conf, args.nn_id, args.nameservice)
     zkfc = ZKFailoverController(settings)
     await zkfc.start(serve_rpc=True)

@@ -16,7 +16,7 @@ from qjournal.ha.zookeeper import ZooKeeperEnsemble, ZooKeeperError, server_mode
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("zookeeper", help="start/stop a local ZooKeeper (standalone or 3 servers)")
+    p = subparsers.add_parser("zookeeper")
     sub = p.add_subparsers(dest="zk_command", metavar="ACTION")
     s = sub.add_parser("start", help="start and wait until serving; prints READY {json}")
     s.add_argument("--run-dir", default="run/zookeeper", help="data, configs, logs (default run/zookeeper)")

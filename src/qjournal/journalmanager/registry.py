@@ -29,6 +29,8 @@ from urllib.parse import urlparse
 
 from qjournal.errors import JournalError, UnknownSchemeError
 from qjournal.journalmanager.base import JournalManager
+from qjournal.journalmanager.file import FileJournal
+from qjournal.journalmanager.journalset import JournalSet
 
 JournalFactory = Callable[[str, Any], JournalManager]
 ENTRY_POINT_GROUP = "qjournal.journals"
@@ -52,8 +54,6 @@ def unregister_scheme(scheme: str) -> None:
 
 
 def _file_factory(uri: str, conf: Any) -> JournalManager:
-    from qjournal.journalmanager.file import FileJournal
-
     return FileJournal.from_uri(uri, conf)
 
 
@@ -175,7 +175,6 @@ def open_journal_set(uris: list[str], conf: Any = None, required: list[str] | No
     Raises:
         as :func:`open_journal`.
     """
-    from qjournal.journalmanager.journalset import JournalSet
 
     if required is None:
         required = conf.get_list("dfs.namenode.edits.dir.required") if conf is not None else []

@@ -43,6 +43,7 @@ from typing import Any, ClassVar, Iterable, Sequence
 import msgpack
 
 from qjournal.errors import CorruptRecordError
+from qjournal.protocol.segment import HEADER_SIZE, decode_header, iter_records
 
 #: Inode id of the root directory (as HDFS's INodeId.ROOT_INODE_ID).
 ROOT_INODE_ID = 16385
@@ -449,7 +450,6 @@ def decode_segment_columns(buf: bytes | memoryview, *, where: str = "segment",
     Raises:
         CorruptSegmentError: bad header. CorruptRecordError: a record fails its checksum.
     """
-    from qjournal.protocol.segment import HEADER_SIZE, decode_header, iter_records
 
     decode_header(buf, where)
     txids, opcodes, bodies = [], [], []

@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
 import time
+
+from qjournal.sim.faults import FaultConfig
+from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
 
 
 def _ensure_hash_seed() -> None:
@@ -50,8 +54,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run_one(args) -> int:
-    from qjournal.sim.faults import FaultConfig
-    from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
     config = FaultConfig.parse(args.faults)
     opts = SimOptions(seed=args.seed, steps=args.steps, nodes=args.nodes, faults=config)
     t0 = time.monotonic()
@@ -77,23 +79,18 @@ def _run_one(args) -> int:
 
 def _soak_worker(item):
     seed, steps, nodes = item
-    from qjournal.sim.faults import FaultConfig
-    from qjournal.sim.workload import SimOptions, run_seed
     opts = SimOptions(seed=seed, steps=steps, nodes=nodes, faults=FaultConfig())
     r = run_seed(opts)
     return seed, [str(v) for v in r.unexplained], r.counts()
 
 
 def _soak(args) -> int:
-    from qjournal.sim.faults import FaultConfig
-    from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
     seeds = list(range(args.first, args.first + args.seeds))
     items = [(s, args.soak_steps, 5 if s % 4 == 3 else 3) for s in seeds]
     totals: dict[str, int] = {}
     failing: list[tuple[int, list[str]]] = []
     t0 = time.monotonic()
     if args.jobs > 1:
-        import multiprocessing
         with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
             results = pool.imap(_soak_worker, items, chunksize=4)
             for i, (seed, viols, counts) in enumerate(results, 1):
@@ -146,7 +143,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.faults is not None:
-        from qjournal.sim.faults import FaultConfig
         try:
             FaultConfig.parse(args.faults)
         except ValueError as e:
