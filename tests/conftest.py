@@ -12,6 +12,17 @@ from qjournal.util import tasks
 _FATAL: list = []
 
 
+def pytest_addoption(parser):
+    parser.addoption("--rewrite", action="store_true", default=False,
+                     help="regenerate the expected traces of the scenario files (tests/testdata)")
+
+
+@pytest.fixture
+def rewrite(request) -> bool:
+    """True when the run regenerates expected traces (``--rewrite``)."""
+    return bool(request.config.getoption("--rewrite"))
+
+
 def _record_fatal(message, exc):
     _FATAL.append((message, exc))
 
