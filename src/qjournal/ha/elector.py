@@ -294,7 +294,6 @@ class ActiveStandbyElector:
         try:
             await zk.start(timeout)
             self._session_id = zk.session_id
-            self._record("zk_connected", session=self._session_hex())
             parent = await zk.exists(self.settings.znode_dir)
         except ZkError as e:
             await self._close_client()

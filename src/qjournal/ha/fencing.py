@@ -49,13 +49,14 @@ import shutil
 import signal
 import time
 from dataclasses import asdict, dataclass
+from typing import Awaitable, Callable
 
 from qjournal.errors import ConfigError, FencingError, QJournalError
 from qjournal.ha.health_monitor import ProxyFactory, tcp_proxy_factory
 from qjournal.util.proc import pid_alive, read_cmdline
 
 __all__ = ["HATarget", "FenceMethod", "parse_fencing_methods", "fence_old_active",
-           "FencingSettings", "run_fence_method", "FENCE_METHODS"]
+           "FencingSettings", "run_fence_method", "FENCE_METHODS", "FenceMethodRunner"]
 
 log = logging.getLogger("qjournal.ha.fencing")
 
@@ -217,9 +218,14 @@ async def run_fence_method(method: FenceMethod, target: HATarget, settings: Fenc
         return f"{type(e).__name__}: {e}"
 
 
+#: ``(method, target, settings) -> None on success, else the reason``: how a configured method runs
+FenceMethodRunner = Callable[[FenceMethod, HATarget, FencingSettings], Awaitable[str | None]]
+
+
 async def fence_old_active(target: HATarget, settings: FencingSettings,
                            proxy_factory: ProxyFactory | None = None,
-                           connect_timeout_ms: int | None = None) -> str:
+                           connect_timeout_ms: int | None = None,
+                           run_method: FenceMethodRunner | None = None) -> str:
     """Fence ``target``: graceful transition to standby, then the configured methods.
 
     Args:
@@ -228,6 +234,8 @@ async def fence_old_active(target: HATarget, settings: FencingSettings,
         proxy_factory: how to reach the target's HAServiceProtocol (default: TCP to
             ``target.host:target.port``).
         connect_timeout_ms: connect deadline for the default factory.
+        run_method: runs one configured method (default :func:`run_fence_method`, real
+            processes; the simulator fences its simulated processes).
 
     Returns:
         The name of what fenced it: ``"graceful"`` or the method (e.g. ``"pidfence(/run)"``).
@@ -237,22 +245,24 @@ async def fence_old_active(target: HATarget, settings: FencingSettings,
     """
     factory = proxy_factory or tcp_proxy_factory(
         target.host, target.port, connect_timeout_ms or settings.graceful_timeout_ms)
+    run = run_method or run_fence_method
+    clock = asyncio.get_running_loop().time
     attempts: list[str] = []
-    t0 = time.monotonic()
+    t0 = clock()
     reason = await graceful_fence(target, factory, settings.graceful_timeout_ms)
     if reason is None:
         log.info("fenced %s gracefully", target.nn_id,
                  extra={"event": "fence", "method": "graceful", "target": target.nn_id,
-                        "ms": round((time.monotonic() - t0) * 1000, 1)})
+                        "ms": round((clock() - t0) * 1000, 1)})
         return "graceful"
     attempts.append(f"graceful transition_to_standby: {reason}")
     for method in settings.methods:  # invariant 1
-        t1 = time.monotonic()
-        reason = await run_fence_method(method, target, settings)
+        t1 = clock()
+        reason = await run(method, target, settings)
         if reason is None:
             log.info("fenced %s with %s", target.nn_id, method,
                      extra={"event": "fence", "method": str(method), "target": target.nn_id,
-                            "ms": round((time.monotonic() - t1) * 1000, 1)})
+                            "ms": round((clock() - t1) * 1000, 1)})
             return str(method)
         attempts.append(f"{method}: {reason}")
         log.warning("fencing %s with %s failed: %s", target.nn_id, method, reason)

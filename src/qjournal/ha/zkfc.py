@@ -55,7 +55,7 @@ from typing import Any, Callable
 
 from qjournal.errors import ConfigError, QJournalError, ServiceFailedError
 from qjournal.ha.elector import ActiveStandbyElector, ElectorSettings, ElectorState, ZooKeeperFactory
-from qjournal.ha.fencing import FencingSettings, HATarget, fence_old_active
+from qjournal.ha.fencing import FenceMethodRunner, FencingSettings, HATarget, fence_old_active
 from qjournal.ha.health_monitor import (
     HealthMonitor, HealthMonitorSettings, HealthState, ProxyFactory, tcp_proxy_factory,
 )
@@ -180,15 +180,18 @@ class ZKFailoverController:
             (default: TCP to ``zkfc_host:zkfc_port``).
         zk_factory: makes the ZooKeeper client (default: kazoo).
         wall_clock: wall time of the event timeline (default ``time.time``).
+        fence_method_runner: runs one configured fencing method (default: real processes).
     """
 
     def __init__(self, settings: ZKFCSettings, proxy_factory: ProxyFactory | None = None,
                  target_proxy_factory: Callable[[HATarget], ProxyFactory] | None = None,
                  zkfc_client_factory: Callable[[HATarget], ProxyFactory] | None = None,
                  zk_factory: ZooKeeperFactory = kazoo_zk_factory,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time,
+                 fence_method_runner: FenceMethodRunner | None = None) -> None:
         self.settings = settings
         self._zk_factory = zk_factory
+        self._fence_method_runner = fence_method_runner
         self._wall_clock = wall_clock
         s = settings
         self._nn_factory = proxy_factory or tcp_proxy_factory(s.nn_host, s.nn_port, s.connect_timeout_ms,
@@ -338,7 +341,8 @@ class ZKFailoverController:
         self._record("fence_old_active_start", target=target.nn_id)
         try:
             how = await fence_old_active(target, self.settings.fencing,
-                                         proxy_factory=self._target_factory(target))
+                                         proxy_factory=self._target_factory(target),
+                                         run_method=self._fence_method_runner)
         except QJournalError as e:
             self._record("fence_old_active_failed", target=target.nn_id, error=str(e))
             raise
