@@ -31,7 +31,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from qjournal.config.conf import Configuration
 from qjournal.localcluster.launcher import LocalCluster, NN_IDS
+from qjournal.namenode.dfs_client import DFSClient
 
 __all__ = ["run_demo", "WorkloadStats"]
 
@@ -51,8 +53,6 @@ class WorkloadStats:
 
 
 async def _writer(conf, i: int, stats: WorkloadStats, stop: asyncio.Event) -> None:
-    from qjournal.namenode.dfs_client import DFSClient
-
     d = f"/demo/w{i}"
     stats.acked[d], stats.attempted[d] = [], []
     async with DFSClient(conf) as client:
@@ -87,8 +87,6 @@ async def _reporter(stats: WorkloadStats, stop: asyncio.Event, out: Callable[[st
 
 
 async def _verify(conf, stats: WorkloadStats, out: Callable[[str], None]) -> list[str]:
-    from qjournal.namenode.dfs_client import DFSClient
-
     problems: list[str] = []
     async with DFSClient(conf) as client:
         for d in sorted(stats.acked):
@@ -122,8 +120,6 @@ async def run_demo(run_dir: str | None = None, writers: int = 4, before_s: float
         keep: keep the run directory (logs) afterwards.
         out: where progress goes.
     """
-    from qjournal.config.conf import Configuration
-
     tmp = None
     if run_dir is None:
         tmp = run_dir = tempfile.mkdtemp(prefix="qjournal-demo-")

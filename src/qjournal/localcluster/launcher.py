@@ -32,6 +32,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import shutil
@@ -42,9 +43,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from qjournal.config.conf import split_host_port
+from qjournal.config.conf import Configuration, split_host_port
 from qjournal.errors import QJournalError
+from qjournal.ha.elector import ElectorSettings, format_zk
 from qjournal.ha.zookeeper import ZooKeeperEnsemble, free_ports, server_mode
+from qjournal.transport import RpcClient
 from qjournal.util.fs import atomic_write
 from qjournal.util.proc import pid_alive, qjournal_argv, read_cmdline, read_last_lines, start_daemon
 
@@ -149,8 +152,6 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ configuration
     def _write_conf(self, ports: dict[str, int]) -> None:
-        from qjournal.config.conf import Configuration
-
         assert self.zk is not None
         conf = Configuration()
         jn_uri = ";".join(f"127.0.0.1:{ports[f'{jn}.rpc']}" for jn in JN_NAMES)
@@ -272,9 +273,6 @@ class LocalCluster:
 
     def _format_zk(self) -> None:
         """What ``qjournal zkfc -formatZK -force`` does, in-process (saves a process start)."""
-        from qjournal.config.conf import Configuration
-        from qjournal.ha.elector import ElectorSettings, format_zk
-
         conf = Configuration.load(self.conf_dir)
         format_zk(ElectorSettings.from_conf(conf, NAMESERVICE), force=True)
 
@@ -301,7 +299,6 @@ class LocalCluster:
 
     def _start_parallel(self, specs: list[tuple[str, str, list[str]]], ready_timeout_s: float) -> None:
         """Start independent daemons at once (each still waits for its own READY line)."""
-        import concurrent.futures
         with concurrent.futures.ThreadPoolExecutor(len(specs)) as ex:
             futures = [ex.submit(self._start, name, kind, argv, ready_timeout_s) for name, kind, argv in specs]
             errors = [f.exception() for f in futures if f.exception() is not None]
@@ -336,8 +333,6 @@ class LocalCluster:
 
     @staticmethod
     async def _query(rec: ProcessRecord, method: str, kwargs: dict, timeout_ms: int = 1500) -> dict | None:
-        from qjournal.transport import RpcClient
-
         if not rec.address or not rec.alive():
             return None
         try:
@@ -538,6 +533,5 @@ def _run_async(coro) -> Any:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    import concurrent.futures
     with concurrent.futures.ThreadPoolExecutor(1) as ex:
         return ex.submit(asyncio.run, coro).result()
