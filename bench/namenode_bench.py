@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import shutil
 import statistics
@@ -36,11 +37,13 @@ import tempfile
 import time
 
 from qjournal.config import Configuration
-from qjournal.protocol.messages import NamespaceInfo
 from qjournal.journalmanager.registry import open_journal
+from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.dfs_client import DFSClient
+from qjournal.namenode.format import format_namenode
 from qjournal.namenode.namespace import CallContext
-from qjournal.namenode.server import NameNode, format_namenode
+from qjournal.protocol.messages import NamespaceInfo
+from qjournal.util.proc import qjournal_argv, start_daemon
 
 
 def log(msg: str) -> None:
@@ -52,8 +55,6 @@ class JNs:
     """Three JournalNode processes for ``--journal qjm``."""
 
     def __init__(self, root: str) -> None:
-        from qjournal.util.proc import qjournal_argv, start_daemon
-
         self.daemons = []
         for i in range(3):
             self.daemons.append(start_daemon(
@@ -161,8 +162,6 @@ async def ops_per_second(addr: tuple[str, int], clients: int, seconds: float) ->
 
 async def bench_ops(root: str, uri: str | None, seconds: float, floor_syncs: float) -> list[str]:
     """The NameNode runs as its own process (``qjournal namenode``); the clients run here."""
-    from qjournal.util.proc import qjournal_argv, start_daemon
-
     opts = ["-D", f"dfs.namenode.name.dir=file://{root}/ops", "-D", "qjournal.namenode.superuser=bench",
             "-D", "qjournal.log.json=false", "-D", "qjournal.log.level=WARNING",
             "-D", "dfs.namenode.checkpoint.check.period=3600s"]
@@ -199,7 +198,7 @@ async def bench_tail_lag(root: str, seconds: float, shared: str) -> str:
     a, s = NameNode(c1, "nn1"), NameNode(c2, "nn2")
     await a.start("127.0.0.1", 0)
     await s.start(serve=False)
-    await a.transition_to_active("user")
+    await a.ha_service.transition_to_active("user")
     client = DFSClient(addresses=[("nn1", *a.address)], user="bench")  # type: ignore[misc]
     lags = []
     stop = time.perf_counter() + seconds
@@ -243,7 +242,7 @@ async def bench_failover(root: str, n_edits: int, uri_of, tag: str = "") -> tupl
     a, s = NameNode(c1, "nn1"), NameNode(c2, "nn2")
     await a.start(serve=False)
     await s.start("127.0.0.1", 0)
-    await a.transition_to_active("user")
+    await a.ha_service.transition_to_active("user")
     el, ns = a.editlog, a.namespace
     t0 = time.perf_counter()
     for i in range(n_edits):
@@ -254,13 +253,13 @@ async def bench_failover(root: str, n_edits: int, uri_of, tag: str = "") -> tupl
             await el.log_sync(txid)  # type: ignore[union-attr]
     await el.log_sync()  # type: ignore[union-attr]
     gen = time.perf_counter() - t0
-    await a.transition_to_standby("user")  # finalize; the standby has tailed nothing since its image
+    await a.ha_service.transition_to_standby("user")  # finalize; the standby has tailed nothing since its image
     client = DFSClient(addresses=[("nn2", *s.address)], user="bench")  # type: ignore[misc]
     t0 = time.perf_counter()
-    await s.transition_to_active("user")
+    await s.ha_service.transition_to_active("user")
     await client.mkdirs("/first-write")
     took = time.perf_counter() - t0
-    log(f"    phases: {s.last_transition}")
+    log(f"    phases: {s.ha_service.last_transition}")
     await client.close()
     await s.stop()
     await a.stop()
@@ -274,7 +273,6 @@ async def main() -> int:
     ap.add_argument("--big", action="store_true", help="also fail over after 10^6 edits")
     ap.add_argument("--failover-only", action="store_true", help="skip the throughput and tail-lag runs")
     args = ap.parse_args()
-    import logging
     logging.basicConfig(level=logging.WARNING)
     root = tempfile.mkdtemp(prefix="nnbench-")
     jns = JNs(root) if args.journal == "qjm" else None

@@ -13,7 +13,8 @@ import pytest
 
 from qjournal.cli.main import main as qjournal_main
 from qjournal.config import Configuration
-from qjournal.namenode.server import NameNode, format_namenode
+from qjournal.namenode.daemon import NameNode
+from qjournal.namenode.format import format_namenode
 
 
 @pytest.fixture

@@ -13,10 +13,11 @@ import pytest
 from qjournal.config import Configuration
 from qjournal.errors import FileAlreadyExistsError, ServiceFailedError, StandbyError
 from qjournal.journalmanager.file import FileJournal
+from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.dfs_client import DFSClient
-from qjournal.namenode.image import list_images
+from qjournal.namenode.format import bootstrap_standby, format_namenode
 from qjournal.namenode.ha_state import HAState
-from qjournal.namenode.server import NameNode, bootstrap_standby, format_namenode
+from qjournal.namenode.image import list_images
 
 
 def base_conf(tmp, name):
@@ -58,11 +59,11 @@ def test_failover_with_tailing_retry_cache_and_lock_fencing(tmp_path):
         try:
             assert nn1.state == nn2.state == HAState.STANDBY
             with pytest.raises(StandbyError):
-                await nn1.rpc_mkdirs("/x", user="alice", groups=[])
-            await nn1.transition_to_active("user")
+                await nn1.client_protocol.rpc_mkdirs("/x", user="alice", groups=[])
+            await nn1.ha_service.transition_to_active("user")
             # the other NameNode cannot take the shared dir's lock: it stays standby
             with pytest.raises(ServiceFailedError, match="transition to active failed"):
-                await nn2.transition_to_active("user")
+                await nn2.ha_service.transition_to_active("user")
             assert nn2.state == HAState.STANDBY
             su = DFSClient(conf, user="hdfs", groups=["supergroup"])
             with pytest.raises(Exception, match="Permission denied: user=alice"):
@@ -74,19 +75,19 @@ def test_failover_with_tailing_retry_cache_and_lock_fencing(tmp_path):
             await client.rename("/user/alice/f1", "/user/alice/f2")
             # a call whose answer was "lost": applied on nn1, then retried after failover
             cid = b"\x07" * 16
-            first = await nn1.rpc_create("/user/alice/lost", user="alice", groups=["staff"],
+            first = await nn1.client_protocol.rpc_create("/user/alice/lost", user="alice", groups=["staff"],
                                          client_id=cid, call_id=5)
             await nn1.editlog.roll()
             await nn2.tailer.catch_up(nn2.shared_reader)
             assert nn2.namespace.snapshot() == nn1.namespace.snapshot()
-            await nn1.transition_to_standby("user")
-            await nn2.transition_to_active("user")
+            await nn1.ha_service.transition_to_standby("user")
+            await nn2.ha_service.transition_to_active("user")
             assert nn2.state == HAState.ACTIVE and nn1.state == HAState.STANDBY
-            again = await nn2.rpc_create("/user/alice/lost", user="alice", groups=["staff"],
+            again = await nn2.client_protocol.rpc_create("/user/alice/lost", user="alice", groups=["staff"],
                                          client_id=cid, call_id=5)
             assert again == first
             with pytest.raises(FileAlreadyExistsError):  # a new call id is a new call
-                await nn2.rpc_create("/user/alice/lost", user="alice", groups=["staff"],
+                await nn2.client_protocol.rpc_create("/user/alice/lost", user="alice", groups=["staff"],
                                      client_id=cid, call_id=6)
             # the client fails over by itself (it was talking to nn1)
             await client.mkdirs("/user/alice/after")
@@ -114,7 +115,7 @@ def test_restart_replays_image_and_edits_and_checkpoint_upload(tmp_path):
             nn.conf.set("dfs.namenode.num.extra.edits.retained", "0")
         client = DFSClient(conf, user="hdfs", groups=["supergroup"])
         try:
-            await nn1.transition_to_active("user")
+            await nn1.ha_service.transition_to_active("user")
             for i in range(20):
                 await client.mkdirs(f"/d/{i}")
             await nn1.editlog.roll()
@@ -136,7 +137,7 @@ def test_restart_replays_image_and_edits_and_checkpoint_upload(tmp_path):
         nn1b = NameNode(nn1.conf, "nn1")
         await nn1b.start(serve=False)
         try:
-            await nn1b.transition_to_active("user")
+            await nn1b.ha_service.transition_to_active("user")
             assert nn1b.namespace.snapshot() == want
             assert nn1b.last_checkpoint_txid == txid
         finally:
@@ -149,10 +150,10 @@ def test_standby_behind_purged_edits_reports_not_ready_and_refuses_to_become_act
     async def main():
         nn1, nn2, conf = await start_pair(tmp_path)
         try:
-            await nn1.transition_to_active("user")
-            await nn1.rpc_mkdirs("/a", user="hdfs", groups=[])
+            await nn1.ha_service.transition_to_active("user")
+            await nn1.client_protocol.rpc_mkdirs("/a", user="hdfs", groups=[])
             second = await nn1.editlog.roll()
-            await nn1.rpc_mkdirs("/b", user="hdfs", groups=[])
+            await nn1.client_protocol.rpc_mkdirs("/b", user="hdfs", groups=[])
             await nn1.editlog.roll()
             await nn1.journal_set.purge_logs_older_than(second)   # the first segment is gone
             rounds = nn2.tailer.rounds
@@ -162,11 +163,11 @@ def test_standby_behind_purged_edits_reports_not_ready_and_refuses_to_become_act
             while nn2.tailer.rounds == rounds:   # wait for one tailing round (a condition)
                 assert loop.time() < deadline, "the tailer did not run"
                 await asyncio.sleep(0.01)
-            st = await nn2.rpc_get_service_status()
+            st = await nn2.ha_service.rpc_get_service_status()
             assert st["ready_to_become_active"] is False and "gap" in st["not_ready_reason"]
-            await nn1.transition_to_standby("user")
+            await nn1.ha_service.transition_to_standby("user")
             with pytest.raises(ServiceFailedError, match="gap|not available|expected txid"):
-                await nn2.transition_to_active("user")
+                await nn2.ha_service.transition_to_active("user")
             assert nn2.state == HAState.STANDBY
         finally:
             await nn1.stop()

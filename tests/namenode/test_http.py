@@ -14,9 +14,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from qjournal.config import Configuration
+from qjournal.namenode.daemon import NameNode
+from qjournal.namenode.format import format_namenode
 from qjournal.namenode.http import NameNodeHttpServer, http_address_of
-from qjournal.namenode.server import NameNode, format_namenode
 from qjournal.transport import RpcClient, pki
+from qjournal.util.http import http_client_context
+
+from .procs import Cluster
 
 W = dict(user="hdfs", groups=["supergroup"])
 
@@ -170,14 +174,14 @@ def test_is_active_follows_the_ha_state(tmp_path):
                 journals = json.loads(beans["Hadoop:service=NameNode,name=NameNodeInfo"]["NameJournalStatus"])
                 assert {"manager": f"file://{tmp_path}/shared", "stream": "open for read", "disabled": "false",
                         "required": "true"} in journals
-                await nn.transition_to_active("user")
+                await nn.ha_service.transition_to_active("user")
                 assert (await fetch(s, f"{base}/isActive")) == (200, "I am Active!")
                 beans = await jmx(s, base)
                 assert beans["Hadoop:service=NameNode,name=FSNamesystem"]["HAState"] == "active"
                 journals = json.loads(beans["Hadoop:service=NameNode,name=NameNodeInfo"]["NameJournalStatus"])
                 shared = [j for j in journals if j["manager"] == f"file://{tmp_path}/shared"]
                 assert shared and shared[0]["required"] == "true" and shared[0]["disabled"] == "false"
-                await nn.transition_to_standby("user")
+                await nn.ha_service.transition_to_standby("user")
                 assert (await fetch(s, f"{base}/isActive"))[0] == 405
         finally:
             await http.stop()
@@ -234,7 +238,6 @@ def test_https_requires_a_client_certificate(tmp_path, certs):
                 # plain HTTP on the HTTPS port gets nothing useful either
                 with pytest.raises(aiohttp.ClientError):
                     await fetch(s, f"http://{host}:{port}/isActive")
-            from qjournal.util.http import http_client_context
             ctx = http_client_context(Configuration(tls_keys(op_cert, ca)))
             async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as s:
                 assert (await fetch(s, f"{http.url}/isActive")) == (200, "I am Active!")
@@ -249,8 +252,6 @@ def test_https_requires_a_client_certificate(tmp_path, certs):
 
 @pytest.mark.slow
 def test_daemon_announces_http_in_ready_line(tmp_path):
-    from .procs import Cluster
-
     cluster = Cluster(tmp_path)
     try:
         conf = {"dfs.namenode.name.dir": f"file://{tmp_path}/nn", "qjournal.namenode.superuser": "hdfs"}

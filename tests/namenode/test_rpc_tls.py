@@ -9,8 +9,9 @@ import pytest
 
 from qjournal.config import Configuration
 from qjournal.errors import QJournalError
+from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.dfs_client import DFSClient, HAServiceClient
-from qjournal.namenode.server import NameNode, format_namenode
+from qjournal.namenode.format import format_namenode
 from qjournal.transport import pki
 from qjournal.transport.tls import client_context_from_conf
 
@@ -61,7 +62,7 @@ def test_namenode_rpc_requires_mutual_tls(tmp_path):
             with pytest.raises((QJournalError, OSError)):
                 await ha_plain.get_service_status()
             await ha_plain.close()
-            assert await nn.rpc_get_file_info("/plain", user="hdfs", groups=["supergroup"]) is None
+            assert await nn.client_protocol.rpc_get_file_info("/plain", user="hdfs", groups=["supergroup"]) is None
         finally:
             await nn.stop()
 

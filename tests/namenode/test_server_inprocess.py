@@ -9,10 +9,11 @@ import errno
 import pytest
 
 from qjournal.config import Configuration
-from qjournal.errors import HealthCheckFailedError, ServiceFailedError, StandbyError
+from qjournal.errors import HealthCheckFailedError, QJournalError, ServiceFailedError, StandbyError
+from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.editlog import EditLogFatalError
+from qjournal.namenode.format import format_namenode, initialize_shared_edits
 from qjournal.namenode.ha_state import HAState
-from qjournal.namenode.server import NameNode, format_namenode
 
 
 def conf_for(tmp, **extra):
@@ -37,13 +38,13 @@ def test_non_ha_restart_replays_local_edits_and_checkpoint(tmp_path):
         await nn.start(serve=False)
         assert nn.state == HAState.ACTIVE
         for i in range(10):
-            await nn.rpc_mkdirs(f"/a/{i}", **W)
+            await nn.client_protocol.rpc_mkdirs(f"/a/{i}", **W)
         txid = await nn.checkpointer.checkpoint()   # non-HA: the active checkpoints itself
-        await nn.rpc_create("/a/0/f", **W)
-        await nn.rpc_rename("/a/0/f", "/a/1", **W)
+        await nn.client_protocol.rpc_create("/a/0/f", **W)
+        await nn.client_protocol.rpc_rename("/a/0/f", "/a/1", **W)
         want = nn.namespace.snapshot()
         with pytest.raises(ServiceFailedError, match="HA is not enabled"):
-            await nn.transition_to_standby("user")
+            await nn.ha_service.transition_to_standby("user")
         await nn.stop()
         nn2 = NameNode(conf)
         await nn2.start(serve=False)
@@ -73,14 +74,14 @@ def test_health_check_space_and_stale_reads(tmp_path):
         nn = NameNode(conf, "nn1")
         await nn.start(serve=False)
         try:
-            assert (await nn.rpc_get_service_status())["state"] == "standby"
-            await nn.rpc_monitor_health()
-            assert await nn.rpc_get_file_info("/", **W) is not None   # stale reads allowed
+            assert (await nn.ha_service.rpc_get_service_status())["state"] == "standby"
+            await nn.ha_service.rpc_monitor_health()
+            assert await nn.client_protocol.rpc_get_file_info("/", **W) is not None   # stale reads allowed
             with pytest.raises(StandbyError, match="WRITE"):
-                await nn.rpc_mkdirs("/x", **W)
-            nn.health_free_bytes_override = 10   # simulate a nearly full disk
+                await nn.client_protocol.rpc_mkdirs("/x", **W)
+            nn.ha_service.health_free_bytes_override = 10   # simulate a nearly full disk
             with pytest.raises(HealthCheckFailedError, match="dfs.namenode.resource.du.reserved"):
-                await nn.rpc_monitor_health()
+                await nn.ha_service.rpc_monitor_health()
         finally:
             await nn.stop()
 
@@ -95,8 +96,8 @@ def test_concurrent_retry_of_an_in_flight_call_gets_the_same_answer(tmp_path):
         await nn.start(serve=False)
         try:
             cid = b"\x05" * 16
-            a, b = await asyncio.gather(nn.rpc_create("/f", client_id=cid, call_id=1, **W),
-                                        nn.rpc_create("/f", client_id=cid, call_id=1, **W))
+            a, b = await asyncio.gather(nn.client_protocol.rpc_create("/f", client_id=cid, call_id=1, **W),
+                                        nn.client_protocol.rpc_create("/f", client_id=cid, call_id=1, **W))
             assert a == b and a["path"] == "/f"
             assert nn.editlog.last_written_txid == 2   # START + one OP_CREATE, not two
         finally:
@@ -112,7 +113,7 @@ def test_journal_failure_stops_the_namenode(tmp_path):
         exits = []
         nn = NameNode(conf, exit_hook=exits.append)
         await nn.start(serve=False)
-        await nn.rpc_mkdirs("/ok", **W)
+        await nn.client_protocol.rpc_mkdirs("/ok", **W)
         member = nn.journal_set.members[0].journal
 
         def broken(fd):
@@ -120,12 +121,12 @@ def test_journal_failure_stops_the_namenode(tmp_path):
 
         member.disk.fdatasync = broken
         with pytest.raises(EditLogFatalError):
-            await nn.rpc_mkdirs("/lost", **W)
+            await nn.client_protocol.rpc_mkdirs("/lost", **W)
         assert exits == [1] and nn.state == HAState.STOPPING
         with pytest.raises(StandbyError, match="stopping"):
-            await nn.rpc_get_file_info("/ok", **W)
+            await nn.client_protocol.rpc_get_file_info("/ok", **W)
         with pytest.raises(HealthCheckFailedError):
-            await nn.rpc_monitor_health()
+            await nn.ha_service.rpc_monitor_health()
         await nn.stop()
 
     asyncio.run(main())
@@ -142,14 +143,14 @@ def test_checkpoint_is_due_by_txn_count_and_by_period(tmp_path):
         await nn.start(serve=False)
         try:
             ck = nn.checkpointer
-            await nn.rpc_mkdirs("/a", **W)            # START + 1 op since the txid-0 image
+            await nn.client_protocol.rpc_mkdirs("/a", **W)            # START + 1 op since the txid-0 image
             assert not ck.due()
             now[0] += 60_000
             assert ck.due()                           # period elapsed with something new
             txid = await ck.checkpoint()
             assert not ck.due()
             for i in range(5):
-                await nn.rpc_mkdirs(f"/b{i}", **W)
+                await nn.client_protocol.rpc_mkdirs(f"/b{i}", **W)
             assert nn.last_applied_txid - txid == 5 and ck.due()   # txn count reached
         finally:
             await nn.stop()
@@ -158,17 +159,15 @@ def test_checkpoint_is_due_by_txn_count_and_by_period(tmp_path):
 
 
 def test_initialize_shared_edits_turns_a_non_ha_namenode_into_ha(tmp_path):
-    from qjournal.namenode.server import initialize_shared_edits
-
     async def main():
         conf = conf_for(tmp_path)
         await format_namenode(conf, cluster_id="CID-x", namespace_id=5)
         nn = NameNode(conf)
         await nn.start(serve=False)
         for i in range(5):
-            await nn.rpc_mkdirs(f"/pre/{i}", **W)
+            await nn.client_protocol.rpc_mkdirs(f"/pre/{i}", **W)
         await nn.editlog.roll()
-        await nn.rpc_create("/pre/f", **W)
+        await nn.client_protocol.rpc_create("/pre/f", **W)
         want = nn.namespace.snapshot()
         await nn.stop()
         conf.set("dfs.namenode.shared.edits.dir", f"file://{tmp_path}/shared")
@@ -179,8 +178,8 @@ def test_initialize_shared_edits_turns_a_non_ha_namenode_into_ha(tmp_path):
         await ha.start(serve=False)
         try:
             assert ha.state == HAState.STANDBY and ha.namespace.snapshot() == want
-            await ha.transition_to_active("user")
-            await ha.rpc_mkdirs("/post", **W)
+            await ha.ha_service.transition_to_active("user")
+            await ha.client_protocol.rpc_mkdirs("/post", **W)
         finally:
             await ha.stop()
 
@@ -189,8 +188,6 @@ def test_initialize_shared_edits_turns_a_non_ha_namenode_into_ha(tmp_path):
 
 def test_malformed_arguments_get_typed_errors_never_crashes(tmp_path):
     """Every client call with wrongly typed arguments answers a QJournalError (the RPC layer sends it typed)."""
-    from qjournal.errors import QJournalError
-
     bad_values = [None, 7, "x", b"\x00", [1], {"a": 1}, -1, True, "/ok", 2 ** 70]
     calls = {
         "rpc_mkdirs": ("path", "perm", "create_parent"),
@@ -212,8 +209,8 @@ def test_malformed_arguments_get_typed_errors_never_crashes(tmp_path):
         nn = NameNode(conf)
         await nn.start(serve=False)
         try:
-            await nn.rpc_mkdirs("/ok", **W)
-            await nn.rpc_create("/ok/f", **W)
+            await nn.client_protocol.rpc_mkdirs("/ok", **W)
+            await nn.client_protocol.rpc_create("/ok/f", **W)
             good = {"path": "/ok/f", "perm": 0o644, "create_parent": True, "replication": 2,
                     "block_size": 1024, "overwrite": True, "recursive": False, "src": "/ok/f",
                     "dst": "/ok/g", "owner": "hdfs", "group": "g", "mtime": 5, "atime": 5}
@@ -223,7 +220,7 @@ def test_malformed_arguments_get_typed_errors_never_crashes(tmp_path):
                         kw = {a: good[a] for a in calls[method]}
                         kw[arg] = v
                         try:
-                            await getattr(nn, method)(**kw, **W)
+                            await getattr(nn.client_protocol, method)(**kw, **W)
                         except QJournalError:
                             pass
             for v in bad_values:   # a bad identity is refused before anything else
@@ -231,7 +228,7 @@ def test_malformed_arguments_get_typed_errors_never_crashes(tmp_path):
                     ident = dict(W, client_id=b"\x01" * 16, call_id=1)
                     ident[k] = v
                     try:
-                        await nn.rpc_mkdirs("/ok/z", **ident)
+                        await nn.client_protocol.rpc_mkdirs("/ok/z", **ident)
                     except QJournalError:
                         pass
             assert nn.state == HAState.ACTIVE and nn.fatal_error is None

@@ -10,6 +10,10 @@ Commands: ``-ls [-d] PATH...``, ``-mkdir [-p] PATH...``, ``-touchz PATH...``,
 ``-du [-s] PATH...``, ``-count PATH...``, ``-setrep N PATH...``.
 Errors print ``<cmd>: `<path>': <message>`` on stderr; the exit status is 1
 when any path failed. Options: ``--user``, ``--groups`` (simple authentication).
+
+Commands are a table (:data:`COMMANDS`): each entry names the single-letter
+flags it accepts (parsed off the front of its arguments) and a small handler
+``async fn(client, flags, args) -> exit status``.
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ import argparse
 import asyncio
 import sys
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Awaitable, Callable
 
-COMMANDS = ("-ls", "-mkdir", "-touchz", "-rm", "-mv", "-chmod", "-chown", "-stat", "-du",
-            "-count", "-setrep")
+from qjournal.config import Configuration
+from qjournal.errors import FileNotFoundError_, QJournalError
+from qjournal.namenode import namespace
+from qjournal.namenode.dfs_client import DFSClient
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,8 +48,7 @@ def _fmt_time(ms: int, with_seconds: bool = False) -> str:
 
 
 def mode_string(st: dict) -> str:
-    from qjournal.namenode.namespace import mode_string as ms
-    return ms(st["type"] == "d", st["permission"])
+    return namespace.mode_string(st["type"] == "d", st["permission"])
 
 
 def format_ls(statuses: list[dict]) -> list[str]:
@@ -88,7 +94,6 @@ def format_stat(fmt: str, st: dict) -> str:
 
 
 def _err(cmd: str, path: str, e: BaseException) -> None:
-    from qjournal.errors import FileNotFoundError_, QJournalError
     msg = e.message if isinstance(e, QJournalError) else str(e)
     if isinstance(e, FileNotFoundError_):
         msg = "No such file or directory"
@@ -96,9 +101,6 @@ def _err(cmd: str, path: str, e: BaseException) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qjournal.config import Configuration
-    from qjournal.errors import QJournalError
-
     argv = list(args.argv)
     if not argv or argv[0] not in COMMANDS:
         print(f"dfs: expected one of {' '.join(COMMANDS)}, got {argv[:1] or 'nothing'}", file=sys.stderr)
@@ -128,160 +130,39 @@ def _flags(argv: list[str], allowed: str) -> tuple[set[str], list[str]]:
     return flags, rest
 
 
-async def _run(conf: Any, argv: list[str], user: str | None, groups: list[str] | None) -> int:
-    from qjournal.errors import FileNotFoundError_, QJournalError
-    from qjournal.namenode.dfs_client import DFSClient
-
-    cmd, rest = argv[0], argv[1:]
-    rc = 0
+async def _run(conf: Configuration, argv: list[str], user: str | None, groups: list[str] | None) -> int:
+    command = COMMANDS[argv[0]]
     async with DFSClient(conf, user=user, groups=groups) as c:
-        if cmd == "-ls":
-            flags, paths = _flags(rest, "dR")
-            for p in paths or ["/"]:
-                try:
-                    st = await _stat(c, p)
-                    if st["type"] == "d" and "d" not in flags:
-                        items = await c.list_status(p)
-                        print(f"Found {len(items)} items")
-                        for line in format_ls(items):
-                            print(line)
-                    else:
-                        for line in format_ls([st]):
-                            print(line)
-                except QJournalError as e:
-                    _err(cmd, p, e)
-                    rc = 1
-        elif cmd == "-mkdir":
-            flags, paths = _flags(rest, "p")
-            for p in paths:
-                try:
-                    await c.mkdirs(p, create_parent="p" in flags)
-                except QJournalError as e:
-                    _err(cmd, p, e)
-                    rc = 1
-        elif cmd == "-touchz":
-            for p in rest:
-                try:
-                    st = await c.get_file_info(p)
-                    if st is not None and st["length"] != 0:
-                        raise QJournalError("Not a zero-length file")
-                    if st is None:
-                        await c.create(p)
-                    else:
-                        await c.set_times(p, mtime=int(time.time() * 1000))
-                except QJournalError as e:
-                    _err(cmd, p, e)
-                    rc = 1
-        elif cmd == "-rm":
-            flags, paths = _flags(rest, "rRf")
-            for p in paths:
-                try:
-                    await c.delete(p, recursive=bool(flags & {"r", "R"}))
-                    print(f"Deleted {p}")
-                except FileNotFoundError_ as e:
-                    if "f" not in flags:
-                        _err(cmd, p, e)
-                        rc = 1
-                except QJournalError as e:
-                    _err(cmd, p, e)
-                    rc = 1
-        elif cmd == "-mv":
-            if len(rest) < 2:
-                print("mv: needs SRC... DST", file=sys.stderr)
-                return 1
-            dst = rest[-1]
-            for s in rest[:-1]:
-                try:
-                    await c.rename(s, dst)
-                except QJournalError as e:
-                    _err(cmd, s, e)
-                    rc = 1
-        elif cmd in ("-chmod", "-chown", "-setrep"):
-            flags, rest2 = _flags(rest, "Rw")
-            if len(rest2) < 2:
-                print(f"{cmd[1:]}: needs an argument and at least one path", file=sys.stderr)
-                return 1
-            arg, paths = rest2[0], rest2[1:]
-            targets: list[str] = []
-            for p in paths:
-                targets.append(p)
-                if "R" in flags:
-                    try:
-                        targets.extend(await _walk(c, p))
-                    except QJournalError as e:
-                        _err(cmd, p, e)
-                        rc = 1
-            for p in targets:
-                try:
-                    if cmd == "-chmod":
-                        try:
-                            perm = int(arg, 8)
-                        except ValueError:
-                            print(f"chmod: chmod : mode '{arg}' does not match the expected pattern "
-                                  f"(octal only)", file=sys.stderr)
-                            return 1
-                        await c.set_permission(p, perm)
-                    elif cmd == "-chown":
-                        owner, _, group = arg.partition(":")
-                        await c.set_owner(p, owner or None, group or None)
-                    else:
-                        await c.set_replication(p, int(arg))
-                        print(f"Replication {int(arg)} set: {p}")
-                except (QJournalError, ValueError) as e:
-                    _err(cmd, p, e)
-                    rc = 1
-        elif cmd == "-stat":
-            fmt = "%y"
-            if rest and not rest[0].startswith("/"):
-                fmt, rest = rest[0], rest[1:]
-            for p in rest:
-                try:
-                    st = await _stat(c, p)
-                    print(format_stat(fmt, st))
-                except QJournalError as e:
-                    _err(cmd, p, e)
-                    rc = 1
-        elif cmd == "-du":
-            flags, paths = _flags(rest, "sh")
-            for p in paths or ["/"]:
-                try:
-                    st = await _stat(c, p)
-                    if "s" in flags or st["type"] != "d":
-                        cs = await c.get_content_summary(p)
-                        print(f"{cs['length']}  {cs['space_consumed']}  {p}")
-                    else:
-                        for child in await c.list_status(p):
-                            cs = await c.get_content_summary(child["path"])
-                            print(f"{cs['length']}  {cs['space_consumed']}  {child['path']}")
-                except QJournalError as e:
-                    _err(cmd, p, e)
-                    rc = 1
-        elif cmd == "-count":
-            for p in rest:
-                try:
-                    cs = await c.get_content_summary(p)
-                    print(f"{cs['directory_count']:>12} {cs['file_count']:>12} {cs['length']:>18} {p}")
-                except QJournalError as e:
-                    _err(cmd, p, e)
-                    rc = 1
+        flags, args = _flags(argv[1:], command.flags)
+        return await command.fn(c, flags, args)
+
+
+async def _for_each(cmd: str, paths: list[str], action: Callable[[str], Awaitable[object]],
+                    errors: tuple[type[BaseException], ...] = (QJournalError,)) -> int:
+    """Run ``action`` on every path; report each failure as ``cmd`` does. Returns the exit status."""
+    rc = 0
+    for p in paths:
+        try:
+            await action(p)
+        except errors as e:
+            _err(cmd, p, e)
+            rc = 1
     return rc
 
 
-async def _stat(c: Any, path: str) -> dict:
+async def _stat(c: DFSClient, path: str) -> dict:
     """The file status of ``path``.
 
     Raises:
         FileNotFoundError_: ``path`` does not exist.
     """
-    from qjournal.errors import FileNotFoundError_
-
     st = await c.get_file_info(path)
     if st is None:
         raise FileNotFoundError_(f"{path}: No such file or directory", path=path)
     return st
 
 
-async def _walk(c: Any, path: str) -> list[str]:
+async def _walk(c: DFSClient, path: str) -> list[str]:
     out = []
     st = await c.get_file_info(path)
     if st is None or st["type"] != "d":
@@ -291,3 +172,180 @@ async def _walk(c: Any, path: str) -> list[str]:
         if child["type"] == "d":
             out.extend(await _walk(c, child["path"]))
     return out
+
+
+# ------------------------------------------------------------------ the commands
+async def ls(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-ls [-d] [PATH...]``: a directory's entries (``-d``: the directory itself); default ``/``."""
+    async def show(p: str) -> None:
+        st = await _stat(c, p)
+        if st["type"] == "d" and "d" not in flags:
+            items = await c.list_status(p)
+            print(f"Found {len(items)} items")
+            for line in format_ls(items):
+                print(line)
+        else:
+            for line in format_ls([st]):
+                print(line)
+    return await _for_each("-ls", args or ["/"], show)
+
+
+async def mkdir(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-mkdir [-p] PATH...``."""
+    return await _for_each("-mkdir", args, lambda p: c.mkdirs(p, create_parent="p" in flags))
+
+
+async def touchz(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-touchz PATH...``: create empty files; an existing empty file gets a new mtime."""
+    async def touch(p: str) -> None:
+        st = await c.get_file_info(p)
+        if st is not None and st["length"] != 0:
+            raise QJournalError("Not a zero-length file")
+        if st is None:
+            await c.create(p)
+        else:
+            await c.set_times(p, mtime=int(time.time() * 1000))
+    return await _for_each("-touchz", args, touch)
+
+
+async def rm(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-rm [-r|-R] [-f] PATH...`` (``-f``: a missing path is no error)."""
+    async def delete(p: str) -> None:
+        try:
+            await c.delete(p, recursive=bool(flags & {"r", "R"}))
+            print(f"Deleted {p}")
+        except FileNotFoundError_:
+            if "f" not in flags:
+                raise
+    return await _for_each("-rm", args, delete)
+
+
+async def mv(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-mv SRC... DST``."""
+    if len(args) < 2:
+        print("mv: needs SRC... DST", file=sys.stderr)
+        return 1
+    dst = args[-1]
+    return await _for_each("-mv", args[:-1], lambda s: c.rename(s, dst))
+
+
+async def _targets(c: DFSClient, cmd: str, flags: set[str], paths: list[str]) -> tuple[list[str], int]:
+    """``paths`` and, with ``-R``, everything under them. Returns ``(targets, exit status so far)``."""
+    targets: list[str] = []
+    rc = 0
+    for p in paths:
+        targets.append(p)
+        if "R" in flags:
+            try:
+                targets.extend(await _walk(c, p))
+            except QJournalError as e:
+                _err(cmd, p, e)
+                rc = 1
+    return targets, rc
+
+
+def _needs_argument(cmd: str) -> int:
+    print(f"{cmd[1:]}: needs an argument and at least one path", file=sys.stderr)
+    return 1
+
+
+async def chmod(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-chmod [-R] OCTAL PATH...``."""
+    if len(args) < 2:
+        return _needs_argument("-chmod")
+    targets, rc = await _targets(c, "-chmod", flags, args[1:])
+    try:
+        perm = int(args[0], 8)
+    except ValueError:
+        print(f"chmod: chmod : mode '{args[0]}' does not match the expected pattern "
+              f"(octal only)", file=sys.stderr)
+        return 1
+    failed = await _for_each("-chmod", targets, lambda p: c.set_permission(p, perm),
+                             (QJournalError, ValueError))
+    return rc or failed
+
+
+async def chown(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-chown [-R] OWNER[:GROUP] PATH...``."""
+    if len(args) < 2:
+        return _needs_argument("-chown")
+    targets, rc = await _targets(c, "-chown", flags, args[1:])
+    owner, _, group = args[0].partition(":")
+    failed = await _for_each("-chown", targets, lambda p: c.set_owner(p, owner or None, group or None),
+                             (QJournalError, ValueError))
+    return rc or failed
+
+
+async def setrep(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-setrep [-R] N PATH...``."""
+    if len(args) < 2:
+        return _needs_argument("-setrep")
+    targets, rc = await _targets(c, "-setrep", flags, args[1:])
+
+    async def set_replication(p: str) -> None:
+        await c.set_replication(p, int(args[0]))
+        print(f"Replication {int(args[0])} set: {p}")
+    failed = await _for_each("-setrep", targets, set_replication, (QJournalError, ValueError))
+    return rc or failed
+
+
+async def stat(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-stat [FORMAT] PATH...`` (default format ``%y``)."""
+    fmt = "%y"
+    if args and not args[0].startswith("/"):
+        fmt, args = args[0], args[1:]
+
+    async def show(p: str) -> None:
+        print(format_stat(fmt, await _stat(c, p)))
+    return await _for_each("-stat", args, show)
+
+
+async def du(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-du [-s] [PATH...]``: length and space consumed of each entry (``-s``: of the path); default ``/``."""
+    async def show(p: str) -> None:
+        st = await _stat(c, p)
+        if "s" in flags or st["type"] != "d":
+            cs = await c.get_content_summary(p)
+            print(f"{cs['length']}  {cs['space_consumed']}  {p}")
+        else:
+            for child in await c.list_status(p):
+                cs = await c.get_content_summary(child["path"])
+                print(f"{cs['length']}  {cs['space_consumed']}  {child['path']}")
+    return await _for_each("-du", args or ["/"], show)
+
+
+async def count(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-count PATH...``: directories, files and bytes under each path."""
+    async def show(p: str) -> None:
+        cs = await c.get_content_summary(p)
+        print(f"{cs['directory_count']:>12} {cs['file_count']:>12} {cs['length']:>18} {p}")
+    return await _for_each("-count", args, show)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One dfs command.
+
+    Attributes:
+        fn: ``async fn(client, flags, args) -> int`` (exit status).
+        flags: the single-letter flags it accepts before its arguments.
+    """
+
+    fn: Callable[[DFSClient, set[str], list[str]], Awaitable[int]]
+    flags: str = ""
+
+
+#: the commands, in help order
+COMMANDS: dict[str, Command] = {
+    "-ls": Command(ls, "dR"),
+    "-mkdir": Command(mkdir, "p"),
+    "-touchz": Command(touchz),
+    "-rm": Command(rm, "rRf"),
+    "-mv": Command(mv),
+    "-chmod": Command(chmod, "Rw"),
+    "-chown": Command(chown, "Rw"),
+    "-stat": Command(stat),
+    "-du": Command(du, "sh"),
+    "-count": Command(count),
+    "-setrep": Command(setrep, "Rw"),
+}

@@ -27,6 +27,11 @@ import os
 import sys
 
 from qjournal.cli._daemon import host_port_arg, remove_pid_file, stop_on_signals, write_pid_file
+from qjournal.config import Configuration
+from qjournal.errors import QJournalError
+from qjournal.namenode.daemon import NameNode
+from qjournal.namenode.format import bootstrap_standby, format_namenode, initialize_shared_edits
+from qjournal.util.logs import setup_logging
 
 log = logging.getLogger("qjournal.namenode")
 
@@ -56,9 +61,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Returns the exit status."""
-    from qjournal.config import Configuration
-    from qjournal.errors import QJournalError
-
     try:
         conf = Configuration.from_args(args)
         if args.nn_id:
@@ -66,11 +68,7 @@ def run(args: argparse.Namespace) -> int:
     except QJournalError as e:
         print(f"namenode: {e}", file=sys.stderr)
         return 1
-    try:
-        from qjournal.util.logs import setup_logging
-        setup_logging("namenode", conf.get("qjournal.log.level"), json=conf.get_bool("qjournal.log.json"))
-    except ImportError:  # pragma: no cover
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    setup_logging("namenode", conf.get("qjournal.log.level"), json=conf.get_bool("qjournal.log.json"))
     try:
         if args.format:
             return asyncio.run(_format(conf, args))
@@ -84,9 +82,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _format(conf, args) -> int:
-    from qjournal.errors import QJournalError
-    from qjournal.namenode.server import format_namenode
-
     try:
         ns_info = await format_namenode(conf, cluster_id=args.clusterid, force=args.force)
     except (QJournalError, OSError) as e:
@@ -97,9 +92,6 @@ async def _format(conf, args) -> int:
 
 
 async def _bootstrap(conf, args) -> int:
-    from qjournal.errors import QJournalError
-    from qjournal.namenode.server import bootstrap_standby
-
     try:
         txid = await bootstrap_standby(conf, args.nn_id, force=args.force)
     except (QJournalError, OSError) as e:
@@ -110,9 +102,6 @@ async def _bootstrap(conf, args) -> int:
 
 
 async def _init_shared(conf) -> int:
-    from qjournal.errors import QJournalError
-    from qjournal.namenode.server import initialize_shared_edits
-
     try:
         n = await initialize_shared_edits(conf)
     except (QJournalError, OSError) as e:
@@ -123,9 +112,6 @@ async def _init_shared(conf) -> int:
 
 
 async def _serve(conf, args: argparse.Namespace) -> int:
-    from qjournal.errors import QJournalError
-    from qjournal.namenode.server import NameNode
-
     stop = asyncio.Event()
     status = {"code": 0}
 
@@ -147,7 +133,7 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     stop_on_signals(stop)
     write_pid_file(args.pid_file)
     assert addr is not None
-    from qjournal.namenode.http import NameNodeHttpServer, http_address_of
+    from qjournal.namenode.http import NameNodeHttpServer, http_address_of  # aiohttp: only when serving
 
     http = NameNodeHttpServer(nn)
     try:

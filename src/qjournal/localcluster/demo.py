@@ -120,7 +120,6 @@ async def run_demo(run_dir: str | None = None, writers: int = 4, before_s: float
         keep: keep the run directory (logs) afterwards.
         out: where progress goes.
     """
-
     tmp = None
     if run_dir is None:
         tmp = run_dir = tempfile.mkdtemp(prefix="qjournal-demo-")

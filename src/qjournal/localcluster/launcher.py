@@ -274,7 +274,6 @@ class LocalCluster:
 
     def _format_zk(self) -> None:
         """What ``qjournal zkfc -formatZK -force`` does, in-process (saves a process start)."""
-
         conf = Configuration.load(self.conf_dir)
         format_zk(ElectorSettings.from_conf(conf, NAMESERVICE), force=True)
 

@@ -10,7 +10,14 @@ the core, never back):
 * ``retry_cache``: answers of retried calls, rebuilt from the ops on the standby (pure).
 * ``image``: the Parquet checkpoint image with its ``.crc``.
 * ``editlog``: ``FSEditLog``, apply-and-log under one lock, group commit.
+* ``storage``: name dir, ``NNVERSION``, opening the journals, retention.
 * ``tailer`` / ``checkpointer``: the standby's edit tailing and checkpoints.
-* ``server``: the NameNode daemon (RPC, transitions, fencing through the journal).
+* ``client_protocol``, ``ha_service``, ``namenode_protocol``: the RPC handlers,
+  one per protocol (ClientProtocol; HAServiceProtocol with the transitions;
+  image transfer, roll, stats), each seeing the daemon through a narrow interface.
+* ``daemon``: the ``NameNode`` (lifecycle, tasks, journals, the services the
+  transitions start and stop, the RPC server).
+* ``format``: ``namenode -format | -bootstrapStandby | -initializeSharedEdits``.
+* ``http``: ``/jmx``, ``/metrics``, ``/isActive`` and the status page.
 * ``dfs_client``: ``DFSClient`` with failover, ``HAServiceClient``.
 """

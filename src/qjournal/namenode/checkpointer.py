@@ -22,6 +22,10 @@ has passed since the last checkpoint (and there is anything new), it
 Upload is an RPC carrying the bytes (bounded by ``ipc.maximum.data.length``);
 a failed upload is retried at the next checkpoint.
 
+The checkpointer sees its NameNode only through :class:`CheckpointSource`
+(the HA state, the two txids, a synchronous snapshot, retention): it knows
+nothing else of the daemon, which owns and starts it.
+
 Invariants:
 
 1. An image written at txid *t* holds exactly the ops up to *t* (step 1).
@@ -33,32 +37,66 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Callable, Protocol
 
+from qjournal.config import Configuration
 from qjournal.errors import QJournalError
 from qjournal.namenode import image as img
+from qjournal.namenode.addresses import namenode_ids, rpc_address_of
 from qjournal.namenode.ha_state import HAState
+from qjournal.transport.rpc import RpcClient
+from qjournal.transport.tls import client_context_from_conf
 from qjournal.util.tasks import cancel_and_wait
-
-if TYPE_CHECKING:
-    from qjournal.namenode.server import NameNode
 
 log = logging.getLogger(__name__)
 
 
-class Checkpointer:
-    """Periodic checkpoints for one NameNode (module docstring)."""
+class CheckpointSource(Protocol):
+    """What the checkpointer needs of its NameNode, and nothing more (the daemon implements it)."""
 
-    def __init__(self, nn: "NameNode") -> None:
+    #: the HA state: decides whether this NameNode checkpoints at all
+    state: HAState
+    #: txid of the newest image stored (the checkpointer advances it)
+    last_checkpoint_txid: int
+
+    @property
+    def last_applied_txid(self) -> int:
+        """The txid of the namespace state (the daemon's invariant 3)."""
+
+    def snapshot_image(self) -> tuple[dict[str, list], img.ImageInfo]:
+        """The image columns and their ``ImageInfo`` at ``last_applied_txid``, in one synchronous step."""
+
+    async def purge_old_storage(self) -> None:
+        """Apply the retention keys to images (and, on the active, edits)."""
+
+
+class Checkpointer:
+    """Periodic checkpoints for one NameNode (module docstring).
+
+    Args:
+        nn: the NameNode, through the narrow :class:`CheckpointSource`.
+        conf: the checkpoint keys and, with HA, the addresses of the other NameNodes.
+        nn_id: this NameNode's id (it never uploads to itself).
+        name_dir: where images are saved.
+        clock_ms: wall clock in ms.
+        ha_enabled: checkpoint on the standby and upload to the active (else: the active checkpoints itself).
+    """
+
+    def __init__(self, nn: CheckpointSource, conf: Configuration, *, nn_id: str | None, name_dir: str,
+                 clock_ms: Callable[[], int], ha_enabled: bool) -> None:
         self.nn = nn
-        conf = nn.conf
+        self.conf = conf
+        self.nn_id = nn_id
+        self.name_dir = name_dir
+        self.clock_ms = clock_ms
+        self.ha_enabled = ha_enabled
         self.check_period_ms = int(conf.get_duration_ms("dfs.namenode.checkpoint.check.period") or 60000)
         self.period_ms = int(conf.get_duration_ms("dfs.namenode.checkpoint.period") or 0)
         self.txns = int(conf.get_int("dfs.namenode.checkpoint.txns") or 0)
         self.upload_timeout_ms = int(conf.get_duration_ms("qjournal.namenode.checkpoint.upload.timeout.ms")
                                      or 60000)
         self._task: asyncio.Task | None = None
-        self._last_time_ms = nn.clock_ms()
+        self._last_time_ms = clock_ms()
         self.checkpoints = 0
         self.uploads = 0
         self.last_error = ""
@@ -79,13 +117,13 @@ class Checkpointer:
             return False
         if self.txns and pending >= self.txns:
             return True
-        return bool(self.period_ms) and nn.clock_ms() - self._last_time_ms >= self.period_ms
+        return bool(self.period_ms) and self.clock_ms() - self._last_time_ms >= self.period_ms
 
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.check_period_ms / 1000.0)
-            nn = self.nn
-            eligible = (nn.state == HAState.STANDBY) if nn.ha_enabled else (nn.state == HAState.ACTIVE)
+            state = self.nn.state
+            eligible = (state == HAState.STANDBY) if self.ha_enabled else (state == HAState.ACTIVE)
             if not eligible or not self.due():
                 continue
             try:
@@ -102,35 +140,28 @@ class Checkpointer:
             The txid of the image.
         """
         nn = self.nn
-        assert nn.namespace is not None and nn.ns_info is not None
         # step 1: one synchronous snapshot (invariant 1)
-        txid = nn.last_applied_txid
-        cols = nn.namespace.to_image_columns()
-        info = img.ImageInfo(txid, nn.ns_info.layout_version, nn.ns_info.namespace_id,
-                             nn.ns_info.cluster_id, nn.namespace.last_inode_id)
-        path = await asyncio.to_thread(img.save_image, nn.name_dir, cols, info)
+        cols, info = nn.snapshot_image()
+        txid = info.txid
+        path = await asyncio.to_thread(img.save_image, self.name_dir, cols, info)
         nn.last_checkpoint_txid = max(nn.last_checkpoint_txid, txid)
-        self._last_time_ms = nn.clock_ms()
+        self._last_time_ms = self.clock_ms()
         self.checkpoints += 1
         log.info("saved checkpoint", extra={"txid": txid, "path": path})
-        if nn.ha_enabled:
+        if self.ha_enabled:
             await self._upload(path, txid)
         await nn.purge_old_storage()
         return txid
 
     async def _upload(self, path: str, txid: int) -> None:
-        from qjournal.namenode.addresses import namenode_ids, rpc_address_of
-        from qjournal.transport.rpc import RpcClient
-
         data, crc = await asyncio.to_thread(img.read_image_bytes, path)
-        for other in namenode_ids(self.nn.conf):
-            if other == self.nn.nn_id:
+        for other in namenode_ids(self.conf):
+            if other == self.nn_id:
                 continue
             try:
-                host, port = rpc_address_of(self.nn.conf, other)
-                from qjournal.transport.tls import client_context_from_conf
+                host, port = rpc_address_of(self.conf, other)
                 c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=5000,
-                                                ssl=client_context_from_conf(self.nn.conf))
+                                                ssl=client_context_from_conf(self.conf))
                 try:
                     await c.call("upload_image", timeout_ms=self.upload_timeout_ms, txid=txid,
                                  data=data, crc=crc)
@@ -142,4 +173,4 @@ class Checkpointer:
                 log.info("checkpoint upload to %s not accepted: %s", other, e)
 
 
-__all__ = ["Checkpointer"]
+__all__ = ["Checkpointer", "CheckpointSource"]

@@ -36,9 +36,10 @@ import logging
 import os
 from typing import Any
 
-from qjournal.errors import (InvalidRequestError, QJournalError, RpcTimeoutError, StandbyError,
-                             TransportError)
+from qjournal.errors import InvalidRequestError, RpcTimeoutError, StandbyError, TransportError
 from qjournal.namenode.editlog import EditLogFatalError  # registers the type for the wire
+from qjournal.transport.rpc import RpcClient
+from qjournal.transport.tls import client_context_from_conf
 
 log = logging.getLogger(__name__)
 
@@ -106,14 +107,11 @@ class DFSClient:
         return out
 
     async def _client(self, idx: int) -> Any:
-        from qjournal.transport.rpc import RpcClient
-
         c = self._clients.get(idx)
         if c is not None and not c.is_closed:
             return c
         _name, host, port = self.addresses[idx]
         if self._ssl is None and self.conf is not None and hasattr(self.conf, "get_bool"):
-            from qjournal.transport.tls import client_context_from_conf
             self._ssl = client_context_from_conf(self.conf) or False  # False: TLS disabled, checked once
         c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=self.connect_timeout_ms,
                                         ssl=self._ssl or None)
@@ -232,8 +230,6 @@ class HAServiceClient:
         self._c: Any = None
 
     async def _client(self) -> Any:
-        from qjournal.transport.rpc import RpcClient
-
         if self._c is None or self._c.is_closed:  # reconnect after a lost connection
             self._c = await RpcClient.connect_tcp(self.host, self.port,
                                                   connect_timeout_ms=self.timeout_ms, ssl=self.ssl)

@@ -3,7 +3,7 @@
 Why pure: the rules that keep a standby from answering writes and a stopping
 NameNode from becoming active are small decisions, and a mistake in them is a
 split brain. They live here as functions of (state, request) with table tests;
-the daemon (``server.py``) asks them before doing anything.
+the HA service (``ha_service.py``) and the daemon's call gate ask them before doing anything.
 
 States (HDFS ``HAServiceState``): ``initializing`` (loading image and edits),
 ``standby`` (tailing the shared journal, read-only at most), ``active``

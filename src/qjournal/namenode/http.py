@@ -38,15 +38,18 @@ import json
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from qjournal.namenode import image as img
 from qjournal.namenode.addresses import nameservice_of
-from qjournal.util.http import https_enabled, jmx_response, prometheus_response, start_site
-
-if TYPE_CHECKING:
-    from qjournal.namenode.server import NameNode
+from qjournal.namenode.daemon import NameNode
+from qjournal.namenode.storage import local_edits_uris
+from qjournal.util.http import (http_server_context, https_enabled, jmx_response, prometheus_response,
+                                start_site)
 
 __all__ = ["NameNodeHttpServer", "http_address_of", "journal_statuses"]
 
@@ -101,7 +104,7 @@ def _stream_description(journal: Any, stream: Any) -> str:
     return f"{head} " + ", ".join(parts)
 
 
-def journal_statuses(nn: "NameNode") -> list[dict]:
+def journal_statuses(nn: NameNode) -> list[dict]:
     """The journals of ``nn`` as Hadoop's ``NameJournalStatus`` entries.
 
     Args:
@@ -125,7 +128,6 @@ def journal_statuses(nn: "NameNode") -> list[dict]:
         out.append({"manager": str(getattr(nn.shared_reader, "uri", "") or repr(nn.shared_reader)),
                     "stream": "open for read", "disabled": "false", "required": "true"})
     try:
-        from qjournal.namenode.server import local_edits_uris  # noqa: PLC0415
         local = local_edits_uris(nn.conf)
     except Exception:  # noqa: BLE001 - a status page shows what it can
         local = []
@@ -135,16 +137,14 @@ def journal_statuses(nn: "NameNode") -> list[dict]:
 
 
 class NameNodeHttpServer:
-    """aiohttp application of one :class:`~qjournal.namenode.server.NameNode`.
+    """aiohttp application of one :class:`~qjournal.namenode.daemon.NameNode`.
 
     Args:
         nn: the NameNode whose state the pages show.
         ssl_context: server TLS context (None: from ``dfs.http.policy`` at :meth:`start`).
     """
 
-    def __init__(self, nn: "NameNode", ssl_context: Any = None) -> None:
-        from prometheus_client import CollectorRegistry  # noqa: PLC0415
-
+    def __init__(self, nn: NameNode, ssl_context: Any = None) -> None:
         self.nn = nn
         self.ssl_context = ssl_context
         self.app = web.Application()
@@ -171,7 +171,6 @@ class NameNodeHttpServer:
             ConfigError: HTTPS_ONLY with a missing certificate, key or CA.
         """
         if self.ssl_context is None and https_enabled(self.nn.conf):
-            from qjournal.util.http import http_server_context  # noqa: PLC0415
             self.ssl_context = http_server_context(self.nn.conf)
         self._runner, self.bound = await start_site(self.app, host, port, self.ssl_context)
         scheme = "https" if self.ssl_context is not None else "http"
@@ -196,7 +195,6 @@ class NameNodeHttpServer:
         ckpt_txid = int(nn.last_checkpoint_txid)
         ckpt_time_ms = 0
         try:
-            from qjournal.namenode import image as img  # noqa: PLC0415
             images = img.list_images(nn.name_dir)
             if images:
                 ckpt_time_ms = int(os.stat(images[-1][1]).st_mtime * 1000)
@@ -220,7 +218,7 @@ class NameNodeHttpServer:
             "rpc": rpc, "rpc_port": addr[1] if addr else 0,
             "retry_cache_entries": len(nn.retry_cache), "retry_cache_hits": int(nn.retry_cache.hits),
             "journals": journal_statuses(nn),
-            "became_active_ms": nn.became_active_at_ms or 0,
+            "became_active_ms": nn.ha_service.became_active_at_ms or 0,
             "tailer_error": (nn.tailer.last_error if nn.tailer is not None else "") or "",
             "ns_info": nn.ns_info,
         }
@@ -330,8 +328,6 @@ class _Collector:
         self.server = server
 
     def collect(self):  # noqa: ANN201 - prometheus collector protocol
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # noqa: PLC0415
-
         v = self.server.values()
         p = "qjournal_namenode_"
         fam = GaugeMetricFamily(f"{p}ha_state", "1 for the current HA state", labels=["state"])

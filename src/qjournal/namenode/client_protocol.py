@@ -1,0 +1,235 @@
+"""ClientProtocol on the NameNode: the namespace calls of ``hdfs dfs`` and the DFS client.
+
+Why a module: the client calls are the NameNode's request path, and every one
+of them follows the same few rules (below), which are easier to check in one
+short file than spread through the daemon. HDFS's ``NameNodeRpcServer`` (its
+ClientProtocol half) in front of ``FSNamesystem``.
+
+Theory of operation:
+
+* Every call carries ``user`` and ``groups`` (simple authentication), checked
+  here and turned into the namespace's ``CallContext`` with the time of the call.
+* A read: the HA gate (``check_operation``: the active, or the standby with
+  stale reads allowed), then the pure namespace answers.
+* A write: the HA gate, the retry cache (a retried ``(client_id, call_id)``
+  gets its first answer), then ``FSEditLog.log_edit`` + ``log_sync``; the
+  answer (a function of the ops, ``retry_cache.answer_from_ops``) is recorded
+  in the retry cache and returned. A retry that arrives while its first
+  attempt is still syncing waits for that attempt's answer.
+
+Invariants:
+
+1. A write is answered only after its txid is durable on the journal set
+   (FSEditLog invariant 2); an answer is never sent from a NameNode whose
+   journal failed (the daemon's invariant 1).
+2. One ``(client_id, call_id)`` is applied at most once: by the retry cache
+   across calls, by the in-flight table within the time of one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Protocol
+
+from qjournal.errors import InvalidRequestError, StandbyError
+from qjournal.namenode.editlog import EditLogFatalError, FSEditLog
+from qjournal.namenode.ha_state import HAState, OpCategory
+from qjournal.namenode.namespace import CallContext, Namespace, check_int, check_name
+from qjournal.namenode.retry_cache import RetryCache, answer_from_ops
+
+#: most groups a caller may claim (each call carries them)
+MAX_GROUPS = 1024
+
+
+class Namesystem(Protocol):
+    """What the ClientProtocol needs of its NameNode, and nothing more (HDFS's FSNamesystem; the daemon
+    implements it)."""
+
+    #: the namespace (None until the image is loaded)
+    namespace: Namespace | None
+    #: the open edit log (the active only)
+    editlog: FSEditLog | None
+    retry_cache: RetryCache
+    state: HAState
+    #: the journal failure that stops the NameNode, if any
+    fatal_error: BaseException | None
+    #: "NameNode <id>", for messages
+    label: str
+    clock_ms: Callable[[], int]
+
+    def check_operation(self, category: OpCategory, method: str) -> None:
+        """The HA gate. Raises StandbyError when this NameNode does not serve ``category``."""
+
+
+class ClientProtocolHandler:
+    """The ClientProtocol calls of one NameNode (module docstring).
+
+    Args:
+        nn: the NameNode, through the narrow :class:`Namesystem`.
+    """
+
+    rpc_concurrent = ("mkdirs", "create", "delete", "rename", "set_permission", "set_owner",
+                      "set_times", "set_replication", "get_file_info", "list_status",
+                      "get_content_summary")
+
+    def __init__(self, nn: Namesystem) -> None:
+        self.nn = nn
+        self._inflight: dict[tuple[bytes, int], asyncio.Future] = {}
+
+    def _ctx(self, user: Any, groups: Any, client_id: Any = b"", call_id: Any = -1) -> CallContext:
+        check_name(user, "user")
+        if not isinstance(groups, (list, tuple)) or len(groups) > MAX_GROUPS:
+            raise InvalidRequestError(f"invalid groups: a list of at most {MAX_GROUPS} names expected")
+        for g in groups:
+            check_name(g, "group")
+        if not isinstance(client_id, bytes) or len(client_id) not in (0, 16):
+            raise InvalidRequestError("client_id must be 16 bytes")
+        check_int(call_id, "call_id", "call", -(2 ** 63))
+        return CallContext(user, tuple(sorted(groups)), client_id or b"\x00" * 16, call_id,
+                           self.nn.clock_ms())
+
+    async def _write(self, method: str, user: Any, groups: Any, client_id: Any, call_id: Any,
+                     mutation: Callable[[CallContext], list]) -> Any:
+        nn = self.nn
+        nn.check_operation(OpCategory.WRITE, method)
+        ctx = self._ctx(user, groups, client_id, call_id)
+        hit, answer = nn.retry_cache.lookup(ctx.client_id, ctx.call_id, method, ctx.ts)
+        if hit:
+            return answer
+        key = (ctx.client_id, ctx.call_id)
+        cacheable = nn.retry_cache.cacheable(*key)
+        if cacheable and key in self._inflight:  # invariant 2
+            return await asyncio.shield(self._inflight[key])
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        if cacheable:
+            self._inflight[key] = fut
+        try:
+            el = nn.editlog
+            if el is None:
+                raise StandbyError(f"{nn.label}: not active", state=nn.state.value)
+            txid, ops = await el.log_edit(lambda: mutation(ctx))
+            await el.log_sync(txid)
+            if nn.fatal_error is not None:  # invariant 1
+                raise EditLogFatalError(f"{nn.label}: journal failed: {nn.fatal_error}")
+            answer = answer_from_ops(method, ops)
+            nn.retry_cache.record(ctx.client_id, ctx.call_id, method, answer, ctx.ts)
+            fut.set_result(answer)
+            return answer
+        except BaseException as e:
+            if not fut.done():
+                fut.set_exception(e)
+                fut.exception()  # retrieved: other waiters get it through shield
+            raise
+        finally:
+            if cacheable:
+                self._inflight.pop(key, None)
+
+    # ------------------------------------------------------- ClientProtocol
+    async def rpc_mkdirs(self, path: str, perm: int = 0o755, create_parent: bool = True,
+                         user: str = "", groups: list = (), client_id: bytes = b"", call_id: int = -1) -> bool:
+        """mkdir (``create_parent``: -p).
+
+        Returns:
+            True.
+
+        Raises:
+            FileAlreadyExistsError, FileNotFoundError_, NotADirectoryError_,
+            PermissionDeniedError, InvalidRequestError, StandbyError (not active),
+            EditLogFatalError (the journal failed: not durable).
+        """
+        return await self._write("mkdirs", user, groups, client_id, call_id,
+                                 lambda ctx: self.nn.namespace.mkdirs(ctx, path, perm, create_parent))
+
+    async def rpc_create(self, path: str, perm: int = 0o644, overwrite: bool = False,
+                         replication: int = 3, block_size: int = 134217728, user: str = "",
+                         groups: list = (), client_id: bytes = b"", call_id: int = -1) -> dict:
+        """Create an empty file.
+
+        Returns:
+            Its FileStatus dict.
+
+        Raises:
+            as :meth:`rpc_mkdirs`.
+        """
+        return await self._write("create", user, groups, client_id, call_id,
+                                 lambda ctx: self.nn.namespace.create(ctx, path, perm, bool(overwrite),
+                                                                      replication, block_size))
+
+    async def rpc_delete(self, path: str, recursive: bool = False, user: str = "", groups: list = (),
+                         client_id: bytes = b"", call_id: int = -1) -> bool:
+        """Delete a file or (``recursive``) a directory tree.
+
+        Returns:
+            True.
+
+        Raises:
+            FileNotFoundError_, DirectoryNotEmptyError, PermissionDeniedError,
+            StandbyError, EditLogFatalError.
+        """
+        return await self._write("delete", user, groups, client_id, call_id,
+                                 lambda ctx: self.nn.namespace.delete(ctx, path, bool(recursive)))
+
+    async def rpc_rename(self, src: str, dst: str, overwrite: bool = False, user: str = "",
+                         groups: list = (), client_id: bytes = b"", call_id: int = -1) -> bool:
+        """Rename ``src`` to ``dst`` (into ``dst`` when it is a directory).
+
+        Returns:
+            True.
+
+        Raises:
+            FileNotFoundError_, FileAlreadyExistsError, InvalidRequestError,
+            PermissionDeniedError, StandbyError, EditLogFatalError.
+        """
+        return await self._write("rename", user, groups, client_id, call_id,
+                                 lambda ctx: self.nn.namespace.rename(ctx, src, dst, bool(overwrite)))
+
+    async def rpc_set_permission(self, path: str, perm: int, user: str = "", groups: list = (),
+                                 client_id: bytes = b"", call_id: int = -1) -> None:
+        """chmod. Returns None. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
+        return await self._write("set_permission", user, groups, client_id, call_id,
+                                 lambda ctx: self.nn.namespace.set_permission(ctx, path, perm))
+
+    async def rpc_set_owner(self, path: str, owner: str | None = None, group: str | None = None,
+                            user: str = "", groups: list = (), client_id: bytes = b"",
+                            call_id: int = -1) -> None:
+        """chown. Returns None. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
+        return await self._write("set_owner", user, groups, client_id, call_id,
+                                 lambda ctx: self.nn.namespace.set_owner(ctx, path, owner, group))
+
+    async def rpc_set_times(self, path: str, mtime: int = -1, atime: int = -1, user: str = "",
+                            groups: list = (), client_id: bytes = b"", call_id: int = -1) -> None:
+        """Set mtime/atime (-1 = unchanged). Returns None. Raises FileNotFoundError_, PermissionDeniedError."""
+        return await self._write("set_times", user, groups, client_id, call_id,
+                                 lambda ctx: self.nn.namespace.set_times(ctx, path, mtime, atime))
+
+    async def rpc_set_replication(self, path: str, replication: int, user: str = "",
+                                  groups: list = (), client_id: bytes = b"", call_id: int = -1) -> None:
+        """setrep on a file. Returns None. Raises FileNotFoundError_, InvalidRequestError, PermissionDeniedError."""
+        return await self._write("set_replication", user, groups, client_id, call_id,
+                                 lambda ctx: self.nn.namespace.set_replication(ctx, path, replication))
+
+    async def rpc_get_file_info(self, path: str, user: str = "", groups: list = (), **_kw: Any) -> dict | None:
+        """stat.
+
+        Returns:
+            The FileStatus dict, or None when the path does not exist.
+
+        Raises:
+            PermissionDeniedError, StandbyError (standby without stale reads).
+        """
+        self.nn.check_operation(OpCategory.READ, "get_file_info")
+        return self.nn.namespace.get_file_info(self._ctx(user, groups), path)  # type: ignore[union-attr]
+
+    async def rpc_list_status(self, path: str, user: str = "", groups: list = (), **_kw: Any) -> list:
+        """ls. Returns FileStatus dicts sorted by name. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
+        self.nn.check_operation(OpCategory.READ, "list_status")
+        return self.nn.namespace.list_status(self._ctx(user, groups), path)  # type: ignore[union-attr]
+
+    async def rpc_get_content_summary(self, path: str, user: str = "", groups: list = (),
+                                      **_kw: Any) -> dict:
+        """du/count. Returns the summary dict. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
+        self.nn.check_operation(OpCategory.READ, "get_content_summary")
+        return self.nn.namespace.get_content_summary(self._ctx(user, groups), path)  # type: ignore[union-attr]
+
+
+__all__ = ["ClientProtocolHandler", "Namesystem", "MAX_GROUPS"]

@@ -1,0 +1,431 @@
+"""The NameNode daemon: namespace + edit log + HA states behind an RPC server.
+
+Why: this is the shell around the pure parts (``namespace.py``,
+``ha_state.py``, ``retry_cache.py``): it owns the asyncio tasks, the
+journals, the clock and the RPC server, and it is the only place where a
+state transition touches journals. HDFS's ``NameNode`` with the services its
+``HAContext`` starts and stops.
+
+Theory of operation:
+
+* Parts. The RPC calls are served by one handler per protocol, each in its
+  own module and each seeing the NameNode through a narrow ``Protocol`` that
+  this class implements: ``client_protocol.py`` (ClientProtocol),
+  ``ha_service.py`` (HAServiceProtocol and the order of the transitions),
+  ``namenode_protocol.py`` (image transfer, roll, stats). :class:`RpcHandlers`
+  joins them into the one object the ``RpcServer`` dispatches to. Storage
+  layout and journals: ``storage.py``; tasks: ``tailer.py``, ``checkpointer.py``.
+* Start-up: read ``NNVERSION``, load the newest valid image, then
+  - HA (a shared edits dir is configured): enter ``standby``; replay the
+    finalized shared segments and keep tailing them (the standby services);
+  - non-HA: recover the local journals, replay them, open a new segment and
+    enter ``active``.
+* Active services (:meth:`start_active_services`, driven by ``ha_service.py``):
+  open fresh journal objects and call ``recover_unfinalized_segments`` on the
+  set: for the quorum journal this takes a new epoch, which *fences* the
+  previous writer; read every remaining edit from the shared journal; open a
+  new segment at the next txid (and the periodic roll). Stopping them
+  finalizes the open segment and closes the journals. Standby services: the
+  tailer.
+* The HA gate (:meth:`check_operation`) refuses every call the state does not
+  serve (``ha_state`` invariant 2), and everything once the journal failed.
+* Fatal journal failure (fenced, quorum lost): the edit log calls
+  :meth:`NameNode._on_fatal`: the NameNode enters ``stopping``, answers no
+  more calls and the process exits with status 1 (``exit_hook``). It never
+  carries on.
+* Checkpoints (``checkpointer.py``): the standby saves an image at its
+  last applied txid and uploads it to the active (``upload_image``); the
+  receiver verifies, stores it and purges old images and edits (retention,
+  ``storage.py``). Without HA the active checkpoints itself.
+
+Invariants:
+
+1. A write is answered only after its txid is durable on the journal set
+   (FSEditLog invariant 2); an answer is never sent from a NameNode whose
+   journal failed.
+2. A NameNode serves writes only in ``active``, and enters ``active`` only
+   after fencing (new epoch / lock) and reading every finalized edit.
+3. ``last_applied_txid`` is the txid of the namespace state: the image txid
+   plus every op applied since, in order (by the tailer, or by the edit log
+   on the active).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from qjournal.config import Configuration
+from qjournal.errors import (CorruptSegmentError, InvalidRequestError, InvariantViolation,
+                             JournalNotFormattedError, NamespaceMismatchError, QJournalError, StandbyError)
+from qjournal.journalmanager.base import JournalManager
+from qjournal.namenode import image as img
+from qjournal.namenode.addresses import nameservice_of, rpc_address_of
+from qjournal.namenode.checkpointer import Checkpointer
+from qjournal.namenode.client_protocol import ClientProtocolHandler
+from qjournal.namenode.editlog import FSEditLog
+from qjournal.namenode.ha_service import HAService
+from qjournal.namenode.ha_state import HAState, OpCategory, check_operation
+from qjournal.namenode.namenode_protocol import NamenodeProtocolHandler
+from qjournal.namenode.namespace import Namespace
+from qjournal.namenode.retry_cache import RetryCache
+from qjournal.namenode.storage import (make_journal_set, name_dir_of, open_journals, purge_old_storage,
+                                       read_nn_version)
+from qjournal.namenode.tailer import EditLogTailer
+from qjournal.protocol.messages import NamespaceInfo
+from qjournal.transport.rpc import RpcServer
+from qjournal.transport.tls import server_context_from_conf
+from qjournal.util.tasks import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+
+class RpcHandlers:
+    """The one object the ``RpcServer`` dispatches to: every ``rpc_<method>`` of the protocol handlers.
+
+    Args:
+        handlers: objects with ``rpc_<method>`` coroutines and an ``rpc_concurrent`` tuple.
+
+    Raises:
+        InvariantViolation: two handlers serve the same method.
+    """
+
+    def __init__(self, *handlers: Any) -> None:
+        concurrent: list[str] = []
+        for h in handlers:
+            for name in sorted(dir(type(h))):
+                if not name.startswith("rpc_") or name == "rpc_concurrent":
+                    continue
+                if hasattr(self, name):
+                    raise InvariantViolation(f"two NameNode protocol handlers serve {name}")
+                setattr(self, name, getattr(h, name))
+            concurrent.extend(h.rpc_concurrent)
+        self.rpc_concurrent = tuple(concurrent)
+
+
+class NameNode:
+    """One NameNode process (module docstring).
+
+    Args:
+        conf: the configuration.
+        nn_id: this NameNode's id in the nameservice (``dfs.ha.namenode.id`` by default).
+        clock_ms: wall clock in ms (injectable for tests).
+        exit_hook: called with an exit status when the NameNode must terminate
+            (fenced / journal failure). Default: nothing (the daemon passes one).
+    """
+
+    def __init__(self, conf: Configuration, nn_id: str | None = None, *,
+                 clock_ms: Callable[[], int] | None = None,
+                 exit_hook: Callable[[int], None] | None = None) -> None:
+        self.conf = conf
+        self.nameservice = nameservice_of(conf)
+        self.nn_id = nn_id or conf.get("dfs.ha.namenode.id")
+        #: "NameNode <id>", for messages
+        self.label = f"NameNode {self.nn_id or ''}".strip()
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.exit_hook = exit_hook
+        self.name_dir = name_dir_of(conf)
+        self.superuser = conf.get("qjournal.namenode.superuser") or "root"
+        self.supergroup = conf.get("dfs.permissions.superusergroup") or "supergroup"
+        self.permissions_enabled = bool(conf.get_bool("dfs.permissions.enabled"))
+        self.allow_stale_reads = bool(conf.get_bool("dfs.ha.allow.stale.reads"))
+        self.ha_enabled = bool(conf.get("dfs.namenode.shared.edits.dir"))
+        # In-progress tailing only where a reader is bounded by the committed txid (the quorum
+        # journal): a file:// shared dir would expose written-but-not-yet-synced edits.
+        self.tail_in_progress = bool(conf.get_bool("dfs.ha.tail-edits.in-progress"))
+        if self.tail_in_progress and not (conf.get("dfs.namenode.shared.edits.dir") or "").startswith("qjournal://"):
+            log.warning("dfs.ha.tail-edits.in-progress needs a qjournal:// shared edits dir; "
+                        "tailing finalized segments only")
+            self.tail_in_progress = False
+        self.roll_period_ms = int(conf.get_duration_ms("dfs.ha.log-roll.period") or 0)
+        self.tail_period_ms = int(conf.get_duration_ms("dfs.ha.tail-edits.period") or 0)
+        ckpt_txns = int(conf.get_int("dfs.namenode.checkpoint.txns") or 0)
+        mult = float(conf.get_float("dfs.namenode.edit.log.autoroll.multiplier.threshold") or 0)
+        self.roll_txns = int(ckpt_txns * mult) if mult > 0 else 0
+        self.retry_cache = RetryCache(
+            int(conf.get_duration_ms("dfs.namenode.retrycache.expirytime.millis") or 0),
+            int(conf.get_int("qjournal.namenode.retrycache.max-entries") or 1))
+        self.state = HAState.INITIALIZING
+        self.ns_lock = asyncio.Lock()
+        self.namespace: Namespace | None = None
+        self.ns_info: NamespaceInfo | None = None
+        self.editlog: FSEditLog | None = None
+        self.journal_set: JournalManager | None = None
+        self.shared_reader: JournalManager | None = None
+        self.tailer: EditLogTailer | None = None
+        self.checkpointer: Checkpointer | None = None
+        self.last_checkpoint_txid = 0
+        self.client_protocol = ClientProtocolHandler(self)
+        self.ha_service = HAService(self, conf, name_dir=self.name_dir, ha_enabled=self.ha_enabled)
+        self.namenode_protocol = NamenodeProtocolHandler(self)
+        self.rpc_server: RpcServer | None = None
+        self.address: tuple[str, int] | None = None
+        self._roll_task: asyncio.Task | None = None
+        self._stopped = asyncio.Event()
+        self.fatal_error: BaseException | None = None
+
+    # ------------------------------------------------------------ properties
+    @property
+    def last_applied_txid(self) -> int:
+        """Invariant 3."""
+        if self.editlog is not None:  # active, or stopped after being active
+            return self.editlog.last_written_txid
+        return self.tailer.last_applied_txid if self.tailer is not None else 0
+
+    # -------------------------------------------------------------- start-up
+    async def start(self, host: str | None = None, port: int | None = None,
+                    serve: bool = True) -> tuple[str, int] | None:
+        """Load the image and edits, enter standby (HA) or active, and serve RPC.
+
+        Args:
+            host / port: where to listen (default: the configured rpc address).
+            serve: start the RPC server (False for in-process unit tests).
+
+        Returns:
+            The RPC address, when serving.
+
+        Raises:
+            JournalNotFormattedError: the name dir was never formatted.
+            CorruptSegmentError: no valid image.
+            NamespaceMismatchError: the image belongs to another namespace.
+        """
+        self.ns_info = read_nn_version(self.name_dir)
+        if self.ns_info is None:
+            raise JournalNotFormattedError(
+                f"{self.name_dir}: NameNode storage is not formatted (run qjournal namenode -format)",
+                path=self.name_dir)
+        loaded = await asyncio.to_thread(img.newest_valid_image, self.name_dir)
+        if loaded is None:
+            raise CorruptSegmentError(f"{self.name_dir}: no valid fsimage found", path=self.name_dir)
+        info, table, path = loaded
+        if info.namespace_id != self.ns_info.namespace_id:
+            raise NamespaceMismatchError(f"{path}: image namespace {info.namespace_id} does not match "
+                                         f"{self.ns_info.namespace_id}")
+        cols = table.to_pydict()
+        self.namespace = Namespace.from_image_columns(
+            cols, info.last_inode_id, superuser=self.superuser, supergroup=self.supergroup,
+            permissions_enabled=self.permissions_enabled, where=path)
+        self.namespace.last_applied_txid = info.txid
+        self.last_checkpoint_txid = info.txid
+        self.tailer = EditLogTailer(self.namespace, self.retry_cache, self.ns_lock, info.txid,
+                                    self.clock_ms, self.tail_period_ms,
+                                    in_progress_ok=self.tail_in_progress)
+        log.info("loaded image", extra={"path": path, "txid": info.txid, "inodes": len(self.namespace)})
+        if self.ha_enabled:
+            _local, self.shared_reader = open_journals(self.conf, self.ns_info)
+            for j in _local:
+                await j.close()
+            try:
+                await self.tailer.catch_up(self.shared_reader)  # type: ignore[arg-type]
+            except QJournalError as e:
+                log.warning("initial catch-up from the shared journal failed; the tailer retries: %s", e)
+            self.state = HAState.STANDBY
+            self.start_standby_services()
+        else:
+            await self._become_active_non_ha()
+        self.checkpointer = Checkpointer(self, self.conf, nn_id=self.nn_id, name_dir=self.name_dir,
+                                         clock_ms=self.clock_ms, ha_enabled=self.ha_enabled)
+        self.checkpointer.start()
+        if serve:
+            return await self._serve(host, port)
+        return None
+
+    async def _serve(self, host: str | None, port: int | None) -> tuple[str, int]:
+        """Listen for RPC on ``host:port`` (default: the configured address), mutual TLS when configured."""
+        handlers = RpcHandlers(self.client_protocol, self.ha_service, self.namenode_protocol)
+        self.rpc_server = RpcServer(handlers, max_frame_bytes=int(self.conf.get_bytes("ipc.maximum.data.length")),
+                                    name=f"namenode-{self.nn_id or 'nn'}")
+        if host is None or port is None:
+            try:
+                h, p = rpc_address_of(self.conf, self.nn_id)
+            except InvalidRequestError:
+                h, p = "127.0.0.1", 0
+            bind = self.conf.get("qjournal.namenode.rpc-bind-host")
+            host = host if host is not None else (bind or h)
+            port = port if port is not None else p
+        # mutual TLS when qjournal.rpc.tls.enabled (None otherwise)
+        self.address = await self.rpc_server.start_tcp(host, port, ssl=server_context_from_conf(self.conf))
+        return self.address
+
+    async def _become_active_non_ha(self) -> None:
+        local, _ = open_journals(self.conf, self.ns_info)
+        jset = make_journal_set(local, None)
+        await jset.recover_unfinalized_segments()
+        await self.tailer.catch_up(jset)  # type: ignore[union-attr]
+        await self._open_editlog(jset)
+        self.state = HAState.ACTIVE
+
+    async def _open_editlog(self, jset: JournalManager) -> None:
+        assert self.tailer is not None
+        self.journal_set = jset
+        self.editlog = FSEditLog(jset, clock_ms=self.clock_ms, user=self.superuser,
+                                 roll_txns=self.roll_txns, on_fatal=self._on_fatal, lock=self.ns_lock)
+        await self.editlog.open_for_write(self.tailer.last_applied_txid + 1)
+        self.namespace.last_applied_txid = self.editlog.last_written_txid  # type: ignore[union-attr]
+        if self.roll_period_ms > 0:
+            self._roll_task = asyncio.ensure_future(self._roll_loop())
+
+    async def _roll_loop(self) -> None:
+        while self.state == HAState.ACTIVE and self.editlog is not None:
+            await asyncio.sleep(self.roll_period_ms / 1000.0)
+            el = self.editlog
+            if el is None or self.state != HAState.ACTIVE:
+                return
+            try:
+                await el.roll()
+            except QJournalError as e:
+                log.warning("periodic log roll failed: %s", e)
+
+    async def _stop_roll_loop(self) -> None:
+        t, self._roll_task = self._roll_task, None
+        await cancel_and_wait(t)
+
+    # ------------------------------------------- services (ha_service.HAContext)
+    async def start_active_services(self) -> dict[str, int]:
+        """Fence the previous writer, read every remaining edit, open a new segment (invariant 2).
+
+        The caller (``ha_service.py``) enters ``active`` right after this returns.
+
+        Returns:
+            Phase durations ``{"fence_ms", "catch_up_ms", "catch_up_txns"}``.
+
+        Raises:
+            QJournalError: fencing, catch-up or the new segment failed; nothing is left open.
+        """
+        assert self.tailer is not None
+        t0 = self.clock_ms()
+        local, shared = open_journals(self.conf, self.ns_info)
+        jset = make_journal_set(local, shared)
+        phases: dict[str, int] = {}
+        try:
+            # fencing: a new epoch on the quorum (or the lock of a shared dir)
+            await jset.recover_unfinalized_segments()
+            phases["fence_ms"] = self.clock_ms() - t0
+            # every remaining edit (all finalized now), from the shared journal
+            n = await self.tailer.catch_up(shared)  # type: ignore[arg-type]
+            phases["catch_up_ms"] = self.clock_ms() - t0 - phases["fence_ms"]
+            phases["catch_up_txns"] = n
+            await self._open_editlog(jset)
+        except Exception:
+            if self.editlog is not None:
+                await self.editlog.abort()
+                self.editlog = None
+            try:
+                await jset.close()
+            except QJournalError:
+                pass
+            self.journal_set = None
+            raise
+        return phases
+
+    async def stop_active_services(self) -> None:
+        """Finalize the open segment and close the writer's journals (leaving active)."""
+        assert self.tailer is not None
+        await self._stop_roll_loop()
+        el, self.editlog = self.editlog, None
+        if el is not None:
+            try:
+                await el.close()
+            except QJournalError as e:
+                log.warning("finalizing the segment on transition to standby failed: %s", e)
+            self.tailer.last_applied_txid = el.last_written_txid
+        if self.journal_set is not None:
+            try:
+                await self.journal_set.close()
+            except QJournalError as e:
+                log.warning("closing the journals failed: %s", e)
+            self.journal_set = None
+
+    def start_standby_services(self) -> None:
+        """Tail the shared journal (opened once, kept across transitions)."""
+        assert self.tailer is not None
+        if self.shared_reader is None:
+            _l, self.shared_reader = open_journals(self.conf, self.ns_info)
+        self.tailer.start(self.shared_reader)  # type: ignore[arg-type]
+
+    async def stop_standby_services(self) -> None:
+        """Stop tailing (before fencing: the catch-up then reads the rest itself)."""
+        assert self.tailer is not None
+        await self.tailer.stop()
+
+    # ------------------------------------------------------------ shutdown
+    async def stop(self) -> None:
+        """Clean shutdown: finalize the open segment, stop every task, close journals."""
+        if self.state != HAState.STOPPING:
+            self.state = HAState.STOPPING
+        if self.checkpointer is not None:
+            await self.checkpointer.stop()
+        if self.tailer is not None:
+            try:
+                await self.tailer.stop()
+            except Exception as e:
+                log.warning("tailer ended with %s", e)
+        await self._stop_roll_loop()
+        if self.editlog is not None:
+            try:
+                await self.editlog.close()
+            except QJournalError as e:
+                log.warning("closing the edit log failed: %s", e)
+        for j in [self.journal_set, self.shared_reader]:
+            if j is not None:
+                try:
+                    await j.close()
+                except QJournalError as e:
+                    log.warning("closing a journal failed: %s", e)
+        if self.rpc_server is not None:
+            await self.rpc_server.stop()
+        self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    def _on_fatal(self, e: BaseException) -> None:
+        """The required journal failed (fenced, quorum lost): stop serving and exit (never carry on)."""
+        if self.fatal_error is not None:
+            return
+        self.fatal_error = e
+        self.state = HAState.STOPPING
+        log.critical("journal failure: the NameNode stops serving and exits: %s", e)
+        if self.exit_hook is not None:
+            self.exit_hook(1)
+
+    # ---------------------------------------- for the protocol handlers and tasks
+    def check_operation(self, category: OpCategory, method: str) -> None:
+        """The HA gate (HDFS's ``FSNamesystem.checkOperation``).
+
+        Raises:
+            StandbyError: the journal failed, or the state does not serve ``category`` (invariant 2).
+        """
+        if self.fatal_error is not None:
+            raise StandbyError(f"{self.label} is stopping after a journal failure",
+                               state="stopping")
+        check_operation(self.state, category, self.allow_stale_reads, method)
+
+    def snapshot_image(self) -> tuple[dict[str, list], img.ImageInfo]:
+        """The image columns and their info at ``last_applied_txid``, in one synchronous step
+        (no op can be applied in between: checkpointer invariant 1)."""
+        assert self.namespace is not None and self.ns_info is not None
+        txid = self.last_applied_txid
+        cols = self.namespace.to_image_columns()
+        info = img.ImageInfo(txid, self.ns_info.layout_version, self.ns_info.namespace_id,
+                             self.ns_info.cluster_id, self.namespace.last_inode_id)
+        return cols, info
+
+    async def purge_old_storage(self) -> None:
+        """Retention (``storage.purge_old_storage``): images here; edits too when active (the writer)."""
+        await purge_old_storage(self.conf, self.name_dir,
+                                self.journal_set if self.state == HAState.ACTIVE else None)
+
+    def stats(self) -> dict:
+        """Counters: state, last applied txid, inodes, edit log and retry cache statistics."""
+        return {"state": self.state.value, "last_applied_txid": self.last_applied_txid,
+                "inodes": len(self.namespace) if self.namespace else 0,
+                "editlog": self.editlog.stats() if self.editlog is not None else None,
+                "retry_cache_entries": len(self.retry_cache), "retry_cache_hits": self.retry_cache.hits,
+                "last_checkpoint_txid": self.last_checkpoint_txid,
+                "tailer_last_error": self.tailer.last_error if self.tailer else ""}
+
+
+__all__ = ["NameNode", "RpcHandlers"]

@@ -1,0 +1,121 @@
+"""NamenodeProtocol on the NameNode: the calls between NameNodes and from operators.
+
+Why a module: these calls move the NameNode's *storage* (images, segments),
+not its namespace, and have their own rules: HDFS's ``NamenodeProtocol``
+(``versionRequest``, ``rollEditLog``) and its image transfer servlet (the
+standby's checkpoint upload, ``-bootstrapStandby``'s image download), here as
+RPCs carrying the bytes (bounded by ``ipc.maximum.data.length``).
+
+Theory of operation:
+
+* ``upload_image``: the standby's checkpoint (``checkpointer.py``) arrives
+  with its ``.crc`` line; the active alone accepts it, verifies the checksum,
+  stores it (commit point: the rename, ``image.py``) and applies retention.
+* ``get_image``: the newest image that reads back valid, with its ``.crc`` and
+  the namespace info, for ``namenode -bootstrapStandby`` (``format.py``).
+* ``get_namespace_info``, ``roll_edit_log`` (the active), ``get_stats``
+  (counters for operators and tests).
+
+Invariants:
+
+1. A stored image was verified against its checksum first (``image.save_image_bytes``).
+2. Only the active stores an uploaded image (``OpCategory.CHECKPOINT``); a
+   standby refuses it with ``StandbyError`` and the uploader moves on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+from qjournal.errors import InvalidRequestError, JournalError, QJournalError
+from qjournal.namenode import image as img
+from qjournal.namenode.editlog import FSEditLog
+from qjournal.namenode.ha_state import OpCategory
+from qjournal.protocol.messages import NamespaceInfo
+
+
+class NamenodeContext(Protocol):
+    """What the NamenodeProtocol needs of its NameNode, and nothing more (the daemon implements it)."""
+
+    name_dir: str
+    #: the namespace's info (None until the storage is read)
+    ns_info: NamespaceInfo | None
+    #: txid of the newest image stored
+    last_checkpoint_txid: int
+    #: the open edit log (the active only)
+    editlog: FSEditLog | None
+
+    def check_operation(self, category: OpCategory, method: str) -> None:
+        """The HA gate. Raises StandbyError when this NameNode does not serve ``category``."""
+
+    async def purge_old_storage(self) -> None:
+        """Apply the retention keys to images (and, on the active, edits)."""
+
+    def stats(self) -> dict:
+        """Counters: state, txids, inodes, edit log, retry cache, checkpoints, tailer."""
+
+
+class NamenodeProtocolHandler:
+    """The NamenodeProtocol calls of one NameNode (module docstring).
+
+    Args:
+        nn: the NameNode, through the narrow :class:`NamenodeContext`.
+    """
+
+    rpc_concurrent = ("upload_image", "get_namespace_info", "get_image", "roll_edit_log", "get_stats")
+
+    def __init__(self, nn: NamenodeContext) -> None:
+        self.nn = nn
+
+    async def rpc_upload_image(self, txid: int, data: bytes, crc: bytes) -> None:
+        """Checkpoint upload from the standby: verify, store, purge (invariants 1, 2).
+
+        Raises:
+            StandbyError: this NameNode is not active.
+            InvalidRequestError: malformed arguments.
+            CorruptSegmentError: the bytes do not match their checksum.
+        """
+        nn = self.nn
+        nn.check_operation(OpCategory.CHECKPOINT, "upload_image")
+        if not isinstance(txid, int) or not isinstance(data, bytes) or not isinstance(crc, bytes):
+            raise InvalidRequestError("upload_image needs txid (int), data and crc (bytes)")
+        await asyncio.to_thread(img.save_image_bytes, nn.name_dir, txid, data, crc)
+        nn.last_checkpoint_txid = max(nn.last_checkpoint_txid, txid)
+        await nn.purge_old_storage()
+
+    async def rpc_get_namespace_info(self, **_kw: Any) -> dict:
+        """Returns this namespace's NamespaceInfo wire dict."""
+        return self.nn.ns_info.to_wire()  # type: ignore[union-attr]
+
+    async def rpc_get_image(self) -> dict:
+        """The newest valid image for ``-bootstrapStandby``.
+
+        Returns:
+            ``{"txid", "data", "crc", "ns_info"}``.
+
+        Raises:
+            JournalError: no image reads back valid.
+        """
+        nn = self.nn
+        images = img.list_images(nn.name_dir)
+        for txid, path in reversed(images):
+            try:
+                data, crc = await asyncio.to_thread(img.read_image_bytes, path)
+            except QJournalError:
+                continue
+            return {"txid": txid, "data": data, "crc": crc, "ns_info": nn.ns_info.to_wire()}  # type: ignore[union-attr]
+        raise JournalError(f"{nn.name_dir}: no valid image to send")
+
+    async def rpc_roll_edit_log(self, **_kw: Any) -> int | None:
+        """Roll the edit log now. Returns the new segment's first txid (None: nothing to roll). Raises StandbyError."""
+        nn = self.nn
+        nn.check_operation(OpCategory.WRITE, "roll_edit_log")
+        return await nn.editlog.roll() if nn.editlog is not None else None
+
+    async def rpc_get_stats(self, **_kw: Any) -> dict:
+        """Returns counters: state, last applied txid, inodes, edit log and retry cache statistics."""
+        return self.nn.stats()
+
+
+__all__ = ["NamenodeProtocolHandler", "NamenodeContext"]

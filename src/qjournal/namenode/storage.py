@@ -1,0 +1,164 @@
+"""NNStorage: where the NameNode keeps its state, and the journals it writes.
+
+Why a module: the daemon, the offline commands (``format.py``), the HA
+health check and the status pages all need the same answers (which name dir,
+which edits dirs, which namespace, which journals) and none of them should
+work them out on its own. HDFS's ``NNStorage`` plus the journal opening of
+``FSEditLog.initJournals`` and the retention of ``NNStorageRetentionManager``.
+
+Layout:
+
+* ``<name dir>/current/NNVERSION``: JSON of the ``NamespaceInfo`` (namespace
+  id, cluster id, layout version), written once at format (atomically); its
+  absence means "not formatted".
+* ``<name dir>/current/fsimage_<txid>`` and ``.crc``: the images (``image.py``).
+* The local edits dirs (``dfs.namenode.edits.dir``, default the name dir) are
+  FileJournals; the shared edits dir (``dfs.namenode.shared.edits.dir``,
+  ``qjournal://`` or ``file://``) is the *required* journal of an HA pair.
+  Writes go to a ``JournalSet`` of all of them.
+
+Invariants:
+
+1. :func:`open_journals` returns *fresh* journal objects: a quorum journal
+   takes a new epoch once per object, so every attempt to become the writer
+   opens its own (``QuorumJournalManager`` contract).
+2. A journal set always has a required member: the shared journal, or the
+   only journal there is.
+3. Retention never removes the newest image, nor an edit that the oldest kept
+   image (minus ``num.extra.edits.retained`` txns) still needs; edits are purged
+   only through the writer's journal set (the active).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+
+from qjournal.config import Configuration
+from qjournal.errors import InvalidRequestError, JournalError, QJournalError
+from qjournal.journalmanager.base import JournalManager
+from qjournal.journalmanager.file import local_path_of_uri
+from qjournal.journalmanager.journalset import JournalSet
+from qjournal.journalmanager.registry import open_journal
+from qjournal.namenode import image as img
+from qjournal.protocol.messages import NamespaceInfo
+from qjournal.util.fs import atomic_write, read_file
+
+log = logging.getLogger(__name__)
+
+NN_VERSION_FILE = "NNVERSION"
+
+
+def _uri_to_path(uri: str, key: str) -> str:
+    try:
+        return local_path_of_uri(uri)
+    except ValueError:
+        raise InvalidRequestError(f"configuration key {key}: {uri!r} is not an absolute path or file:// URI",
+                                  key=key) from None
+
+
+def name_dir_of(conf: Configuration) -> str:
+    """The first ``dfs.namenode.name.dir`` as a path.
+
+    Raises:
+        InvalidRequestError: the key is empty or not a local path.
+    """
+    dirs = conf.get_list("dfs.namenode.name.dir")
+    if not dirs:
+        raise InvalidRequestError("configuration key dfs.namenode.name.dir is empty",
+                                  key="dfs.namenode.name.dir")
+    return _uri_to_path(dirs[0], "dfs.namenode.name.dir")
+
+
+def local_edits_uris(conf: Configuration) -> list[str]:
+    """``dfs.namenode.edits.dir`` as file:// URIs (bare paths accepted).
+
+    Raises:
+        InvalidRequestError: a bare entry is not an absolute path.
+    """
+    out = []
+    for u in conf.get_list("dfs.namenode.edits.dir"):
+        out.append(u if "://" in u else f"file://{_uri_to_path(u, 'dfs.namenode.edits.dir')}")
+    return out
+
+
+def local_edits_dirs(conf: Configuration) -> list[str]:
+    """``dfs.namenode.edits.dir`` as local paths (the resource check watches their free space).
+
+    Raises:
+        InvalidRequestError: an entry is not a local path.
+    """
+    return [_uri_to_path(u, "dfs.namenode.edits.dir") for u in local_edits_uris(conf)]
+
+
+def read_nn_version(name_dir: str) -> NamespaceInfo | None:
+    raw = read_file(os.path.join(img.current_dir(name_dir), NN_VERSION_FILE))
+    if raw is None:
+        return None
+    try:
+        return NamespaceInfo.from_wire(json.loads(raw))
+    except (ValueError, InvalidRequestError) as e:
+        raise JournalError(f"{name_dir}/current/{NN_VERSION_FILE}: malformed ({e})", path=name_dir) from None
+
+
+def write_nn_version(name_dir: str, ns_info: NamespaceInfo) -> None:
+    os.makedirs(img.current_dir(name_dir), exist_ok=True)
+    atomic_write(os.path.join(img.current_dir(name_dir), NN_VERSION_FILE),
+                 json.dumps(ns_info.to_wire(), sort_keys=True).encode())
+
+
+def open_journals(conf: Configuration, ns_info: NamespaceInfo | None) -> tuple[list[JournalManager], JournalManager | None]:
+    """Fresh journal objects (invariant 1): the local FileJournals and the shared (required) journal.
+
+    Returns:
+        ``(local, shared)``; ``shared`` is None without ``dfs.namenode.shared.edits.dir``.
+
+    Raises:
+        UnknownSchemeError, InvalidRequestError: a journal URI that cannot be opened.
+    """
+    local = [open_journal(u, conf) for u in local_edits_uris(conf)]
+    shared_uri = conf.get("dfs.namenode.shared.edits.dir")
+    shared = None
+    if shared_uri:
+        shared = open_journal(shared_uri, conf)
+        shared.required = True
+        if ns_info is not None and hasattr(shared, "ns_info"):
+            shared.ns_info = ns_info  # type: ignore[attr-defined]
+    return local, shared
+
+
+def make_journal_set(local: list[JournalManager], shared: JournalManager | None) -> JournalManager:
+    """The writer's ``JournalSet`` over ``local`` and ``shared`` (invariant 2)."""
+    members = list(local) + ([shared] if shared is not None else [])
+    if len(members) == 1:
+        members[0].required = True
+    return JournalSet(members)
+
+
+async def purge_old_storage(conf: Configuration, name_dir: str, journals: JournalManager | None) -> None:
+    """Retention (invariant 3): keep ``dfs.namenode.num.checkpoints.retained`` images and the edits
+    they and ``dfs.namenode.num.extra.edits.retained`` more txns need.
+
+    Args:
+        conf: read at each call (the keys may change at run time).
+        name_dir: where the images are.
+        journals: the writer's journal set (the active), or None to purge images only.
+    """
+    keep = max(1, int(conf.get_int("dfs.namenode.num.checkpoints.retained") or 1))
+    extra = max(0, int(conf.get_int("dfs.namenode.num.extra.edits.retained") or 0))
+    await asyncio.to_thread(img.purge_images, name_dir, keep)
+    images = img.list_images(name_dir)
+    if not images:
+        return
+    min_txid = images[0][0] + 1 - extra
+    if min_txid > 1 and journals is not None:
+        try:
+            await journals.purge_logs_older_than(min_txid)
+        except QJournalError as e:
+            log.warning("purging edits older than %d failed: %s", min_txid, e)
+
+
+__all__ = ["NN_VERSION_FILE", "name_dir_of", "local_edits_uris", "local_edits_dirs", "read_nn_version",
+           "write_nn_version", "open_journals", "make_journal_set", "purge_old_storage"]
