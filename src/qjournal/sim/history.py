@@ -30,6 +30,20 @@ Vocabulary (HDFS-3077 names):
   violation to a known bug (never judged by itself).
 * ``Failure``: an error surfaced to a writer/reader that is not an expected
   fault outcome (e.g. ``InvariantViolation``); always a violation.
+
+The whole cluster (NameNodes, controllers and clients; judged by
+:mod:`qjournal.sim.cluster_checker`) adds:
+
+* ``OpCalled`` / ``OpAcked`` / ``OpFailed``: a client called a namespace
+  operation; it was answered with success (by which NameNode), or the client
+  gave up on it (error type; the operation may or may not have happened).
+* ``NameNodeAck``: a NameNode sent a write's answer, with the epoch of its
+  journal writer at that moment (seen on the NameNode's side of the wire).
+* ``NsRead``: a client read whether a path exists, from which NameNode.
+* ``NamespaceState``: at the end, the paths of a NameNode's namespace.
+* ``Healed``: every fault is healed; progress is due within ``bound_s``.
+* ``Progress``: after ``Healed``, a probe write was acknowledged.
+* ``ControllerState``: at the end, a failover controller's health and election state.
 """
 
 from __future__ import annotations
@@ -42,6 +56,8 @@ from typing import Any, Iterator
 __all__ = [
     "Event", "Setup", "Promise", "WriterStarted", "EpochGranted", "Written", "Acked", "Accepted", "Finalized",
     "Read", "NodeSegment", "FinalLog", "Fault", "Note", "Failure", "History",
+    "OpCalled", "OpAcked", "OpFailed", "NameNodeAck", "NsRead", "NamespaceState", "Healed", "Progress",
+    "ControllerState",
 ]
 
 
@@ -150,6 +166,72 @@ class Failure(Event):
     who: str
     error_type: str
     message: str
+
+
+@dataclass(frozen=True)
+class OpCalled(Event):
+    client: str
+    op_id: int
+    method: str      # mkdirs | create | delete | rename
+    path: str
+    dst: str = ""    # rename only
+
+
+@dataclass(frozen=True)
+class OpAcked(Event):
+    client: str
+    op_id: int
+    nn: str
+    result: Any = None
+
+
+@dataclass(frozen=True)
+class OpFailed(Event):
+    client: str
+    op_id: int
+    error_type: str
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class NameNodeAck(Event):
+    nn: str
+    epoch: int
+    client: str
+    op_id: int
+
+
+@dataclass(frozen=True)
+class NsRead(Event):
+    client: str
+    nn: str
+    path: str
+    exists: bool
+
+
+@dataclass(frozen=True)
+class NamespaceState(Event):
+    nn: str
+    role: str                   # "active" or "standby"
+    last_txid: int
+    paths: tuple[str, ...]      # every path of the namespace, sorted
+
+
+@dataclass(frozen=True)
+class Healed(Event):
+    bound_s: float
+
+
+@dataclass(frozen=True)
+class Progress(Event):
+    nn: str
+
+
+@dataclass(frozen=True)
+class ControllerState(Event):
+    nn: str
+    health: str
+    elector: str
 
 
 class History:

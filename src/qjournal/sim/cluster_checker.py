@@ -1,0 +1,277 @@
+"""The checker of the whole cluster: judges the clients' namespace operations in a history.
+
+Why separate from :mod:`qjournal.sim.checker` (which judges the quorum journal's
+log): the whole cluster is judged by what its *clients* were told and saw
+(PRODUCT.md, correctness requirements 5-8), and by what each NameNode held at
+the end; the journal rules still apply underneath and are checked by the other
+checker on the same history. Pure: no asyncio, no I/O, no clock; tested on
+hand-made histories. It trusts nothing of the system under test but observed
+events.
+
+The workload it judges (``qjournal.sim.cluster_workload``) keeps each client in
+its own directory and gives each path a short, simple life, so the expected
+namespace follows from the events alone: a path is created once (``mkdirs`` or
+``create``), then at most renamed away or deleted; a client touches a path again
+only after its previous operation on it was acknowledged. Operations of one
+client are sequential.
+
+Rules (each violation names its rule):
+
+1. ``op_lost``: an operation a client saw acknowledged is not in the final
+   namespace of the active (a created path missing, a deleted or renamed-away
+   path still there).
+2. ``op_invented``: the final namespace holds a path of a client's directory that
+   no operation of that client could have created.
+3. ``not_once``: a retried operation was applied twice: the client got the error
+   a second application gives (a fresh path "already exists", an existing path
+   "not found" for its delete or rename, a delete answering False).
+4. ``ack_after_fenced``: a NameNode answered a write after a quorum of
+   JournalNodes had accepted a write of a higher epoch (requirement 6).
+5. ``read_lost``: a client read that a path exists, and it is later gone without
+   an acknowledged delete or rename by its owner (requirement 7).
+6. ``read_stale``: a client read a state older than one it had already seen: its
+   own acknowledged operation not visible, or a path it saw exist absent again
+   with no acknowledged operation in between (requirement 7).
+7. ``standby_diverged``: a standby that applied as many transactions as the
+   active holds a different namespace (issue 11, rule f).
+8. ``no_progress``: after every fault healed, no write was acknowledged within
+   the bound derived from the configured timeouts (requirement 8).
+9. ``controller_out``: at the end, a failover controller whose NameNode is
+   healthy is not in the election (requirement 8; the stuck controller).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from qjournal.sim.checker import Violation
+from qjournal.sim.history import (Accepted, ControllerState, Healed, History, NameNodeAck, NamespaceState,
+                                  NsRead, OpAcked, OpCalled, OpFailed, Progress, Setup)
+
+__all__ = ["check_cluster", "CLUSTER_RULES"]
+
+CLUSTER_RULES = ["op_lost", "op_invented", "not_once", "ack_after_fenced", "read_lost", "read_stale",
+                 "standby_diverged", "no_progress", "controller_out"]
+
+#: the errors a second application of an operation gives, by method (rule 3)
+_SECOND_APPLICATION = {
+    "create": ("FileAlreadyExistsError",),
+    "delete": ("FileNotFoundError_",),
+    "rename": ("FileNotFoundError_", "FileAlreadyExistsError"),
+}
+
+
+@dataclass
+class _Op:
+    call: OpCalled
+    status: str = "pending"          # acked | failed | pending
+    end_seq: int = 1 << 62           # seq of the ack or failure (when the client learned)
+    result: object = None
+    error_type: str = ""
+
+    def effects(self) -> list[tuple[str, bool]]:
+        """``(path, exists afterwards)`` for each path the operation changes."""
+        c = self.call
+        if c.method in ("mkdirs", "create"):
+            return [(c.path, True)]
+        if c.method == "delete":
+            return [(c.path, False)]
+        if c.method == "rename":
+            return [(c.path, False), (c.dst, True)]
+        return []
+
+
+@dataclass
+class _PathLife:
+    """The operations that changed one path, in call order."""
+
+    ops: list[tuple[_Op, bool]] = field(default_factory=list)   # (operation, exists afterwards)
+
+    def possible_after(self, upto_seq: int) -> set[bool]:
+        """States the path may be in, given the operations that *ended* before ``upto_seq``
+        (and any still pending or failed before it may have happened)."""
+        states = {False}
+        for op, after in self.ops:
+            if op.call.seq > upto_seq:
+                break
+            if op.status == "acked" and op.end_seq < upto_seq:
+                states = {after}
+            else:
+                states = states | {after}
+        return states
+
+
+def _ops(history: History) -> tuple[dict[tuple[str, int], _Op], dict[str, _PathLife]]:
+    ops: dict[tuple[str, int], _Op] = {}
+    for e in history:
+        if isinstance(e, OpCalled):
+            ops[(e.client, e.op_id)] = _Op(e)
+        elif isinstance(e, OpAcked):
+            op = ops[(e.client, e.op_id)]
+            op.status, op.end_seq, op.result = "acked", e.seq, e.result
+        elif isinstance(e, OpFailed):
+            op = ops[(e.client, e.op_id)]
+            op.status, op.end_seq, op.error_type = "failed", e.seq, e.error_type
+    lives: dict[str, _PathLife] = {}
+    for key in sorted(ops, key=lambda k: ops[k].call.seq):
+        op = ops[key]
+        for path, after in op.effects():
+            lives.setdefault(path, _PathLife()).ops.append((op, after))
+    return ops, lives
+
+
+def check_cluster(history: History, *, max_per_rule: int = 5) -> list[Violation]:
+    """Judge the whole-cluster events of ``history`` (module docstring).
+
+    Args:
+        history: one run's events; ``NamespaceState`` of the final active is needed for
+            rules 1, 2 and 5; ``Setup`` and the JournalNodes' ``Accepted`` for rule 4.
+        max_per_rule: report at most this many violations per rule.
+
+    Returns:
+        The violations, in :data:`CLUSTER_RULES` order.
+    """
+    ops, lives = _ops(history)
+    out: list[Violation] = []
+    for rule_fn in (_check_final, _check_not_once, _check_fenced_acks, _check_reads, _check_standby,
+                    _check_liveness):
+        found: dict[str, int] = {}
+        for v in rule_fn(history, ops, lives):
+            found[v.rule] = found.get(v.rule, 0) + 1
+            if found[v.rule] <= max_per_rule:
+                out.append(v)
+    order = {r: i for i, r in enumerate(CLUSTER_RULES)}
+    return sorted(out, key=lambda v: (order[v.rule], v.seqs))
+
+
+def _final_active(history: History) -> NamespaceState | None:
+    finals = [e for e in history.of(NamespaceState) if e.role == "active"]
+    return finals[-1] if finals else None
+
+
+# -- rules 1 and 2 ------------------------------------------------------------------
+
+def _check_final(history, ops, lives):
+    final = _final_active(history)
+    if final is None:
+        return
+    present = set(final.paths)
+    end = final.seq
+    for path in sorted(lives):
+        life = lives[path]
+        states = life.possible_after(end)
+        exists = path in present
+        if exists not in states:
+            op = life.ops[-1][0]
+            what = "missing" if not exists else "still there"
+            yield Violation("op_lost", f"{path} is {what} on the final active {final.nn}, but "
+                            f"{op.call.client}'s acknowledged {op.call.method} (op {op.call.op_id}) "
+                            f"says otherwise", (op.call.seq, op.end_seq, final.seq))
+    dirs = {c.call.path.rsplit("/", 1)[0] for c in ops.values()}
+    for path in sorted(present):
+        parent = path.rsplit("/", 1)[0]
+        if parent in dirs and path not in lives:
+            yield Violation("op_invented", f"{path} is on the final active {final.nn} but no client "
+                            f"operation created it", (final.seq,))
+
+
+# -- rule 3 -------------------------------------------------------------------------
+
+def _check_not_once(history, ops, lives):
+    for op in sorted(ops.values(), key=lambda o: o.call.seq):
+        c = op.call
+        if op.status == "failed" and op.error_type in _SECOND_APPLICATION.get(c.method, ()):
+            yield Violation("not_once", f"{c.client}'s {c.method} {c.path} (op {c.op_id}) failed with "
+                            f"{op.error_type}: a retry saw its own first application",
+                            (c.seq, op.end_seq))
+        elif op.status == "acked" and c.method == "delete" and op.result is False:
+            yield Violation("not_once", f"{c.client}'s delete {c.path} (op {c.op_id}) answered False "
+                            f"for a path whose creation was acknowledged", (c.seq, op.end_seq))
+
+
+# -- rule 4 -------------------------------------------------------------------------
+
+def _check_fenced_acks(history, ops, lives):
+    setups = history.of(Setup)
+    if not setups:
+        return
+    majority = len(setups[0].nodes) // 2 + 1
+    # for each epoch, when (seq) a quorum of nodes had accepted a write of it
+    accepted_by: dict[int, set[str]] = {}
+    quorum_at: dict[int, int] = {}
+    higher_quorum_seq: list[tuple[int, int]] = []   # (seq, epoch) of each epoch's quorum, in order
+    for e in history:
+        if isinstance(e, Accepted):
+            nodes = accepted_by.setdefault(e.epoch, set())
+            nodes.add(e.node)
+            if len(nodes) >= majority and e.epoch not in quorum_at:
+                quorum_at[e.epoch] = e.seq
+                higher_quorum_seq.append((e.seq, e.epoch))
+        elif isinstance(e, NameNodeAck):
+            newer = [(s, ep) for s, ep in higher_quorum_seq if ep > e.epoch and s < e.seq]
+            if newer:
+                s, ep = newer[0]
+                yield Violation("ack_after_fenced", f"{e.nn} (epoch {e.epoch}) answered {e.client}'s op "
+                                f"{e.op_id} after a quorum accepted a write of epoch {ep}", (s, e.seq))
+
+
+# -- rules 5 and 6 ------------------------------------------------------------------
+
+def _check_reads(history, ops, lives):
+    final = _final_active(history)
+    present = set(final.paths) if final is not None else None
+    seen_exist: dict[tuple[str, str], NsRead] = {}   # (client, path) -> last read that saw it exist
+    for e in history.of(NsRead):
+        life = lives.get(e.path, _PathLife())
+        states = life.possible_after(e.seq)
+        if e.exists not in states:
+            yield Violation("read_stale", f"{e.client} read {e.path} as {'present' if e.exists else 'absent'} "
+                            f"from {e.nn}, but its acknowledged operations say otherwise", (e.seq,))
+            continue
+        key = (e.client, e.path)
+        if e.exists:
+            seen_exist[key] = e
+            # it must stay, unless an operation that may remove it was called after the read
+            removed_later = any(not after and op.call.seq > e.seq for op, after in life.ops)
+            if present is not None and e.path not in present and not removed_later:
+                yield Violation("read_lost", f"{e.client} read {e.path} as present from {e.nn}; it is "
+                                f"missing from the final active {final.nn}", (e.seq, final.seq))
+        elif key in seen_exist:
+            prev = seen_exist.pop(key)
+            removed_between = any(not after and prev.seq < op.call.seq < e.seq for op, after in life.ops)
+            if not removed_between:
+                yield Violation("read_stale", f"{e.client} read {e.path} as absent from {e.nn} after it had "
+                                f"read it present from {prev.nn}", (prev.seq, e.seq))
+
+
+# -- rule 7 -------------------------------------------------------------------------
+
+def _check_standby(history, ops, lives):
+    final = _final_active(history)
+    if final is None:
+        return
+    for e in history.of(NamespaceState):
+        if e.role == "standby" and e.last_txid == final.last_txid and e.paths != final.paths:
+            diff = sorted(set(e.paths) ^ set(final.paths))[:5]
+            yield Violation("standby_diverged", f"standby {e.nn} at txid {e.last_txid} differs from the "
+                            f"active {final.nn} at the same txid: {diff}", (e.seq, final.seq))
+
+
+# -- rules 8 and 9 ------------------------------------------------------------------
+
+def _check_liveness(history, ops, lives):
+    healed = history.of(Healed)
+    if healed:
+        h = healed[-1]
+        done = [p for p in history.of(Progress) if p.seq > h.seq]
+        if not done:
+            yield Violation("no_progress", f"no write was acknowledged after the faults healed "
+                            f"(bound {h.bound_s:.1f}s)", (h.seq,))
+        elif done[0].time - h.time > h.bound_s:
+            yield Violation("no_progress", f"the first write after the faults healed took "
+                            f"{done[0].time - h.time:.1f}s, more than the bound {h.bound_s:.1f}s",
+                            (h.seq, done[0].seq))
+    for e in history.of(ControllerState):
+        if e.health == "SERVICE_HEALTHY" and e.elector not in ("ACTIVE", "STANDBY"):
+            yield Violation("controller_out", f"the controller of {e.nn} sees its NameNode healthy but is "
+                            f"{e.elector} in the election", (e.seq,))
