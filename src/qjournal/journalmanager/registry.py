@@ -33,6 +33,9 @@ from qjournal.journalmanager.file import FileJournal
 from qjournal.journalmanager.journalset import JournalSet
 
 JournalFactory = Callable[[str, Any], JournalManager]
+#: ``(uri, conf) -> JournalManager``: how a process opens a journal by URI (:func:`open_journal`, or the
+#: simulator's, which puts the quorum client on its memory network)
+JournalOpener = Callable[[str, Any], JournalManager]
 ENTRY_POINT_GROUP = "qjournal.journals"
 
 _REGISTERED: dict[str, JournalFactory] = {}

@@ -44,9 +44,8 @@ from qjournal.errors import QJournalError
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import namenode_ids, rpc_address_of
 from qjournal.namenode.ha_state import HAState
-from qjournal.transport.rpc import RpcClient
-from qjournal.transport.tls import client_context_from_conf
-from qjournal.util.tasks import cancel_and_wait
+from qjournal.transport.rpc import RpcConnector
+from qjournal.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +79,16 @@ class Checkpointer:
         name_dir: where images are saved.
         clock_ms: wall clock in ms.
         ha_enabled: checkpoint on the standby and upload to the active (else: the active checkpoints itself).
+        connect: reaches the other NameNodes (the upload).
+        on_crash: told if the checkpoint loop dies of an unexpected error (the NameNode fails).
     """
 
     def __init__(self, nn: CheckpointSource, conf: Configuration, *, nn_id: str | None, name_dir: str,
-                 clock_ms: Callable[[], int], ha_enabled: bool) -> None:
+                 clock_ms: Callable[[], int], ha_enabled: bool, connect: RpcConnector,
+                 on_crash: Callable[[BaseException], None] | None = None) -> None:
         self.nn = nn
+        self.connect = connect
+        self.on_crash = on_crash
         self.conf = conf
         self.nn_id = nn_id
         self.name_dir = name_dir
@@ -103,7 +107,7 @@ class Checkpointer:
 
     def start(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._run())
+            self._task = spawn(self._run(), name=f"checkpointer-{self.nn_id}", on_crash=self.on_crash)
 
     async def stop(self) -> None:
         t, self._task = self._task, None
@@ -159,9 +163,7 @@ class Checkpointer:
             if other == self.nn_id:
                 continue
             try:
-                host, port = rpc_address_of(self.conf, other)
-                c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=5000,
-                                                ssl=client_context_from_conf(self.conf))
+                c = await self.connect(*rpc_address_of(self.conf, other))
                 try:
                     await c.call("upload_image", timeout_ms=self.upload_timeout_ms, txid=txid,
                                  data=data, crc=crc)

@@ -75,9 +75,11 @@ from qjournal.namenode.storage import (make_journal_set, name_dir_of, open_journ
                                        read_nn_version)
 from qjournal.namenode.tailer import EditLogTailer
 from qjournal.protocol.messages import NamespaceInfo
-from qjournal.transport.rpc import RpcServer
-from qjournal.transport.tls import server_context_from_conf
-from qjournal.util.tasks import cancel_and_wait
+from qjournal.journalmanager.registry import JournalOpener, open_journal
+from qjournal.transport.memory import MemoryNetwork
+from qjournal.transport.rpc import RpcConnector, RpcServer, tcp_connector
+from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
+from qjournal.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
 
@@ -114,12 +116,20 @@ class NameNode:
         clock_ms: wall clock in ms (injectable for tests).
         exit_hook: called with an exit status when the NameNode must terminate
             (fenced / journal failure). Default: nothing (the daemon passes one).
+        journal_opener: opens its journals by URI (default: the registry's ``open_journal``;
+            the simulator puts the quorum client on its memory network).
+        connect: how it reaches the other NameNode (checkpoint upload); default TCP with the
+            ``qjournal.rpc.tls.*`` client context.
     """
 
     def __init__(self, conf: Configuration, nn_id: str | None = None, *,
                  clock_ms: Callable[[], int] | None = None,
-                 exit_hook: Callable[[int], None] | None = None) -> None:
+                 exit_hook: Callable[[int], None] | None = None,
+                 journal_opener: JournalOpener = open_journal,
+                 connect: RpcConnector | None = None) -> None:
         self.conf = conf
+        self.journal_opener = journal_opener
+        self.connect = connect or tcp_connector(ssl=client_context_from_conf(conf), connect_timeout_ms=5000)
         self.nameservice = nameservice_of(conf)
         self.nn_id = nn_id or conf.get("dfs.ha.namenode.id")
         #: "NameNode <id>", for messages
@@ -176,12 +186,13 @@ class NameNode:
 
     # -------------------------------------------------------------- start-up
     async def start(self, host: str | None = None, port: int | None = None,
-                    serve: bool = True) -> tuple[str, int] | None:
+                    serve: bool = True, network: MemoryNetwork | None = None) -> tuple[str, int] | None:
         """Load the image and edits, enter standby (HA) or active, and serve RPC.
 
         Args:
             host / port: where to listen (default: the configured rpc address).
             serve: start the RPC server (False for in-process unit tests).
+            network: serve on this memory network at ``host:port`` instead of TCP (the simulator).
 
         Returns:
             The RPC address, when serving.
@@ -211,10 +222,10 @@ class NameNode:
         self.last_checkpoint_txid = info.txid
         self.tailer = EditLogTailer(self.namespace, self.retry_cache, self.ns_lock, info.txid,
                                     self.clock_ms, self.tail_period_ms,
-                                    in_progress_ok=self.tail_in_progress)
+                                    in_progress_ok=self.tail_in_progress, on_crash=self._on_fatal)
         log.info("loaded image", extra={"path": path, "txid": info.txid, "inodes": len(self.namespace)})
         if self.ha_enabled:
-            _local, self.shared_reader = open_journals(self.conf, self.ns_info)
+            _local, self.shared_reader = open_journals(self.conf, self.ns_info, self.journal_opener)
             for j in _local:
                 await j.close()
             try:
@@ -226,13 +237,15 @@ class NameNode:
         else:
             await self._become_active_non_ha()
         self.checkpointer = Checkpointer(self, self.conf, nn_id=self.nn_id, name_dir=self.name_dir,
-                                         clock_ms=self.clock_ms, ha_enabled=self.ha_enabled)
+                                         clock_ms=self.clock_ms, ha_enabled=self.ha_enabled,
+                                         connect=self.connect, on_crash=self._on_fatal)
         self.checkpointer.start()
         if serve:
-            return await self._serve(host, port)
+            return await self._serve(host, port, network)
         return None
 
-    async def _serve(self, host: str | None, port: int | None) -> tuple[str, int]:
+    async def _serve(self, host: str | None, port: int | None,
+                     network: MemoryNetwork | None = None) -> tuple[str, int]:
         """Listen for RPC on ``host:port`` (default: the configured address), mutual TLS when configured."""
         handlers = RpcHandlers(self.client_protocol, self.ha_service, self.namenode_protocol)
         self.rpc_server = RpcServer(handlers, max_frame_bytes=int(self.conf.get_bytes("ipc.maximum.data.length")),
@@ -245,12 +258,16 @@ class NameNode:
             bind = self.conf.get("qjournal.namenode.rpc-bind-host")
             host = host if host is not None else (bind or h)
             port = port if port is not None else p
+        if network is not None:
+            await self.rpc_server.start_memory(network, f"{host}:{port}")
+            self.address = (host, port)
+            return self.address
         # mutual TLS when qjournal.rpc.tls.enabled (None otherwise)
         self.address = await self.rpc_server.start_tcp(host, port, ssl=server_context_from_conf(self.conf))
         return self.address
 
     async def _become_active_non_ha(self) -> None:
-        local, _ = open_journals(self.conf, self.ns_info)
+        local, _ = open_journals(self.conf, self.ns_info, self.journal_opener)
         jset = make_journal_set(local, None)
         await jset.recover_unfinalized_segments()
         await self.tailer.catch_up(jset)  # type: ignore[union-attr]
@@ -265,7 +282,7 @@ class NameNode:
         await self.editlog.open_for_write(self.tailer.last_applied_txid + 1)
         self.namespace.last_applied_txid = self.editlog.last_written_txid  # type: ignore[union-attr]
         if self.roll_period_ms > 0:
-            self._roll_task = asyncio.ensure_future(self._roll_loop())
+            self._roll_task = spawn(self._roll_loop(), name=f"log-roll-{self.nn_id}", on_crash=self._on_fatal)
 
     async def _roll_loop(self) -> None:
         while self.state == HAState.ACTIVE and self.editlog is not None:
@@ -296,7 +313,7 @@ class NameNode:
         """
         assert self.tailer is not None
         t0 = self.clock_ms()
-        local, shared = open_journals(self.conf, self.ns_info)
+        local, shared = open_journals(self.conf, self.ns_info, self.journal_opener)
         jset = make_journal_set(local, shared)
         phases: dict[str, int] = {}
         try:
@@ -342,7 +359,7 @@ class NameNode:
         """Tail the shared journal (opened once, kept across transitions)."""
         assert self.tailer is not None
         if self.shared_reader is None:
-            _l, self.shared_reader = open_journals(self.conf, self.ns_info)
+            _l, self.shared_reader = open_journals(self.conf, self.ns_info, self.journal_opener)
         self.tailer.start(self.shared_reader)  # type: ignore[arg-type]
 
     async def stop_standby_services(self) -> None:
@@ -382,7 +399,8 @@ class NameNode:
         await self._stopped.wait()
 
     def _on_fatal(self, e: BaseException) -> None:
-        """The required journal failed (fenced, quorum lost): stop serving and exit (never carry on)."""
+        """The required journal failed (fenced, quorum lost), or a background task died: stop serving
+        and exit (never carry on)."""
         if self.fatal_error is not None:
             return
         self.fatal_error = e

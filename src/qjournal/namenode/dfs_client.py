@@ -38,7 +38,7 @@ from typing import Any
 
 from qjournal.errors import InvalidRequestError, RpcTimeoutError, StandbyError, TransportError
 from qjournal.namenode.editlog import EditLogFatalError  # registers the type for the wire
-from qjournal.transport.rpc import RpcClient
+from qjournal.transport.rpc import RpcClient, RpcConnector, tcp_connector
 from qjournal.transport.tls import client_context_from_conf
 
 log = logging.getLogger(__name__)
@@ -60,12 +60,16 @@ class DFSClient:
         nameservice: which nameservice (default: the first of ``dfs.nameservices``).
         addresses: explicit ``[(name, host, port)]`` instead of the configuration.
         user / groups: the identity sent with each call (simple authentication).
+        connect: how to reach a NameNode (default: TCP, mutual TLS when ``qjournal.rpc.tls.enabled``).
+        client_id: the 16-byte id of the retry cache (default: random).
     """
 
     def __init__(self, conf: Any = None, *, nameservice: str | None = None,
                  addresses: list[tuple[str, str, int]] | None = None,
-                 user: str | None = None, groups: list[str] | None = None) -> None:
+                 user: str | None = None, groups: list[str] | None = None,
+                 connect: RpcConnector | None = None, client_id: bytes | None = None) -> None:
         self.conf = conf
+        self._connect = connect
         self.addresses = addresses if addresses is not None else self._configured(conf, nameservice)
         if not self.addresses:
             raise InvalidRequestError(
@@ -73,7 +77,7 @@ class DFSClient:
                 "dfs.namenode.rpc-address.<ns>.<nn> (or dfs.namenode.rpc-address)")
         self.user = user or _default_user()
         self.groups = list(groups) if groups is not None else [self.user]
-        self.client_id = os.urandom(16)
+        self.client_id = client_id or os.urandom(16)
         self._call_ids = itertools.count(0)
         g = (lambda k, d: conf.get_int(k) if conf is not None else d)
         gd = (lambda k, d: conf.get_duration_ms(k) if conf is not None else d)
@@ -85,7 +89,6 @@ class DFSClient:
         self.current = 0
         self._clients: dict[int, Any] = {}
         self.failovers = 0
-        self._ssl: Any = None  # mutual TLS client context when qjournal.rpc.tls.enabled
 
     @staticmethod
     def _configured(conf: Any, nameservice: str | None) -> list[tuple[str, str, int]]:
@@ -111,10 +114,10 @@ class DFSClient:
         if c is not None and not c.is_closed:
             return c
         _name, host, port = self.addresses[idx]
-        if self._ssl is None and self.conf is not None and hasattr(self.conf, "get_bool"):
-            self._ssl = client_context_from_conf(self.conf) or False  # False: TLS disabled, checked once
-        c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=self.connect_timeout_ms,
-                                        ssl=self._ssl or None)
+        if self._connect is None:
+            ssl = client_context_from_conf(self.conf) if self.conf is not None else None
+            self._connect = tcp_connector(ssl=ssl, connect_timeout_ms=self.connect_timeout_ms)
+        c = await self._connect(host, port)
         self._clients[idx] = c
         return c
 

@@ -34,6 +34,7 @@ import time
 from qjournal.config import Configuration
 from qjournal.errors import (InvalidRequestError, JournalAlreadyFormattedError, JournalNotFormattedError,
                              QJournalError, ServiceFailedError)
+from qjournal.journalmanager.registry import JournalOpener, open_journal
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import namenode_ids, rpc_address_of
 from qjournal.namenode.namespace import Namespace
@@ -46,8 +47,12 @@ from qjournal.transport.tls import client_context_from_conf
 
 
 async def format_namenode(conf: Configuration, *, cluster_id: str | None = None, force: bool = False,
-                          namespace_id: int | None = None, format_shared: bool = True) -> NamespaceInfo:
+                          namespace_id: int | None = None, format_shared: bool = True,
+                          opener: JournalOpener = open_journal, now_ms: int | None = None) -> NamespaceInfo:
     """``namenode -format``: a new namespace with an empty image at txid 0.
+
+    ``opener`` opens the journals (the simulator's puts the quorum client on its network);
+    ``now_ms`` is the root's mtime (default: the wall clock).
 
     Returns:
         The new namespace's info.
@@ -61,7 +66,7 @@ async def format_namenode(conf: Configuration, *, cluster_id: str | None = None,
                                            path=name_dir)
     ns_info = NamespaceInfo(namespace_id if namespace_id is not None else random.randrange(1, 2 ** 31),
                             cluster_id or f"CID-{random.randrange(16 ** 12):012x}", LAYOUT_VERSION)
-    local, shared = open_journals(conf, ns_info)
+    local, shared = open_journals(conf, ns_info, opener)
     targets = local + ([shared] if (shared is not None and format_shared) else [])
     try:
         for j in targets:
@@ -77,7 +82,7 @@ async def format_namenode(conf: Configuration, *, cluster_id: str | None = None,
     write_nn_version(name_dir, ns_info)  # invariant 2
     superuser = conf.get("qjournal.namenode.superuser") or "root"
     ns = Namespace(superuser, conf.get("dfs.permissions.superusergroup") or "supergroup",
-                   root_mtime=int(time.time() * 1000))
+                   root_mtime=now_ms if now_ms is not None else int(time.time() * 1000))
     img.save_image(name_dir, ns.to_image_columns(),
                    img.ImageInfo(0, LAYOUT_VERSION, ns_info.namespace_id, ns_info.cluster_id,
                                  ns.last_inode_id))

@@ -41,7 +41,7 @@ from qjournal.errors import InvalidRequestError, JournalError, QJournalError
 from qjournal.journalmanager.base import JournalManager
 from qjournal.journalmanager.file import local_path_of_uri
 from qjournal.journalmanager.journalset import JournalSet
-from qjournal.journalmanager.registry import open_journal
+from qjournal.journalmanager.registry import JournalOpener, open_journal
 from qjournal.namenode import image as img
 from qjournal.protocol.messages import NamespaceInfo
 from qjournal.util.fs import atomic_write, read_file
@@ -109,8 +109,14 @@ def write_nn_version(name_dir: str, ns_info: NamespaceInfo) -> None:
                  json.dumps(ns_info.to_wire(), sort_keys=True).encode())
 
 
-def open_journals(conf: Configuration, ns_info: NamespaceInfo | None) -> tuple[list[JournalManager], JournalManager | None]:
+def open_journals(conf: Configuration, ns_info: NamespaceInfo | None,
+                  opener: JournalOpener = open_journal) -> tuple[list[JournalManager], JournalManager | None]:
     """Fresh journal objects (invariant 1): the local FileJournals and the shared (required) journal.
+
+    Args:
+        conf: the configuration (``dfs.namenode.edits.dir``, ``dfs.namenode.shared.edits.dir``).
+        ns_info: the namespace, given to the shared journal.
+        opener: opens a journal by URI (the registry's :func:`open_journal` by default).
 
     Returns:
         ``(local, shared)``; ``shared`` is None without ``dfs.namenode.shared.edits.dir``.
@@ -118,11 +124,11 @@ def open_journals(conf: Configuration, ns_info: NamespaceInfo | None) -> tuple[l
     Raises:
         UnknownSchemeError, InvalidRequestError: a journal URI that cannot be opened.
     """
-    local = [open_journal(u, conf) for u in local_edits_uris(conf)]
+    local = [opener(u, conf) for u in local_edits_uris(conf)]
     shared_uri = conf.get("dfs.namenode.shared.edits.dir")
     shared = None
     if shared_uri:
-        shared = open_journal(shared_uri, conf)
+        shared = opener(shared_uri, conf)
         shared.required = True
         if ns_info is not None and hasattr(shared, "ns_info"):
             shared.ns_info = ns_info  # type: ignore[attr-defined]

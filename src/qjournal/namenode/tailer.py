@@ -35,12 +35,12 @@ import asyncio
 import logging
 from typing import Callable
 
-from qjournal.errors import GapInTransactionsError, InvariantViolation, QJournalError
+from qjournal.errors import GapInTransactionsError, QJournalError
 from qjournal.journalmanager.base import JournalManager
 from qjournal.namenode.namespace import Namespace
 from qjournal.namenode.ops import decode_op
 from qjournal.namenode.retry_cache import RetryCache
-from qjournal.util.tasks import cancel_and_wait
+from qjournal.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +57,16 @@ class EditLogTailer:
         period_ms: ``dfs.ha.tail-edits.period``.
         in_progress_ok: also tail the in-progress segment (``dfs.ha.tail-edits.in-progress``;
             only for journals whose readers stop at the committed txid, i.e. the quorum journal).
+        on_crash: told if the tailing loop dies of an unexpected error (a bug: the NameNode fails
+            rather than stand by for ever without applying edits).
     """
 
     def __init__(self, namespace: Namespace, retry_cache: RetryCache, lock: asyncio.Lock,
                  last_applied_txid: int, clock_ms: Callable[[], int], period_ms: int,
-                 in_progress_ok: bool = False) -> None:
+                 in_progress_ok: bool = False,
+                 on_crash: Callable[[BaseException], None] | None = None) -> None:
         self.namespace = namespace
+        self.on_crash = on_crash
         self.retry_cache = retry_cache
         self.lock = lock
         self.last_applied_txid = last_applied_txid
@@ -144,7 +148,7 @@ class EditLogTailer:
         """Start tailing ``journal`` every ``period_ms`` (idempotent)."""
         self.journal = journal
         if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._run())
+            self._task = spawn(self._run(), name="edit-log-tailer", on_crash=self.on_crash)
 
     def trigger(self) -> None:
         """Tail now instead of at the end of the period."""
@@ -157,10 +161,6 @@ class EditLogTailer:
                 await self.catch_up(self.journal, self.in_progress_ok)
                 self.last_error = ""
                 self.gap = False
-            except asyncio.CancelledError:
-                raise
-            except InvariantViolation:
-                raise
             except GapInTransactionsError as e:
                 # the edits this standby needs were purged: it must be re-bootstrapped
                 self.last_error = str(e)

@@ -89,7 +89,7 @@ import socket
 import ssl as _ssl
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from qjournal.errors import (
     FrameTooLargeError,
@@ -119,11 +119,14 @@ __all__ = [
     "DEFAULT_MAX_QUEUED_REQUESTS",
     "PeerInfo",
     "RpcClient",
+    "RpcConnector",
     "RpcServer",
     "client_options_from_conf",
     "current_peer",
     "error_payload",
+    "memory_connector",
     "server_options_from_conf",
+    "tcp_connector",
 ]
 
 log = logging.getLogger("qjournal.transport.rpc")
@@ -1163,3 +1166,31 @@ class RpcClient:
 
     def __repr__(self) -> str:
         return f"<RpcClient {self.peer} {'closed' if self.is_closed else 'open'} pending={len(self._pending)}>"
+
+
+#: ``(host, port) -> a connected RpcClient``: how one process reaches another. Code that connects
+#: takes one, so the same code runs over TCP (``tcp_connector``) or the simulator's memory network
+#: (``memory_connector``).
+RpcConnector = Callable[[str, int], Awaitable[RpcClient]]
+
+
+def tcp_connector(*, ssl: _ssl.SSLContext | None = None,
+                  connect_timeout_ms: int | None = DEFAULT_CONNECT_TIMEOUT_MS,
+                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> RpcConnector:
+    """An :data:`RpcConnector` over TCP (TLS when ``ssl`` is given)."""
+    async def connect(host: str, port: int) -> RpcClient:
+        return await RpcClient.connect_tcp(host, port, ssl=ssl, connect_timeout_ms=connect_timeout_ms,
+                                           max_frame_bytes=max_frame_bytes)
+    return connect
+
+
+def memory_connector(network: MemoryNetwork, src: str, *,
+                     connect_timeout_ms: int | None = DEFAULT_CONNECT_TIMEOUT_MS,
+                     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> RpcConnector:
+    """An :data:`RpcConnector` over a memory network: ``host:port`` is the server's network address,
+    ``src`` this process's name on the network."""
+    async def connect(host: str, port: int) -> RpcClient:
+        return await RpcClient.connect_memory(network, f"{host}:{port}", src=src,
+                                              connect_timeout_ms=connect_timeout_ms,
+                                              max_frame_bytes=max_frame_bytes)
+    return connect
