@@ -131,3 +131,28 @@ def test_loop_is_reusable_standalone():
         assert loop.elapsed_s == pytest.approx(1)
     finally:
         loop.close()
+
+
+def test_a_paused_process_holds_its_callbacks_and_a_killed_one_runs_nothing():
+    from qjournal.sim.loop import SimProcess, run_in_process
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        p = SimProcess("p")
+        ticks = []
+
+        async def ticker():
+            while True:
+                await asyncio.sleep(1)
+                ticks.append(round(loop.elapsed_s, 3))
+        run_in_process(p, ticker())
+        await asyncio.sleep(3.5)
+        p.pause()                       # SIGSTOP: the tick due at 4.0 waits
+        await asyncio.sleep(5)
+        assert ticks == [1.0, 2.0, 3.0]
+        p.resume()                      # SIGCONT at 8.5: the held tick runs now, then every second
+        await asyncio.sleep(2.0)
+        p.kill()                        # SIGKILL at 10.5
+        await asyncio.sleep(5)
+        return ticks
+    assert run_simulation(main, seed=1) == [1.0, 2.0, 3.0, 8.5, 9.5]

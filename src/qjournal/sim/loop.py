@@ -24,6 +24,14 @@ Theory of operation:
   stays deterministic.
 * All randomness of a run comes from :attr:`VirtualTimeLoop.rng`, one
   ``random.Random(seed)``.
+* Processes (:class:`SimProcess`): code started with :func:`run_in_process`
+  runs in a context that names its process, and so does every callback it
+  schedules (asyncio copies the context into tasks, timers and future
+  callbacks; the memory network runs a connection's callbacks in the context
+  of whoever listened or connected). The loop runs such a callback only while
+  its process is running: a *paused* process (SIGSTOP) keeps its callbacks
+  until it resumes, then runs them at the later virtual time, as SIGCONT does;
+  a *killed* process never runs another line (SIGKILL).
 
 Invariants:
 
@@ -36,6 +44,8 @@ Invariants:
    ``max_virtual_time_s`` raises :class:`SimulationLimitExceeded`; a loop with
    nothing ready and no timer pending raises :class:`SimulationStalled` (every
    task waits for something that can never happen: a liveness bug).
+4. No callback of a paused or killed process runs; the callbacks a paused
+   process held run, in their original order, when it resumes.
 """
 
 from __future__ import annotations
@@ -43,12 +53,15 @@ from __future__ import annotations
 import asyncio
 import asyncio.base_events
 import concurrent.futures
+import contextvars
 import heapq
 import random
 import selectors
+import weakref
 from typing import Any, Callable, Coroutine
 
-__all__ = ["VirtualTimeLoop", "SimulationStalled", "SimulationLimitExceeded", "run_simulation"]
+__all__ = ["VirtualTimeLoop", "SimulationStalled", "SimulationLimitExceeded", "run_simulation",
+           "SimProcess", "run_in_process", "CURRENT_PROCESS"]
 
 #: virtual time at which every run starts (not zero, so "time 0" bugs show)
 START_TIME_S = 1000.0
@@ -60,6 +73,78 @@ class SimulationStalled(RuntimeError):
 
 class SimulationLimitExceeded(RuntimeError):
     """The run exceeded its callback budget or its virtual-time budget."""
+
+
+class SimProcess:
+    """A simulated OS process: a name, and whether its code may run (invariant 4).
+
+    Args:
+        name: for logs and reports.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.paused = False
+        self.killed = False
+        self.held: list[tuple[Callable, tuple, contextvars.Context]] = []
+        #: the process's tasks (so a kill can let them go quietly)
+        self.tasks: weakref.WeakSet[asyncio.Task] = weakref.WeakSet()
+
+    def pause(self) -> None:
+        """SIGSTOP: nothing of this process runs until :meth:`resume`."""
+        self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT: the held callbacks run now, in order."""
+        self.paused = False
+        held, self.held = self.held, []
+        if self.killed:
+            return
+        loop = asyncio.get_running_loop()
+        for cb, args, ctx in held:
+            loop.call_soon(cb, *args, context=ctx)
+
+    def kill(self) -> None:
+        """SIGKILL: nothing of this process ever runs again."""
+        self.killed = True
+        self.held = []
+        for t in list(self.tasks):
+            t._log_destroy_pending = False  # abandoned on purpose: the process is gone
+
+    def __repr__(self) -> str:
+        state = "killed" if self.killed else "paused" if self.paused else "running"
+        return f"SimProcess({self.name}, {state})"
+
+
+#: the process whose code is running (None: the simulator itself, never paused)
+CURRENT_PROCESS: contextvars.ContextVar[SimProcess | None] = contextvars.ContextVar(
+    "qjournal_sim_process", default=None)
+
+
+def run_in_process(process: SimProcess, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task:
+    """Start ``coro`` as a task of ``process`` (everything it schedules belongs to it too)."""
+    ctx = contextvars.copy_context()
+    ctx.run(CURRENT_PROCESS.set, process)
+    return asyncio.get_running_loop().create_task(coro, name=name, context=ctx)
+
+
+def _task_factory(loop: asyncio.AbstractEventLoop, coro, context=None) -> asyncio.Task:
+    """Tasks as usual; a process's tasks are also remembered by the process."""
+    task = asyncio.Task(coro, loop=loop, context=context)
+    process = (context if context is not None else contextvars.copy_context()).get(CURRENT_PROCESS)
+    if process is not None:
+        process.tasks.add(task)
+    return task
+
+
+def _gated(process: SimProcess, callback: Callable, args: tuple, ctx: contextvars.Context) -> None:
+    """Run a process's callback, unless the process is paused (held) or killed (dropped)."""
+    if process.killed:
+        return
+    if process.paused:
+        process.held.append((callback, args, ctx))
+        return
+    callback(*args)
 
 
 class _VirtualSelector(selectors.BaseSelector):
@@ -139,6 +224,7 @@ class VirtualTimeLoop(asyncio.base_events.BaseEventLoop):
         self.max_virtual_time_s = max_virtual_time_s
         self.iterations = 0
         self._timer_seq = 0
+        self.set_task_factory(_task_factory)
 
     # -- clock ---------------------------------------------------------------------
     def time(self) -> float:
@@ -171,9 +257,25 @@ class VirtualTimeLoop(asyncio.base_events.BaseEventLoop):
                     f"virtual clock passed max_virtual_time_s={self.max_virtual_time_s} "
                     f"(seed {self.seed})")
 
+    # -- processes (invariant 4) -----------------------------------------------------
+    @staticmethod
+    def _gate(callback: Callable, args: tuple, context: contextvars.Context | None):
+        ctx = context if context is not None else contextvars.copy_context()
+        process = ctx.get(CURRENT_PROCESS)
+        if process is None:
+            return callback, args, context
+        return _gated, (process, callback, args, ctx), ctx
+
+    def call_soon(self, callback, *args, context=None):
+        """As ``BaseEventLoop.call_soon``; a process's callback is gated (invariant 4)."""
+        callback, args, context = self._gate(callback, args, context)
+        return super().call_soon(callback, *args, context=context)
+
     # -- timers: FIFO among equal deadlines (invariant 2) -----------------------------
     def call_at(self, when, callback, *args, context=None):
-        """As ``BaseEventLoop.call_at``, with ties broken by scheduling order."""
+        """As ``BaseEventLoop.call_at``, with ties broken by scheduling order; a process's callback
+        is gated (invariant 4)."""
+        callback, args, context = self._gate(callback, args, context)
         self._check_closed()
         if self._debug:  # pragma: no cover
             self._check_thread()
