@@ -512,10 +512,9 @@ class QuorumJournalManager(JournalManager):
         """Download one node's copy of a segment (``/getJournal``); the simulator replaces it."""
         lg = self.loggers.by_name(name)
         url = lg.segment_url(segment_txid, self._storage_info(), in_progress_ok)
-        if url.startswith("mem://"):
-            # An in-process JournalNode without HTTP (tests): served from memory.
-            from qjournal.journalnode.node import fetch_memory_segment  # noqa: PLC0415
-            return await fetch_memory_segment(url)
+        if not url.startswith(("http://", "https://")) and self._network is not None:
+            # An in-process JournalNode without HTTP serves mem:// URLs on the memory network.
+            return await self._network.fetch(url)
         if self._http is None:
             import aiohttp  # noqa: PLC0415
 
