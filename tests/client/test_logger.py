@@ -8,9 +8,14 @@ import pytest
 from qjournal.client.logger import AsyncLogger
 from qjournal.client.settings import QJMSettings
 from qjournal.errors import (InvariantViolation, JournalOutOfSyncError, LoggerTooFarBehindError,
-                             TransportError)
+                             ProtocolError, TransportError)
+from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, NewEpochResponse,
+                                        PrepareRecoveryResponse, SegmentState)
 
 from .fakes import FakeRpc, connector_for, wait_until
+
+
+PREPARED = PrepareRecoveryResponse(SegmentState(1, 5, True), None, 1, 4)
 
 
 def make(behaviour=None, clock=None, **settings):
@@ -218,10 +223,10 @@ def test_recovery_calls_carry_no_committed_txid():
     """Invariant 5: a recovery call queued behind a slow call must not carry a txid committed
     later in a newer segment (the simulator's KB2)."""
     async def main():
-        lg, rpc = make()
+        lg, rpc = make(lambda m, kw: PREPARED.to_wire() if m == "prepare_recovery" else None)
         lg.set_epoch(2)
         lg.set_committed_txid(40)
-        await asyncio.gather(lg.prepare_recovery(1), lg.accept_recovery([1, 5, True], "mem://x"),
+        await asyncio.gather(lg.prepare_recovery(1), lg.accept_recovery(SegmentState(1, 5, True), "mem://x"),
                              lg.finalize_log_segment(1, 5), lg.heartbeat())
         return {m: kw["req"]["committed_txid"] for m, kw in rpc.calls}
     assert asyncio.run(main()) == {"prepare_recovery": -12345, "accept_recovery": -12345,
@@ -247,3 +252,57 @@ def test_concurrent_callers_share_one_connection_attempt():
         await asyncio.gather(hb, rd)
         return len(made)
     assert asyncio.run(main()) == 1
+
+
+def test_calls_take_and_return_message_types():
+    """The AsyncLogger is the codec boundary: messages in, messages out; the wire is unchanged."""
+    ns = NamespaceInfo(7, "c")
+    answers = {
+        "is_formatted": True,
+        "get_journal_state": {"last_promised_epoch": 3, "http_port": 0, "http_url": "mem://jn1",
+                              "ns_info": ns.to_wire()},
+        "new_epoch": {"last_segment_txid": 11},
+        "prepare_recovery": PREPARED.to_wire(),
+        "get_edit_log_manifest": {"segments": [[1, 5, False]], "committed_txid": 5,
+                                  "last_writer_epoch": 3},
+    }
+
+    async def main():
+        lg, rpc = make(lambda m, kw: answers.get(m))
+        out = [await lg.is_formatted(), await lg.format(ns, True), await lg.get_journal_state(),
+               await lg.new_epoch(ns, 4)]
+        lg.set_epoch(4)
+        out += [await lg.prepare_recovery(1), await lg.accept_recovery(SegmentState(1, 5, True), "u"),
+                await lg.get_edit_log_manifest(0, True)]
+        return out, rpc.calls
+    out, calls = asyncio.run(main())
+    assert out == [True, None, JournalState(3, 0, "mem://jn1", ns), NewEpochResponse(11), PREPARED,
+                   None, Manifest((SegmentState(1, 5, False),), 5, 3)]
+    sent = dict(calls)
+    assert sent["format"]["ns_info"] == sent["new_epoch"]["ns_info"] == ns.to_wire()
+    assert sent["accept_recovery"]["segment_state"] == [1, 5, True]
+
+
+@pytest.mark.parametrize("method,answer", [
+    ("get_journal_state", {"http_url": "x"}),
+    ("new_epoch", [11]),
+    ("prepare_recovery", {"segment_state": "x", "last_writer_epoch": 1}),
+    ("is_formatted", "yes"),
+    ("get_edit_log_manifest", {"segments": [[1, 5]], "committed_txid": 5}),
+])
+def test_a_malformed_answer_fails_only_that_call_with_a_typed_error(method, answer):
+    async def main():
+        lg, rpc = make(lambda m, kw: answer if len(rpc.calls) == 1 else {"last_segment_txid": None})
+        call = {"get_journal_state": lambda: lg.get_journal_state(),
+                "new_epoch": lambda: lg.new_epoch(NamespaceInfo(7, "c"), 1),
+                "prepare_recovery": lambda: lg.set_epoch(1) or lg.prepare_recovery(1),
+                "is_formatted": lambda: lg.is_formatted(),
+                "get_edit_log_manifest": lambda: lg.get_edit_log_manifest(0, True)}[method]
+        with pytest.raises(ProtocolError) as ei:
+            await call()
+        # the channel is still usable: the next call is sent and answered
+        assert await lg.new_epoch(NamespaceInfo(7, "c"), 2) == NewEpochResponse(None)
+        return ei.value
+    err = asyncio.run(main())
+    assert f"jn1:8485 answered {method} with a malformed result" in str(err)
+    assert err.fields["node"] == "jn1:8485" and err.fields["jid"] == "j"

@@ -7,6 +7,7 @@ import pytest
 
 from qjournal.errors import (FencedError, GapInTransactionsError, JournalAlreadyFormattedError,
                              JournalError, QuorumError, EpochError)
+from qjournal.transport import RpcClient
 from qjournal.journalmanager.streams import SegmentInfo
 
 from .memcluster import NS, MemCluster
@@ -382,3 +383,49 @@ def test_even_number_of_nodes_warns(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="qjournal.client.qjm"):
         QuorumJournalManager("qjournal://a:1;b:2;c:3;d:4/j")
     assert any("even number (4)" in r.getMessage() for r in caplog.records)
+
+
+def test_a_node_with_malformed_answers_counts_as_failed_and_never_crashes_the_client(tmp_path):
+    """Node 2 answers every result-carrying call with a malformed value. The AsyncLogger decodes
+    answers, so each is a ProtocolError for that node only: epoch, recovery, writes, the manifest
+    and reads go on with the other two, and the status names the node's error."""
+    async def sc(c):
+        q0 = c.qjm()
+        await q0.format(NS)
+        await q0.recover_unfinalized_segments()
+        await write_segment(q0, 1, 3, finalize=False)
+        await q0.close()
+        liar = c.names[2]
+
+        class Garbling:
+            def __init__(self, client):
+                self._c = client
+
+            @property
+            def is_closed(self):
+                return self._c.is_closed
+
+            async def call(self, method, timeout_ms=None, **kw):
+                res = await self._c.call(method, timeout_ms=timeout_ms, **kw)
+                return {"garbled": True} if isinstance(res, dict) else res
+
+            async def close(self):
+                await self._c.close()
+
+        def factory(name):
+            async def connect():
+                cl = await RpcClient.connect_memory(c.network, name, src="qjm")
+                return Garbling(cl) if name == liar else cl
+            return connect
+        q = c.qjm(connector_factory=factory)
+        await q.recover_unfinalized_segments()  # new epoch and recovery of 1-3 without node 2
+        assert q.epoch == 2
+        await write_segment(q, 4, 6)
+        assert await q.get_manifest(1) == [SegmentInfo(1, 3, False), SegmentInfo(4, 6, False)]
+        assert [t for t, _ in await read_all(q)] == [1, 2, 3, 4, 5, 6]
+        st = await q.node_status()
+        assert [st[n].answered for n in c.names] == [True, True, False]
+        assert st[liar].error.startswith("ProtocolError: ") and "malformed" in st[liar].error
+        assert st[c.names[0]].manifest.last_writer_epoch == 2
+        await q.close()
+    run(tmp_path, sc)

@@ -236,7 +236,7 @@ def test_memory_network_mode_without_http(tmp_path):
                           from_url=f"mem://jn1/getJournal?jid={JID}&segmentTxId=1")
             m = await c2.call("get_edit_log_manifest", jid=JID, since_txid=0, in_progress_ok=True)
             assert m["segments"] == [[1, 4, True]]
-            with pytest.raises(JournalError, match="no in-process JournalNode named 'nosuch'"):
+            with pytest.raises(JournalError, match="no in-process HTTP server named 'nosuch'"):
                 await c2.call("accept_recovery", req=w2.req().to_wire(), segment_state=[1, 5, True],
                               from_url=f"mem://nosuch/getJournal?jid={JID}&segmentTxId=1")
         finally:

@@ -490,3 +490,38 @@ def test_no_timer_is_left_behind_when_no_call_is_in_flight():
         await client.close()
         await server.stop()
     sim(main)
+
+
+def test_in_process_http_serves_registered_names_until_stopped_or_crashed():
+    async def main():
+        net = MemoryNetwork()
+        got = []
+
+        async def serve(url):
+            got.append(url)
+            return b"body", 7
+
+        base = net.serve_http("jn1", serve)
+        assert base == "mem://jn1"
+        assert await net.fetch(f"{base}/getJournal?segmentTxId=1") == (b"body", 7)
+        with pytest.raises(TransportError, match="already in use"):
+            net.serve_http("jn1", serve)
+        with pytest.raises(TransportError, match="connection refused.*'jn2'"):
+            await net.fetch("mem://jn2/getJournal")
+        with pytest.raises(TransportError, match="not a mem:// URL"):
+            await net.fetch("http://jn1/getJournal")
+        net.crash("jn1")  # a power cut takes the node's HTTP server too
+        with pytest.raises(TransportError, match="connection refused"):
+            await net.fetch(f"{base}/x")
+
+        async def restarted(url):
+            return b"new", None
+        net.serve_http("jn1", restarted)
+        net.stop_http("jn1", serve)  # the crashed incarnation's stop leaves the new one alone
+        assert await net.fetch("mem://jn1/x") == (b"new", None)
+        net.stop_http("jn1", restarted)
+        net.stop_http("jn1", restarted)  # idempotent
+        with pytest.raises(TransportError, match="connection refused"):
+            await net.fetch("mem://jn1/x")
+        return got
+    assert asyncio.run(main()) == ["mem://jn1/getJournal?segmentTxId=1"]

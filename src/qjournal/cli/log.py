@@ -25,8 +25,13 @@ import sys
 import uuid
 from typing import Any
 
+from qjournal.client.qjm import NodeStatus, QuorumJournalManager
+from qjournal.config import Configuration
 from qjournal.errors import (EpochError, GapInTransactionsError, InvariantViolation,
                              JournalNotFormattedError, QJournalError, QuorumError)
+from qjournal.protocol.messages import NamespaceInfo
+from qjournal.protocol.segment import crc32c
+from qjournal.util.logs import setup_logging
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +81,8 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 
-def _setup(args: argparse.Namespace) -> Any:
-    from qjournal.config import Configuration  # noqa: PLC0415
-
-    try:
-        from qjournal.util.logs import setup_logging  # noqa: PLC0415
-        setup_logging("log", "WARNING", json=False)
-    except ImportError:  # pragma: no cover
-        logging.basicConfig(level=logging.WARNING)
+def _setup(args: argparse.Namespace) -> Configuration:
+    setup_logging("log", "WARNING", json=False)
     return Configuration.from_args(args)
 
 
@@ -105,8 +104,6 @@ def _run(args: argparse.Namespace, coro_fn: Any) -> int:
     what = f"qjournal log {args.log_command}"
     try:
         conf = _setup(args)
-        from qjournal.client.qjm import QuorumJournalManager  # noqa: PLC0415
-
         qjm = QuorumJournalManager(args.journal, conf)
     except QJournalError as e:
         print(f"{what}: {_reason(e)}", file=sys.stderr, flush=True)
@@ -129,8 +126,6 @@ def _run(args: argparse.Namespace, coro_fn: Any) -> int:
 
 
 def _cmd_format(args: argparse.Namespace) -> int:
-    from qjournal.protocol.messages import NamespaceInfo  # noqa: PLC0415
-
     async def go(qjm: Any, a: argparse.Namespace) -> int:
         nsid = a.namespace_id if a.namespace_id is not None else (uuid.uuid4().int & 0x7FFFFFFF) or 1
         ns = NamespaceInfo(nsid, a.cluster_id or f"CID-{uuid.uuid4()}")
@@ -176,8 +171,6 @@ def _cmd_write(args: argparse.Namespace) -> int:
 
 
 def _cmd_read(args: argparse.Namespace) -> int:
-    from qjournal.protocol.segment import crc32c  # noqa: PLC0415
-
     async def go(qjm: Any, a: argparse.Namespace) -> int:
         stream = await qjm.open_input(a.from_txid, a.to_txid, in_progress_ok=False)
         out = sys.stdout
@@ -194,14 +187,26 @@ def _cmd_status(args: argparse.Namespace) -> int:
         st = await qjm.node_status()
         answered = 0
         for name in sorted(st):
-            row = st[name]
-            answered += bool(row.get("answered")) and "error" not in row
-            print(json.dumps({k: row.get(k) for k in (
-                "node", "answered", "last_promised_epoch", "last_writer_epoch", "committed_txid",
-                "segments", "error") if k in row}), flush=True)
+            answered += st[name].answered and st[name].error is None
+            print(json.dumps(_status_row(st[name])), flush=True)
         if answered < qjm.loggers.majority:
             print(f"qjournal log status: only {answered} of {len(qjm.loggers)} JournalNodes answered "
                   f"(a quorum is {qjm.loggers.majority})", file=sys.stderr, flush=True)
             return 1
         return 0
     return _run(args, go)
+
+
+def _status_row(st: NodeStatus) -> dict[str, Any]:
+    """One JSON line of ``log status``: only what the node answered, and the error if any."""
+    row: dict[str, Any] = {"node": st.node, "answered": st.answered}
+    if st.state is not None:
+        row["last_promised_epoch"] = st.state.last_promised_epoch
+    if st.manifest is not None:
+        if st.manifest.last_writer_epoch is not None:
+            row["last_writer_epoch"] = st.manifest.last_writer_epoch
+        row["committed_txid"] = st.manifest.committed_txid
+        row["segments"] = [s.to_wire() for s in st.manifest.segments]
+    if st.error is not None:
+        row["error"] = st.error
+    return row

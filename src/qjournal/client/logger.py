@@ -30,6 +30,10 @@ Theory of operation:
   keeps the node's committed txid fresh. ``start_log_segment`` succeeding
   clears the flag: the node rejoins at the next segment, never mid-segment.
 * The connection is opened lazily and re-opened after a transport failure.
+* The logger is the codec boundary: calls take, and futures return, the
+  message types of :mod:`qjournal.protocol.messages`. An answer is decoded
+  (``from_wire``) here, so a malformed answer fails only that node's future,
+  with :class:`ProtocolError` (it counts as that node failing, invariant 6).
 
 Invariants:
 
@@ -47,6 +51,8 @@ Invariants:
    committed later in a *newer* segment, and the JournalNode would judge the old
    segment against it ("would discard already-committed txn", the simulator's
    KB2). A writer has committed nothing before its recovery ends, so nothing is lost.
+6. No wire value leaves this module: a result is either decoded into its message
+   type or the call fails with ``ProtocolError`` naming the node and the call.
 """
 
 from __future__ import annotations
@@ -59,9 +65,11 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import quote, urlsplit
 
 from qjournal.client.settings import QJMSettings
-from qjournal.errors import (InvariantViolation, JournalOutOfSyncError, LoggerTooFarBehindError,
-                             QJournalError, TransportError)
-from qjournal.protocol.messages import RequestInfo
+from qjournal.errors import (InvalidRequestError, InvariantViolation, JournalOutOfSyncError,
+                             LoggerTooFarBehindError, ProtocolError, QJournalError, TransportError)
+from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, NewEpochResponse,
+                                        PrepareRecoveryResponse, RequestInfo, SegmentState,
+                                        wire_bool)
 from qjournal.protocol.segment import INVALID_TXID
 
 log = logging.getLogger(__name__)
@@ -75,6 +83,14 @@ Connector = Callable[[], Awaitable[Any]]
 #: recovery calls: sent without a committed txid (invariant 5)
 _RECOVERY_CALLS = frozenset({"prepare_recovery", "accept_recovery"})
 
+#: decodes one RPC answer into its message type (raises InvalidRequestError when malformed)
+Decoder = Callable[[Any], Any]
+
+
+def _decode_bool(v: Any) -> bool:
+    return wire_bool(v, "is_formatted", "result")
+
+
 #: calls whose kwargs carry a RequestInfo (epoch-checked on the JournalNode)
 _REQ_CALLS = frozenset({"start_log_segment", "journal", "heartbeat", "finalize_log_segment",
                         "purge_logs", "prepare_recovery", "accept_recovery"})
@@ -86,6 +102,7 @@ class _Op:
     kwargs: dict
     timeout_ms: int
     future: asyncio.Future
+    decode: Decoder | None = None  # None: the call answers nothing (None)
     nbytes: int = 0  # bytes of a journal batch (counted in queued_bytes)
     # journal batches only
     segment_txid: int = 0
@@ -252,9 +269,25 @@ class AsyncLogger:
                 self._run(), name=f"qjm-logger-{self.name}")
         return op.future
 
-    def _submit(self, method: str, timeout_ms: int, **kwargs: Any) -> asyncio.Future:
+    def _submit(self, method: str, timeout_ms: int, decode: Decoder | None,
+                **kwargs: Any) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
-        return self._enqueue(_Op(method, kwargs, timeout_ms, fut))
+        return self._enqueue(_Op(method, kwargs, timeout_ms, fut, decode))
+
+    def _decode(self, method: str, decode: Decoder | None, result: Any) -> Any:
+        """The answer as its message type (invariant 6).
+
+        Raises:
+            ProtocolError: the node answered ``method`` with a malformed value.
+        """
+        if decode is None:
+            return None
+        try:
+            return decode(result)
+        except InvalidRequestError as e:
+            raise ProtocolError(f"journal {self.jid!r}: {self.name} answered {method} with a "
+                                f"malformed result: {e}", node=self.name, jid=self.jid,
+                                method=method) from e
 
     async def _run(self) -> None:
         try:
@@ -284,8 +317,14 @@ class AsyncLogger:
             if not op.future.done():
                 op.future.set_exception(e)
             return
-        if not op.future.done():
-            op.future.set_result(result)
+        if op.future.done():
+            return
+        try:
+            value = self._decode(op.method, op.decode, result)
+        except ProtocolError as e:
+            op.future.set_exception(e)
+            return
+        op.future.set_result(value)
 
     def _coalesce(self, op: _Op) -> list[_Op]:
         """Take following queued batches of the same segment that continue ``op``."""
@@ -372,29 +411,29 @@ class AsyncLogger:
     # -- the QJournalProtocol calls ------------------------------------------------------
     def is_formatted(self) -> asyncio.Future:
         """Queue ``is_formatted``; the future's result is the node's bool."""
-        return self._submit("is_formatted", self.settings.operations_timeout_ms, jid=self.jid)
+        return self._submit("is_formatted", self.settings.operations_timeout_ms, _decode_bool,
+                            jid=self.jid)
 
-    def format(self, ns_info_wire: dict, force: bool) -> asyncio.Future:
+    def format(self, ns_info: NamespaceInfo, force: bool) -> asyncio.Future:
         """Queue ``format`` (fails with JournalAlreadyFormattedError on a journal with data
         unless ``force``)."""
-        return self._submit("format", self.settings.operations_timeout_ms, jid=self.jid,
-                            ns_info=ns_info_wire, force=force)
+        return self._submit("format", self.settings.operations_timeout_ms, None, jid=self.jid,
+                            ns_info=ns_info.to_wire(), force=force)
 
     def get_journal_state(self) -> asyncio.Future:
-        """Future of the ``get_journal_state`` result; remembers the node's HTTP URL."""
+        """Future of the node's :class:`JournalState`; remembers the node's HTTP URL."""
         fut = self._submit("get_journal_state", self.settings.get_journal_state_timeout_ms,
-                           jid=self.jid)
+                           JournalState.from_wire, jid=self.jid)
         fut.add_done_callback(self._learn_http_url)
         return fut
 
     def _learn_http_url(self, fut: asyncio.Future) -> None:
         if fut.cancelled() or fut.exception() is not None:
             return
-        res = fut.result() or {}
-        url = res.get("http_url") or ""
-        port = res.get("http_port") or 0
-        if not url and port:
-            url = f"http://{self.name.rsplit(':', 1)[0]}:{port}"
+        st: JournalState = fut.result()
+        url = st.http_url
+        if not url and st.http_port:
+            url = f"http://{self.name.rsplit(':', 1)[0]}:{st.http_port}"
         if url:
             self.http_url = self._fix_wildcard_host(url)
 
@@ -405,15 +444,16 @@ class AsyncLogger:
             return f"{parts.scheme}://{host}:{parts.port}"
         return url.rstrip("/")
 
-    def new_epoch(self, ns_info_wire: dict, epoch: int) -> asyncio.Future:
-        """Queue ``new_epoch``; result ``{"last_segment_txid"}``; EpochError if ``epoch`` is
-        not above the node's promise."""
-        return self._submit("new_epoch", self.settings.new_epoch_timeout_ms, jid=self.jid,
-                            ns_info=ns_info_wire, epoch=epoch)
+    def new_epoch(self, ns_info: NamespaceInfo, epoch: int) -> asyncio.Future:
+        """Queue ``new_epoch``; the future's result is a :class:`NewEpochResponse`; EpochError
+        if ``epoch`` is not above the node's promise."""
+        return self._submit("new_epoch", self.settings.new_epoch_timeout_ms,
+                            NewEpochResponse.from_wire, jid=self.jid, ns_info=ns_info.to_wire(),
+                            epoch=epoch)
 
     def start_log_segment(self, txid: int, layout_version: int) -> asyncio.Future:
         """Start a segment; on success the logger is back in sync (it rejoins here)."""
-        fut = self._submit("start_log_segment", self.settings.start_segment_timeout_ms,
+        fut = self._submit("start_log_segment", self.settings.start_segment_timeout_ms, None,
                            txid=txid, layout_version=layout_version)
 
         def _rejoin(f: asyncio.Future) -> None:
@@ -452,7 +492,7 @@ class AsyncLogger:
 
     def heartbeat(self) -> asyncio.Future:
         """Queue a ``heartbeat`` (carries the committed txid; fences like any epoch-checked call)."""
-        return self._submit("heartbeat", self.settings.write_txns_timeout_ms)
+        return self._submit("heartbeat", self.settings.write_txns_timeout_ms, None)
 
     def finalize_log_segment(self, start_txid: int, end_txid: int) -> asyncio.Future:
         """Finalize; refused at once while out of sync (invariant 4)."""
@@ -462,30 +502,36 @@ class AsyncLogger:
                 f"journal {self.jid!r}: {self.name} is out of sync; not finalizing segment "
                 f"{start_txid}-{end_txid} there", node=self.name))
             return fut
-        return self._submit("finalize_log_segment", self.settings.finalize_segment_timeout_ms,
+        return self._submit("finalize_log_segment", self.settings.finalize_segment_timeout_ms, None,
                             start_txid=start_txid, end_txid=end_txid)
 
     def purge_logs(self, min_txid_to_keep: int) -> asyncio.Future:
         """Queue ``purge_logs``: the node deletes segments ending before ``min_txid_to_keep``."""
-        return self._submit("purge_logs", self.settings.operations_timeout_ms,
+        return self._submit("purge_logs", self.settings.operations_timeout_ms, None,
                             min_txid_to_keep=min_txid_to_keep)
 
     def prepare_recovery(self, segment_txid: int) -> asyncio.Future:
-        """Queue ``prepare_recovery`` (Paxos phase 1a); result a PrepareRecoveryResponse wire dict."""
+        """Queue ``prepare_recovery`` (Paxos phase 1a); the future's result is a
+        :class:`PrepareRecoveryResponse`."""
         return self._submit("prepare_recovery", self.settings.prepare_recovery_timeout_ms,
-                            segment_txid=segment_txid)
+                            PrepareRecoveryResponse.from_wire, segment_txid=segment_txid)
 
-    def accept_recovery(self, segment_state_wire: list, from_url: str) -> asyncio.Future:
+    def accept_recovery(self, state: SegmentState, from_url: str) -> asyncio.Future:
         """Queue ``accept_recovery`` (Paxos phase 2a): the node syncs its copy from ``from_url``
         if it differs, then persists the accepted value."""
-        return self._submit("accept_recovery", self.settings.accept_recovery_timeout_ms,
-                            segment_state=segment_state_wire, from_url=from_url)
+        return self._submit("accept_recovery", self.settings.accept_recovery_timeout_ms, None,
+                            segment_state=state.to_wire(), from_url=from_url)
 
-    async def get_edit_log_manifest(self, since_txid: int, in_progress_ok: bool) -> Any:
-        """Read call, outside the FIFO queue."""
-        return await self._rpc("get_edit_log_manifest",
-                               self.settings.select_input_streams_timeout_ms,
-                               jid=self.jid, since_txid=since_txid, in_progress_ok=in_progress_ok)
+    async def get_edit_log_manifest(self, since_txid: int, in_progress_ok: bool) -> Manifest:
+        """The node's :class:`Manifest` (a read call, outside the FIFO queue).
+
+        Raises:
+            ProtocolError: a malformed answer; TransportError, RpcTimeoutError, the node's error.
+        """
+        res = await self._rpc("get_edit_log_manifest",
+                              self.settings.select_input_streams_timeout_ms,
+                              jid=self.jid, since_txid=since_txid, in_progress_ok=in_progress_ok)
+        return self._decode("get_edit_log_manifest", Manifest.from_wire, res)
 
     def segment_url(self, segment_txid: int, storage_info: str, in_progress_ok: bool = True) -> str:
         """The ``/getJournal`` URL of one segment on this node.

@@ -16,6 +16,10 @@ at the majority and the node's own queue absorbs (or rejects) the backlog.
 Any failure of a sync is final for the stream and for the writer (the QJM
 refuses further writes): a writer that lost its quorum may have been fenced.
 
+The stream is handed what it uses of its writer explicitly (the logger set,
+the settings and four callbacks), so it never imports the QuorumJournalManager
+that creates it.
+
 Invariants:
 
 1. Records are written with consecutive txids starting at the segment txid.
@@ -31,14 +35,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Callable
 
-from qjournal.errors import InvariantViolation, JournalError, JournalOutOfSyncError
+from qjournal.client.logger_set import AsyncLoggerSet
+from qjournal.client.settings import QJMSettings
+from qjournal.errors import JournalError, JournalOutOfSyncError
 from qjournal.journalmanager.streams import EditLogOutputStream
 from qjournal.protocol.segment import OP_DATA, encode_record
-
-if TYPE_CHECKING:  # pragma: no cover
-    from qjournal.client.qjm import QuorumJournalManager
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +55,28 @@ class QuorumOutputStream(EditLogOutputStream):
     """The single output stream of an open segment on a JournalNode quorum.
 
     Args:
-        qjm: the owning QuorumJournalManager (its loggers, settings, failure state).
+        loggers: the writer's loggers (its epoch is set).
+        settings: limits and timeouts (frame size, output buffer, write timeout).
         segment_txid: first txid of the segment.
         layout_version: layout version of the segment.
+        check_writer: raises the writer's typed error when it stopped (FencedError, ...)
+            or is no longer the writer; called before every record and sync.
+        on_synced: told every txid a quorum acknowledged (the writer's committed txid).
+        on_failure: told the error of a failed sync (the writer stops, invariant 3).
+        on_closed: told when the stream is closed or aborted.
     """
 
-    def __init__(self, qjm: "QuorumJournalManager", segment_txid: int, layout_version: int) -> None:
-        self._qjm = qjm
+    def __init__(self, loggers: AsyncLoggerSet, settings: QJMSettings, segment_txid: int,
+                 layout_version: int, *, check_writer: Callable[[], None],
+                 on_synced: Callable[[int], None], on_failure: Callable[[BaseException], None],
+                 on_closed: Callable[["QuorumOutputStream"], None]) -> None:
+        self._loggers = loggers
+        self._settings = settings
+        self._jid = loggers.jid
+        self._check_writer = check_writer
+        self._on_synced = on_synced
+        self._on_failure = on_failure
+        self._on_closed = on_closed
         self._segment_txid = segment_txid
         self.layout_version = layout_version
         self._next_txid = segment_txid
@@ -74,8 +92,7 @@ class QuorumOutputStream(EditLogOutputStream):
         self._closed = False
         self._failed: BaseException | None = None
         self._inflight: list[asyncio.Future] = []  # one per sync waiting for its quorum
-        s = qjm.settings
-        self._max_batch_bytes = max(s.max_frame_bytes - _FRAME_MARGIN_BYTES, 1)
+        self._max_batch_bytes = max(settings.max_frame_bytes - _FRAME_MARGIN_BYTES, 1)
 
     # -- EditLogOutputStream ---------------------------------------------------------
     @property
@@ -96,17 +113,17 @@ class QuorumOutputStream(EditLogOutputStream):
 
     def should_force_sync(self) -> bool:
         """True when the current buffer passed ``qjournal.qjm.output-buffer.bytes``."""
-        return self._cur_bytes >= self._qjm.settings.output_buffer_bytes
+        return self._cur_bytes >= self._settings.output_buffer_bytes
 
     def _check_open(self) -> None:
-        self._qjm._check_writable()  # a failed writer re-raises its typed error (FencedError, ...)
+        self._check_writer()  # a failed writer re-raises its typed error (FencedError, ...)
         if self._failed is not None:
             raise JournalError(
-                f"journal {self._qjm.jid!r}: segment {self._segment_txid} stream failed earlier "
-                f"and takes no more records: {self._failed}", jid=self._qjm.jid)
+                f"journal {self._jid!r}: segment {self._segment_txid} stream failed earlier "
+                f"and takes no more records: {self._failed}", jid=self._jid)
         if self._closed:
-            raise JournalError(f"journal {self._qjm.jid!r}: segment {self._segment_txid} stream "
-                               f"is closed", jid=self._qjm.jid)
+            raise JournalError(f"journal {self._jid!r}: segment {self._segment_txid} stream "
+                               f"is closed", jid=self._jid)
 
     def write(self, txid: int, body: bytes, opcode: int = OP_DATA) -> None:
         """Buffer one record (invariant 1).
@@ -119,8 +136,8 @@ class QuorumOutputStream(EditLogOutputStream):
         self._check_open()
         if txid != self._next_txid:
             raise JournalOutOfSyncError(
-                f"journal {self._qjm.jid!r}: write of txid {txid} in segment {self._segment_txid}, "
-                f"expected txid {self._next_txid}", jid=self._qjm.jid, txid=txid)
+                f"journal {self._jid!r}: write of txid {txid} in segment {self._segment_txid}, "
+                f"expected txid {self._next_txid}", jid=self._jid, txid=txid)
         rec = encode_record(txid, opcode, body)
         self._cur.append(rec)
         self._cur_bytes += len(rec)
@@ -139,8 +156,8 @@ class QuorumOutputStream(EditLogOutputStream):
         self._check_open()
         if first_txid != self._next_txid:
             raise JournalOutOfSyncError(
-                f"journal {self._qjm.jid!r}: raw write of txid {first_txid} in segment "
-                f"{self._segment_txid}, expected txid {self._next_txid}", jid=self._qjm.jid)
+                f"journal {self._jid!r}: raw write of txid {first_txid} in segment "
+                f"{self._segment_txid}, expected txid {self._next_txid}", jid=self._jid)
         if num_txns <= 0:
             return
         self._cur.append(bytes(data))
@@ -215,25 +232,24 @@ class QuorumOutputStream(EditLogOutputStream):
             done.set_result(None)
 
     async def _sync_ready(self) -> None:
-        qjm = self._qjm
-        loggers = qjm.loggers
+        loggers = self._loggers
         # Detach and enqueue synchronously: the enqueue order on every logger is the txid order.
         calls = [(first, n, loggers.fan_out(
             "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
             for (first, n, data) in self._take_batches()]
         try:
             for first, n, call in calls:
-                await loggers.wait_for_quorum(call, qjm.settings.write_txns_timeout_ms)
+                await loggers.wait_for_quorum(call, self._settings.write_txns_timeout_ms)
                 self._check_open()  # an earlier concurrent sync may have failed meanwhile
                 last = first + n - 1
                 if last > self._last_synced:
                     self._last_synced = last
                     loggers.set_committed_txid(last)
-                    qjm._on_synced(last)
+                    self._on_synced(last)
         except BaseException as e:
             if self._failed is None:
                 self._failed = e
-            qjm._on_write_failure(e)
+            self._on_failure(e)
             raise
 
     async def close(self) -> None:
@@ -243,16 +259,16 @@ class QuorumOutputStream(EditLogOutputStream):
         if self._failed is None:
             await self.sync()
         self._closed = True
-        self._qjm._on_stream_closed(self)
+        self._on_closed(self)
 
     async def abort(self) -> None:
         """Release the stream without syncing."""
         self._closed = True
         self._cur, self._cur_bytes, self._cur_n = [], 0, 0
         self._ready, self._ready_bytes = [], 0
-        self._qjm._on_stream_closed(self)
+        self._on_closed(self)
 
     def generate_report(self) -> str:
         """"Writing segment beginning at txid N." plus every logger's progress."""
         return (f"Writing segment beginning at txid {self._segment_txid}. "
-                f"{self._qjm.loggers.report()}")
+                f"{self._loggers.report()}")

@@ -49,28 +49,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
+
+import aiohttp
 
 from qjournal.client.logger import AsyncLogger, Connector
 from qjournal.client.logger_set import AsyncLoggerSet
 from qjournal.client.output_stream import QuorumOutputStream
 from qjournal.client.quorum_call import QuorumCall
-from qjournal.client.reader import (MergedManifest, QuorumSegmentInputStream, http_fetch,
+from qjournal.client.reader import (Fetcher, MergedManifest, QuorumSegmentInputStream, http_fetch,
                                     merge_manifests)
 from qjournal.client.settings import DEFAULT_PORT, QJMSettings
 from qjournal.errors import (ConfigError, EpochError, InvariantViolation, JournalError,
-                             JournalNotFormattedError, QJournalError, QuorumError)
-from qjournal.journalmanager.streams import EditLogInputStream, SegmentInfo
+                             JournalNotFormattedError, QJournalError, QuorumError, TransportError)
 from qjournal.journalmanager.base import JournalManager
-from qjournal.protocol.messages import NamespaceInfo
+from qjournal.journalmanager.streams import EditLogInputStream, SegmentInfo
 from qjournal.protocol import recovery
-from qjournal.protocol.messages import Manifest, NewEpochResponse, PrepareRecoveryResponse
+from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, NewEpochResponse,
+                                        SegmentState)
 from qjournal.protocol.segment import LAYOUT_VERSION
+from qjournal.transport import RpcClient
+from qjournal.transport.tls import client_context_from_conf
+from qjournal.util.http import http_client_context
 
 log = logging.getLogger(__name__)
 
-__all__ = ["QuorumJournalManager", "parse_qjournal_uri"]
+__all__ = ["NodeStatus", "QuorumJournalManager", "parse_qjournal_uri"]
 
 
 def _check_jid(jid: str, uri: str) -> None:
@@ -123,6 +129,36 @@ def parse_qjournal_uri(uri: str) -> tuple[list[tuple[str, int]], str]:
     return addrs, jid
 
 
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    """One JournalNode's answers, for ``qjournal log status``.
+
+    Attributes:
+        node: the node's address as written in the URI.
+        state: its journal state, None when it did not answer.
+        manifest: its manifest (in-progress segments included), None when it did not answer.
+        error: why it did not answer (``Type: message``), None when it did.
+    """
+
+    node: str
+    state: JournalState | None = None
+    manifest: Manifest | None = None
+    error: str | None = None
+
+    @property
+    def answered(self) -> bool:
+        """Whether the node answered ``get_journal_state``."""
+        return self.state is not None
+
+
+@dataclass
+class _AcceptWindow:
+    """Open while the accept-recovery quorum is undecided: a retry with the next tied
+    source starts only while it is open."""
+
+    open: bool = True
+
+
 class QuorumJournalManager(JournalManager):
     """The quorum journal client.
 
@@ -138,12 +174,16 @@ class QuorumJournalManager(JournalManager):
             (fault-injection tests).
         client_name: this client's node name on a memory network.
         ssl: client TLS context for RPC (default: from the ``qjournal.rpc.tls.*`` keys of ``conf``).
+        segment_fetcher: downloads a node's copy of a segment for readers (the simulator's
+            HTTP); default: ``/getJournal`` over HTTP(S), or through ``network`` for the
+            ``mem://`` URLs of in-process JournalNodes without HTTP.
     """
 
     def __init__(self, uri: str, conf: Any = None, ns_info: NamespaceInfo | None = None,
                  network: Any = None, *, settings: QJMSettings | None = None,
                  connector_factory: Callable[[str], Connector] | None = None,
-                 client_name: str = "qjm", ssl: Any = None) -> None:
+                 client_name: str = "qjm", ssl: Any = None,
+                 segment_fetcher: Fetcher | None = None) -> None:
         self.uri = uri
         self.required = True
         addrs, self.jid = parse_qjournal_uri(uri)
@@ -156,11 +196,11 @@ class QuorumJournalManager(JournalManager):
         self._network = network
         if ssl is None and network is None and conf is not None and hasattr(conf, "get_bool"):
             # Mutual TLS on RPC when qjournal.rpc.tls.enabled (the JournalNodes then require it).
-            from qjournal.transport.tls import client_context_from_conf  # noqa: PLC0415
             ssl = client_context_from_conf(conf)
         self._ssl = ssl
         self._conf = conf  # for the HTTPS client context of segment downloads (dfs.http.policy)
         self._client_name = client_name
+        self._segment_fetcher = segment_fetcher
         loggers = []
         for host, port in addrs:
             name = f"{host}:{port}"
@@ -186,8 +226,6 @@ class QuorumJournalManager(JournalManager):
         return cls(uri, conf)
 
     def _default_connector(self, host: str, port: int) -> Connector:
-        from qjournal.transport import RpcClient  # noqa: PLC0415
-
         s = self.settings
         if self._network is not None:
             network, address, src = self._network, f"{host}:{port}", self._client_name
@@ -247,7 +285,7 @@ class QuorumJournalManager(JournalManager):
                 JournalAlreadyFormattedError without ``force``.
             RpcTimeoutError: not every node answered in ``dfs.qjm.operations.timeout``.
         """
-        call = self.loggers.fan_out("format", lambda lg: lg.format(ns_info.to_wire(), force))
+        call = self.loggers.fan_out("format", lambda lg: lg.format(ns_info, force))
         await self.loggers.wait_for_all(call, self.settings.operations_timeout_ms)
         self.ns_info = ns_info
 
@@ -281,8 +319,8 @@ class QuorumJournalManager(JournalManager):
         res = await self.loggers.wait_for_all(call, self.settings.operations_timeout_ms)
         return any(bool(v) for _, v in sorted(res.items()))
 
-    async def get_journal_states(self) -> dict[str, Any]:
-        """``get_journal_state`` of a quorum (node -> result dict)."""
+    async def get_journal_states(self) -> dict[str, JournalState]:
+        """``get_journal_state`` of a quorum (node -> its state)."""
         call = self.loggers.fan_out("get_journal_state", lambda lg: lg.get_journal_state())
         return await self.loggers.wait_for_quorum(call, self.settings.get_journal_state_timeout_ms)
 
@@ -293,10 +331,10 @@ class QuorumJournalManager(JournalManager):
         states = await self.get_journal_states()
         if self.ns_info is None:
             self.ns_info = _ns_info_from_states(states, self.jid)
-        promised = [int(states[n]["last_promised_epoch"]) for n in sorted(states)]
+        promised = [states[n].last_promised_epoch for n in sorted(states)]
         epoch = recovery.next_epoch(promised)
-        ns_wire = self.ns_info.to_wire()
-        call = self.loggers.fan_out("new_epoch", lambda lg: lg.new_epoch(ns_wire, epoch))
+        ns_info = self.ns_info
+        call = self.loggers.fan_out("new_epoch", lambda lg: lg.new_epoch(ns_info, epoch))
         try:
             res = await self.loggers.wait_for_quorum(call, self.settings.new_epoch_timeout_ms)
         except QJournalError as e:
@@ -306,7 +344,7 @@ class QuorumJournalManager(JournalManager):
         self.loggers.set_epoch(epoch)
         self.epoch = epoch
         log.info("journal %r: successfully started new epoch %d", self.jid, epoch)
-        return {n: NewEpochResponse.from_wire(r) for n, r in sorted(res.items())}
+        return dict(sorted(res.items()))
 
     async def recover_unfinalized_segments(self) -> None:
         """Fence older writers with a new epoch and recover the newest segment.
@@ -332,8 +370,8 @@ class QuorumJournalManager(JournalManager):
     async def _recover_unclosed_segment(self, segment_txid: int) -> None:
         s = self.settings
         call = self.loggers.fan_out("prepare_recovery", lambda lg: lg.prepare_recovery(segment_txid))
-        raw = await self._writer_quorum(call, s.prepare_recovery_timeout_ms)
-        resps = {n: PrepareRecoveryResponse.from_wire(r) for n, r in sorted(raw.items())}
+        answers = await self._writer_quorum(call, s.prepare_recovery_timeout_ms)
+        resps = dict(sorted(answers.items()))
         decision = recovery.choose_recovery_source(segment_txid, resps)
         if decision.state is None:
             log.info("journal %r: no responder has segment %d; nothing to recover", self.jid,
@@ -344,17 +382,16 @@ class QuorumJournalManager(JournalManager):
                  decision.reason, decision.state, list(decision.sources))
         recovery.check_committed_not_lost(decision, resps)
         urls = await self._source_urls(decision.sources, segment_txid)
-        state_wire = decision.state.to_wire()
-        accepting = {"open": True}
+        state = decision.state
+        window = _AcceptWindow()
         call = self.loggers.fan_out(
-            "accept_recovery",
-            lambda lg: self._accept_with_fallback(lg, state_wire, urls, accepting))
+            "accept_recovery", lambda lg: self._accept_with_fallback(lg, state, urls, window))
         try:
             await self._writer_quorum(call, s.accept_recovery_timeout_ms)
         finally:
             # No retry may be queued once the quorum is decided: it would reach the node
             # after the finalize and the next segment's calls (a "late accept").
-            accepting["open"] = False
+            window.open = False
         end = decision.state.end_txid
         call = self.loggers.fan_out("finalize_log_segment",
                                     lambda lg: lg.finalize_log_segment(segment_txid, end))
@@ -362,8 +399,7 @@ class QuorumJournalManager(JournalManager):
         log.info("journal %r: recovered segment %d-%d", self.jid, segment_txid, end)
 
     def _storage_info(self) -> str:
-        ns = self.ns_info
-        return f"{ns.namespace_id}:{ns.cluster_id}" if ns is not None else ""
+        return self.ns_info.storage_info if self.ns_info is not None else ""
 
     async def _source_urls(self, sources: tuple[str, ...], segment_txid: int) -> list[tuple[str, str]]:
         """(node, URL) of every tied source whose HTTP address is known or learnable."""
@@ -385,13 +421,13 @@ class QuorumJournalManager(JournalManager):
                               f"has a known HTTP address: {list(sources)}", jid=self.jid)
         return out
 
-    async def _accept_with_fallback(self, lg: AsyncLogger, state_wire: list,
-                                    urls: list[tuple[str, str]], accepting: dict) -> None:
+    async def _accept_with_fallback(self, lg: AsyncLogger, state: SegmentState,
+                                    urls: list[tuple[str, str]], window: _AcceptWindow) -> None:
         """accept_recovery on one node, trying each tied source's URL in turn.
 
         The node's own URL goes first when it is a source (no download), then the
         others starting at a position that depends on the node (spreads the load).
-        No retry starts after the accept quorum was decided (``accepting["open"]``).
+        No retry starts after the accept quorum was decided (``window`` closed).
         """
         order = [u for u in urls if u[0] == lg.name]
         others = [u for u in urls if u[0] != lg.name]
@@ -400,10 +436,10 @@ class QuorumJournalManager(JournalManager):
             order += others[k:] + others[:k]
         last: BaseException | None = None
         for i, (src, url) in enumerate(order):
-            if i > 0 and not accepting["open"]:
+            if i > 0 and not window.open:
                 break
             try:
-                return await lg.accept_recovery(state_wire, url)
+                return await lg.accept_recovery(state, url)
             except (InvariantViolation, EpochError):
                 raise
             except QJournalError as e:
@@ -430,7 +466,10 @@ class QuorumJournalManager(JournalManager):
         call = self.loggers.fan_out("start_log_segment",
                                     lambda lg: lg.start_log_segment(txid, layout_version))
         await self._writer_quorum(call, self.settings.start_segment_timeout_ms)
-        self._stream = QuorumOutputStream(self, txid, layout_version)
+        self._stream = QuorumOutputStream(
+            self.loggers, self.settings, txid, layout_version, check_writer=self._check_writable,
+            on_synced=self._on_synced, on_failure=self._on_write_failure,
+            on_closed=self._on_stream_closed)
         return self._stream
 
     async def finalize_log_segment(self, first_txid: int, last_txid: int) -> None:
@@ -478,9 +517,9 @@ class QuorumJournalManager(JournalManager):
             "get_edit_log_manifest",
             lambda lg: lg.get_edit_log_manifest(since_txid, in_progress_ok))
         res = await self.loggers.wait_for_quorum(call, self.settings.select_input_streams_timeout_ms)
-        manifests = {n: Manifest.from_wire(r) for n, r in sorted(res.items())}
-        epochs = {n: r["last_writer_epoch"] for n, r in sorted(res.items())
-                  if isinstance(r.get("last_writer_epoch"), int)}
+        manifests: dict[str, Manifest] = dict(sorted(res.items()))
+        epochs = {n: m.last_writer_epoch for n, m in manifests.items()
+                  if m.last_writer_epoch is not None}
         merged = merge_manifests(manifests, in_progress_ok, epochs or None)
         self._last_manifest = merged
         return merged
@@ -502,24 +541,28 @@ class QuorumJournalManager(JournalManager):
         futs = [lg.get_journal_state() for lg in missing]
         res = await asyncio.gather(*futs, return_exceptions=True)
         if self.ns_info is None:
-            ok = {lg.name: r for lg, r in zip(missing, res) if isinstance(r, dict)}
+            ok = {lg.name: r for lg, r in zip(missing, res) if isinstance(r, JournalState)}
             try:
                 self.ns_info = _ns_info_from_states(ok, self.jid)
             except QJournalError:
                 pass
 
     async def _fetch(self, name: str, segment_txid: int, in_progress_ok: bool) -> tuple[bytes, int | None]:
-        """Download one node's copy of a segment (``/getJournal``); the simulator replaces it."""
+        """The default segment fetcher: one node's copy of a segment from its ``/getJournal``,
+        over HTTP(S), or through the memory network for a ``mem://`` URL.
+
+        Raises:
+            TransportError: the node's HTTP address is unknown, or the download failed.
+        """
         lg = self.loggers.by_name(name)
         url = lg.segment_url(segment_txid, self._storage_info(), in_progress_ok)
-        if url.startswith("mem://"):
-            # An in-process JournalNode without HTTP (tests): served from memory.
-            from qjournal.journalnode.node import fetch_memory_segment  # noqa: PLC0415
-            return await fetch_memory_segment(url)
+        if not url.startswith(("http://", "https://")):
+            if self._network is None:
+                raise TransportError(f"journal {self.jid!r}: cannot download {url[:200]} from "
+                                     f"{name}: not an HTTP URL and no memory network", url=url[:200])
+            # An in-process JournalNode without HTTP serves mem:// URLs on the memory network.
+            return await self._network.fetch(url)
         if self._http is None:
-            import aiohttp  # noqa: PLC0415
-
-            from qjournal.util.http import http_client_context  # noqa: PLC0415
             # dfs.http.policy = HTTPS_ONLY: the JournalNodes require our client certificate.
             client_ctx = http_client_context(self._conf)
             self._http = aiohttp.ClientSession(
@@ -553,34 +596,30 @@ class QuorumJournalManager(JournalManager):
         self._reads_opened += 1
         k = self._reads_opened % len(replicas)
         order = tuple(replicas[k:] + replicas[:k])
-        return QuorumSegmentInputStream(self.jid, seg, order, self._fetch, from_txid)
+        fetch = self._segment_fetcher or self._fetch
+        return QuorumSegmentInputStream(self.jid, seg, order, fetch, from_txid)
 
     # -- status / close ---------------------------------------------------------------------
-    async def node_status(self) -> dict[str, dict]:
+    async def node_status(self) -> dict[str, NodeStatus]:
         """Per node: journal state and manifest, or the error (for ``qjournal log status``).
 
         Waits for every node up to the operations timeout; never raises for a node.
+
+        Returns:
+            node name -> its :class:`NodeStatus`, sorted by name.
         """
-        async def one(lg: AsyncLogger) -> dict:
-            out: dict[str, Any] = {"node": lg.name}
+        async def one(lg: AsyncLogger) -> NodeStatus:
+            state: JournalState | None = None
             try:
-                st = await asyncio.wait_for(lg.get_journal_state(),
-                                            self.settings.operations_timeout_ms / 1000.0)
-                out.update(answered=True, last_promised_epoch=st.get("last_promised_epoch"),
-                           http_url=st.get("http_url"), ns_info=st.get("ns_info"))
-                m = await lg.get_edit_log_manifest(0, True)
-                man = Manifest.from_wire(m)
-                out["segments"] = [s.to_wire() for s in man.segments]
-                out["committed_txid"] = man.committed_txid
-                if "last_writer_epoch" in m:
-                    out["last_writer_epoch"] = m["last_writer_epoch"]
+                state = await asyncio.wait_for(lg.get_journal_state(),
+                                               self.settings.operations_timeout_ms / 1000.0)
+                manifest = await lg.get_edit_log_manifest(0, True)
             except Exception as e:  # noqa: BLE001 - reported per node
-                out.update(answered=out.get("answered", False),
-                           error=f"{type(e).__name__}: {e}")
-            return out
+                return NodeStatus(lg.name, state, None, f"{type(e).__name__}: {e}")
+            return NodeStatus(lg.name, state, manifest)
 
         res = await asyncio.gather(*(one(lg) for lg in self.loggers.loggers))
-        return {r["node"]: r for r in sorted(res, key=lambda r: r["node"])}
+        return {st.node: st for st in sorted(res, key=lambda st: st.node)}
 
     async def close(self, drain_timeout_ms: int = 1000) -> None:
         """Close every logger and the HTTP session (the segment stays as it is).
@@ -607,7 +646,7 @@ async def _require_true(fut: Any, name: str, jid: str) -> bool:
     return True
 
 
-def _ns_info_from_states(states: dict[str, Any], jid: str) -> NamespaceInfo:
+def _ns_info_from_states(states: Mapping[str, JournalState], jid: str) -> NamespaceInfo:
     """The namespace of a journal, from ``get_journal_state`` answers.
 
     Raises:
@@ -616,9 +655,9 @@ def _ns_info_from_states(states: dict[str, Any], jid: str) -> NamespaceInfo:
     """
     found: list[tuple[str, NamespaceInfo]] = []
     for name in sorted(states):
-        w = states[name].get("ns_info") if isinstance(states[name], dict) else None
-        if w:
-            found.append((name, NamespaceInfo.from_wire(w)))
+        ns = states[name].ns_info
+        if ns is not None:
+            found.append((name, ns))
     if not found:
         raise JournalNotFormattedError(
             f"journal {jid!r} is not formatted on any answering JournalNode "

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from qjournal.config.keys import KEYS
+
 __all__ = ["QJMSettings", "DEFAULT_PORT"]
 
 #: JournalNode RPC port used when a qjournal:// URI omits it (Hadoop's 8485).
@@ -98,13 +100,7 @@ def _read(conf: Any, key: str, kind: str, default: int) -> int:
     if isinstance(conf, dict):
         v = conf.get(key)
         return default if v is None else int(v)
-    known = True
-    try:
-        from qjournal.config import keys as _keys  # noqa: PLC0415
-        known = key in _keys.KEYS
-    except ImportError:  # pragma: no cover - config module not present
-        known = False
-    if not known:
+    if key not in KEYS:
         return default
     if kind == "duration":
         v = conf.get_duration_ms(key)

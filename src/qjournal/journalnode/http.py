@@ -29,19 +29,18 @@ import asyncio
 import html
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from qjournal.errors import (InvalidRequestError, JournalNotFormattedError, NamespaceMismatchError,
                              QJournalError, SegmentNotFoundError)
+from qjournal.protocol.jn_rules import validate_jid
+from qjournal.protocol.messages import parse_storage_info
 from qjournal.protocol.segment import crc32c
 from qjournal.util.http import jmx_response, start_site
 
-if TYPE_CHECKING:
-    from qjournal.journalnode.node import JournalNode
-
-__all__ = ["JournalNodeHttpServer", "CHUNK_BYTES"]
+__all__ = ["JournalNodeHttpServer", "ServedNode", "CHUNK_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +48,33 @@ log = logging.getLogger(__name__)
 CHUNK_BYTES = 1 << 20
 
 
-class JournalNodeHttpServer:
-    """aiohttp application of one :class:`JournalNode`."""
+class ServedNode(Protocol):
+    """What the HTTP server reads from its JournalNode (``node.JournalNode`` passes itself;
+    this module never imports the daemon, which imports it).
 
-    def __init__(self, node: "JournalNode") -> None:
+    ``rpc_bound`` and ``http_bound`` are read per request: they are known only once
+    the node's servers listen.
+    """
+
+    name: str
+    edits_dir: str
+    rpc_bound: str | None
+    http_bound: str | None
+    started_at: float
+    #: ``dfs.edit.log.transfer.bandwidthPerSec`` (0 = no limit)
+    transfer_bytes_per_s: int
+
+    async def journal_slot(self, jid: Any, *, create: bool = True) -> Any:
+        """The journal's slot: ``.journal`` (the Journal) and ``async run(fn, *args)`` on its thread."""
+
+    async def snapshot(self) -> dict[str, dict]:
+        """Per journal: ``{"status": ..., "metrics": ...}``, sorted by jid."""
+
+
+class JournalNodeHttpServer:
+    """aiohttp application of one JournalNode."""
+
+    def __init__(self, node: ServedNode) -> None:
         self.node = node
         self.app = web.Application()
         self.app.router.add_get("/getJournal", self.get_journal)
@@ -85,7 +107,6 @@ class JournalNodeHttpServer:
         q = request.query
         jid = q.get("jid", "")
         try:
-            from qjournal.protocol.jn_rules import validate_jid  # noqa: PLC0415
             validate_jid(jid)
             try:
                 segment_txid = int(q.get("segmentTxId", ""))
@@ -96,7 +117,6 @@ class JournalNodeHttpServer:
             storage_info = q.get("storageInfo")
             journal = slot.journal
             if storage_info:
-                from qjournal.journalnode.node import parse_storage_info  # noqa: PLC0415
                 ns_id, cluster = parse_storage_info(storage_info)
                 await slot.run(journal.check_namespace, ns_id, cluster)
             rs = await slot.run(journal.open_segment_for_read, segment_txid, in_progress_ok)

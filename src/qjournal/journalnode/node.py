@@ -21,6 +21,10 @@ Theory of operation:
 * ``accept_recovery`` is split: ``accept_recovery_plan`` on the journal's
   thread, the download on the event loop (verifying the ``X-Qjournal-Crc32c``
   header), then ``accept_recovery_commit`` on the journal's thread.
+* On a :class:`~qjournal.transport.MemoryNetwork` without HTTP (tests), the
+  node serves ``/getJournal`` through the network (``mem://<name>`` URLs) and
+  downloads ``mem://`` URLs through it, so no test-only path reaches into the
+  client or a global registry.
 * Errors: a ``QJournalError`` or ``InvariantViolation`` from the Journal goes
   back typed. A storage ``OSError`` becomes ``JournalError`` naming the
   journal. Nothing a client sends can stop the daemon.
@@ -43,54 +47,33 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Awaitable, Callable
+from dataclasses import replace
+from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
+import aiohttp
+
+from qjournal.config import Configuration
 from qjournal.errors import (InvalidRequestError, JournalError, QJournalError, SegmentNotFoundError,
                              TransportError)
-from qjournal.protocol.messages import NamespaceInfo
+from qjournal.journalnode.http import JournalNodeHttpServer
 from qjournal.journalnode.journal import Journal, validate_batch
 from qjournal.journalnode.storage import DiskJournalStorage, JournalStorage
 from qjournal.protocol import jn_rules
-from qjournal.protocol.messages import RequestInfo, SegmentState, wire_bool, wire_int, wire_str
+from qjournal.protocol.messages import (NamespaceInfo, RequestInfo, SegmentState, parse_storage_info,
+                                        wire_bool, wire_int, wire_str)
 from qjournal.protocol.segment import DEFAULT_MAX_RECORD_BYTES, LAYOUT_VERSION, crc32c
+from qjournal.transport import RpcServer
+from qjournal.transport.memory import UrlFetcher
+from qjournal.transport.tls import server_context_from_conf
+from qjournal.util.http import http_client_context, http_server_context, https_enabled
 
-__all__ = ["JournalNode", "JournalNodeRpcHandler", "fetch_memory_segment", "parse_storage_info"]
+__all__ = ["JournalNode", "JournalNodeRpcHandler"]
 
 log = logging.getLogger(__name__)
 
 #: batches up to this size are validated on the event loop thread (about 1 ms per 128 KiB)
 _LOOP_VALIDATE_MAX_BYTES = 4 << 20
-
-#: in-process nodes serving ``mem://<name>/getJournal?...`` URLs (no HTTP server)
-_MEMORY_NODES: dict[str, "JournalNode"] = {}
-
-#: fetcher(url) -> (body, crc32c or None); replaces HTTP for accept-recovery downloads
-SegmentFetcher = Callable[[str], Awaitable[tuple[bytes, "int | None"]]]
-
-
-def _conf(conf: Any):
-    if conf is not None:
-        return conf
-    from qjournal.config import Configuration  # noqa: PLC0415 - optional dependency at call time
-    return Configuration()
-
-
-def parse_storage_info(text: str) -> tuple[int, str]:
-    """``NSID:CLUSTERID`` (ours) or Hadoop's ``LV:NSID:CTIME:CLUSTERID`` -> (namespace id, cluster id).
-
-    Raises:
-        InvalidRequestError: anything else.
-    """
-    parts = text.split(":")
-    try:
-        if len(parts) == 2:
-            return int(parts[0]), parts[1]
-        if len(parts) == 4:
-            return int(parts[1]), parts[3]
-    except ValueError:
-        pass
-    raise InvalidRequestError(f"bad storageInfo {text[:80]!r}: expected NSID:CLUSTERID", storage_info=text[:80])
 
 
 def _ns_from_wire(v: Any, jid: str) -> NamespaceInfo:
@@ -134,8 +117,9 @@ class JournalNode:
             ``dfs.journalnode.rpc-bind-host`` replaces the configured host).
         http_address: ``(host, port)``, overrides ``dfs.journalnode.http-address`` (and
             ``dfs.journalnode.http-bind-host``); ignored when ``http`` is False.
-        http: run the aiohttp server (False: segments are served to in-process
-            peers through ``mem://<name>`` URLs).
+        http: run the aiohttp server (False: on a memory ``network``, segments are
+            served to in-process peers and readers through ``mem://<name>`` URLs,
+            see :meth:`MemoryNetwork.serve_http`; without a network, not at all).
         network: a :class:`~qjournal.transport.MemoryNetwork`; when given, RPC
             listens there as ``name`` instead of TCP.
         name: this node's name on the memory network (and in logs).
@@ -143,7 +127,8 @@ class JournalNode:
             inline on the loop, for a simulated disk).
         storage_factory: ``(edits_dir, jid) -> JournalStorage`` (default: a disk).
         fault_hook: passed to every Journal (simulator crash points).
-        segment_fetcher: replaces the HTTP download of accept-recovery.
+        segment_fetcher: replaces the download of accept-recovery (default: HTTP(S) for
+            ``http(s)://`` URLs, the memory network for ``mem://`` URLs).
         clock: seconds for metrics (default ``time.time``).
         ssl: server TLS context for RPC (default: from the ``qjournal.rpc.tls.*`` keys).
         http_ssl: server TLS context for HTTP (default: from ``dfs.http.policy`` and the
@@ -160,15 +145,14 @@ class JournalNode:
                  network: Any = None, name: str | None = None, threaded: bool = True,
                  storage_factory: Callable[[str, str], JournalStorage] | None = None,
                  fault_hook: Callable[[str], None] | None = None,
-                 segment_fetcher: SegmentFetcher | None = None,
+                 segment_fetcher: UrlFetcher | None = None,
                  clock: Callable[[], float] | None = time.time, ssl: Any = None,
                  http_ssl: Any = None) -> None:
-        self.conf = c = _conf(conf)
+        self.conf = c = conf if conf is not None else Configuration()
         # An explicit directory (the --edits-dir flag) may be relative to the working
         # directory; the configured one must be absolute, as Hadoop requires.
         self.edits_dir = os.path.abspath(edits_dir) if edits_dir else c.get("dfs.journalnode.edits.dir")
         self.rpc_address = rpc_address or c.get_address("dfs.journalnode.rpc-address")
-        from qjournal.util.http import https_enabled  # noqa: PLC0415
         self.https = https_enabled(c)  # dfs.http.policy = HTTPS_ONLY: mutual TLS on HTTP too
         self.http_address = http_address or c.get_address(
             "dfs.journalnode.https-address" if self.https else "dfs.journalnode.http-address")
@@ -219,19 +203,14 @@ class JournalNode:
             JournalError: the edits dir is unusable.
             TransportError: an address cannot be bound.
         """
-        from qjournal.transport import RpcServer  # noqa: PLC0415
-
         self._check_edits_dir()
         if self.ssl is None and self.network is None:
-            from qjournal.transport.tls import server_context_from_conf  # noqa: PLC0415
             self.ssl = server_context_from_conf(self.conf)  # None unless qjournal.rpc.tls.enabled
         self.started_at = time.time()
         try:
             if self.http_enabled:
-                from qjournal.journalnode.http import JournalNodeHttpServer  # noqa: PLC0415
                 self.http_server = JournalNodeHttpServer(self)
                 if self.http_ssl is None and self.https:
-                    from qjournal.util.http import http_server_context  # noqa: PLC0415
                     self.http_ssl = http_server_context(self.conf)
                 host, port = await self.http_server.start(*self.http_address, ssl_context=self.http_ssl)
                 self.http_bound = f"{host}:{port}"
@@ -245,9 +224,8 @@ class JournalNode:
                 self.rpc_bound = f"{host}:{port}"
                 if self.name == "journalnode":
                     self.name = f"journalnode@{self.rpc_bound}"
-            if not self.http_enabled:
-                self.http_url = f"mem://{self.name}"
-                _MEMORY_NODES[self.name] = self
+            if not self.http_enabled and self.network is not None:
+                self.http_url = self.network.serve_http(self.name, self._serve_memory_http)
         except BaseException:
             await self.stop()
             raise
@@ -284,7 +262,8 @@ class JournalNode:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        _MEMORY_NODES.pop(self.name, None)
+        if self.network is not None:
+            self.network.stop_http(self.name, self._serve_memory_http)
         slots, self.journals = self.journals, {}
         for jid in sorted(slots):
             slot = slots[jid]
@@ -372,8 +351,8 @@ class JournalNode:
         try:
             if self.segment_fetcher is not None:
                 body, crc = await self.segment_fetcher(url)
-            elif url.startswith("mem://"):
-                body, crc = await fetch_memory_segment(url)
+            elif url.startswith("mem://") and self.network is not None:
+                body, crc = await self.network.fetch(url)
             elif url.startswith(("http://", "https://")):
                 body, crc = await self._http_fetch(url, jid)
             else:
@@ -393,10 +372,7 @@ class JournalNode:
         return body
 
     async def _http_fetch(self, url: str, jid: str) -> tuple[bytes, int | None]:
-        import aiohttp  # noqa: PLC0415
-
         if self._session is None:
-            from qjournal.util.http import http_client_context  # noqa: PLC0415
             client_ctx = http_client_context(self.conf)  # HTTPS_ONLY: present our certificate
             connector = aiohttp.TCPConnector(ssl=client_ctx) if client_ctx is not None else None
             self._session = aiohttp.ClientSession(connector=connector)
@@ -420,6 +396,32 @@ class JournalNode:
         except asyncio.TimeoutError as e:
             raise TransportError(f"timed out after {self.transfer_timeout_s}s", url=url) from e
 
+    async def _serve_memory_http(self, url: str) -> tuple[bytes, int | None]:
+        """``GET mem://<name>/getJournal?jid=&segmentTxId=&storageInfo=&inProgressOk=`` on a
+        memory network: the in-process ``/getJournal`` of a node without an HTTP server.
+
+        Raises:
+            InvalidRequestError: bad jid or segmentTxId; NamespaceMismatchError: wrong storageInfo;
+            SegmentNotFoundError: no such journal or segment.
+        """
+        q = {k: v[0] for k, v in sorted(parse_qs(urlsplit(url).query).items())}
+        try:
+            seg = int(q.get("segmentTxId", ""))
+        except ValueError as e:
+            raise InvalidRequestError(f"bad segmentTxId in {url}", url=url) from e
+        slot = await self.journal_slot(q.get("jid"), create=False)
+        if q.get("storageInfo"):
+            ns_id, cluster = parse_storage_info(q["storageInfo"])
+            await slot.run(slot.journal.check_namespace, ns_id, cluster)
+        in_progress_ok = q.get("inProgressOk", "true") != "false"
+
+        def _read() -> bytes:
+            rs = slot.journal.open_segment_for_read(seg, in_progress_ok)
+            with rs.stream as f:
+                return f.read(rs.length)
+        body = await slot.run(_read)
+        return body, crc32c(body)
+
     # --- status -----------------------------------------------------------------------------
 
     async def snapshot(self) -> dict[str, dict]:
@@ -435,35 +437,6 @@ class JournalNode:
                 status, metrics = {"jid": jid, "error": str(e)}, {}
             out[jid] = {"status": status, "metrics": metrics}
         return out
-
-
-async def fetch_memory_segment(url: str) -> tuple[bytes, int | None]:
-    """Serve a ``mem://<node>/getJournal?jid=&segmentTxId=&inProgressOk=`` URL from an in-process node.
-
-    Raises:
-        TransportError: no such node; SegmentNotFoundError: no such segment.
-    """
-    parts = urlsplit(url)
-    node = _MEMORY_NODES.get(parts.netloc)
-    if node is None:
-        raise TransportError(f"no in-process JournalNode named {parts.netloc!r} for {url}", url=url)
-    q = {k: v[0] for k, v in sorted(parse_qs(parts.query).items())}
-    try:
-        seg = int(q.get("segmentTxId", ""))
-    except ValueError as e:
-        raise InvalidRequestError(f"bad segmentTxId in {url}", url=url) from e
-    slot = await node.journal_slot(q.get("jid"), create=False)
-    if q.get("storageInfo"):
-        ns_id, cluster = parse_storage_info(q["storageInfo"])
-        await slot.run(slot.journal.check_namespace, ns_id, cluster)
-    in_progress_ok = q.get("inProgressOk", "true") != "false"
-
-    def _read() -> bytes:
-        rs = slot.journal.open_segment_for_read(seg, in_progress_ok)
-        with rs.stream as f:
-            return f.read(rs.length)
-    body = await slot.run(_read)
-    return body, crc32c(body)
 
 
 class JournalNodeRpcHandler:
@@ -500,12 +473,9 @@ class JournalNodeRpcHandler:
         """
         slot = await self.node.journal_slot(jid)
         st = await slot.run(slot.journal.get_journal_state)
-        ns = slot.journal.ns_info
-        port = 0
-        if self.node.http_bound:
-            port = int(self.node.http_bound.rsplit(":", 1)[1])
-        return {"last_promised_epoch": st.last_promised_epoch, "http_port": port,
-                "http_url": self.node.http_url, "ns_info": ns.to_wire() if ns else None}
+        port = int(self.node.http_bound.rsplit(":", 1)[1]) if self.node.http_bound else 0
+        return replace(st, http_port=port, http_url=self.node.http_url,
+                       ns_info=slot.journal.ns_info).to_wire()
 
     async def rpc_new_epoch(self, jid: Any, ns_info: Any, epoch: Any) -> dict:
         """Promise ``epoch``; returns ``{last_segment_txid}``.
@@ -592,9 +562,7 @@ class JournalNodeRpcHandler:
         slot = await self.node.journal_slot(jid)
         m = await slot.run(slot.journal.get_edit_log_manifest, wire_int(since_txid, w, "since_txid"),
                            wire_bool(in_progress_ok, w, "in_progress_ok"))
-        out = m.to_wire()
-        out["last_writer_epoch"] = slot.journal.last_writer_epoch
-        return out
+        return replace(m, last_writer_epoch=slot.journal.last_writer_epoch).to_wire()
 
     async def rpc_prepare_recovery(self, req: Any, segment_txid: Any) -> dict:
         """Paxos phase 1b; returns a PrepareRecoveryResponse wire map.

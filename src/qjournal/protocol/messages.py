@@ -29,8 +29,8 @@ from qjournal.errors import InvalidRequestError
 from qjournal.protocol.segment import INVALID_TXID, LAYOUT_VERSION
 
 __all__ = [
-    "NamespaceInfo", "RequestInfo", "SegmentState", "PersistedPaxosData", "PrepareRecoveryResponse",
-    "NewEpochResponse", "JournalState", "Manifest", "INVALID_TXID",
+    "NamespaceInfo", "parse_storage_info", "RequestInfo", "SegmentState", "PersistedPaxosData",
+    "PrepareRecoveryResponse", "NewEpochResponse", "JournalState", "Manifest", "INVALID_TXID",
 ]
 
 
@@ -105,6 +105,12 @@ class NamespaceInfo:
     cluster_id: str
     layout_version: int = LAYOUT_VERSION
 
+    @property
+    def storage_info(self) -> str:
+        """The ``storageInfo`` parameter of ``/getJournal``: ``NSID:CLUSTERID`` (see
+        :func:`parse_storage_info`)."""
+        return f"{self.namespace_id}:{self.cluster_id}"
+
     def to_wire(self) -> dict:
         return {"namespace_id": self.namespace_id, "cluster_id": self.cluster_id,
                 "layout_version": self.layout_version}
@@ -117,6 +123,27 @@ class NamespaceInfo:
         return cls(wire_int(_get(d, "namespace_id", w), w, "namespace_id"),
                    wire_str(_get(d, "cluster_id", w), w, "cluster_id"),
                    wire_int(lv, w, "layout_version"))
+
+
+def parse_storage_info(text: str) -> tuple[int, str]:
+    """``NSID:CLUSTERID`` (ours) or Hadoop's ``LV:NSID:CTIME:CLUSTERID`` -> (namespace id, cluster id).
+
+    The reader of a segment names the namespace it expects in the ``storageInfo``
+    parameter of ``/getJournal``; the JournalNode refuses a segment of another one.
+
+    Raises:
+        InvalidRequestError: anything else.
+    """
+    parts = text.split(":")
+    try:
+        if len(parts) == 2:
+            return int(parts[0]), parts[1]
+        if len(parts) == 4:
+            return int(parts[1]), parts[3]
+    except ValueError:
+        pass
+    raise InvalidRequestError(f"bad storageInfo {text[:80]!r}: expected NSID:CLUSTERID",
+                              storage_info=text[:80])
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,29 +332,36 @@ class NewEpochResponse:
 
 @dataclass(frozen=True, slots=True)
 class JournalState:
-    """Result of ``get_journal_state``: the promise and where to download segments.
+    """Result of ``get_journal_state``: the promise, where to download segments, the namespace.
 
     Attributes:
         last_promised_epoch: the node's durable promise (0 on a fresh node).
         http_port: port of the node's HTTP server (0 when it has none).
         http_url: base URL of that server, e.g. ``http://127.0.0.1:8480`` ("" when none).
+        ns_info: the namespace the journal was formatted for, None when it is not
+            formatted (a writer started without one learns it from here).
     """
 
     last_promised_epoch: int
     http_port: int = 0
     http_url: str = ""
+    ns_info: NamespaceInfo | None = None
 
     def to_wire(self) -> dict:
         return {"last_promised_epoch": self.last_promised_epoch, "http_port": self.http_port,
-                "http_url": self.http_url}
+                "http_url": self.http_url,
+                "ns_info": None if self.ns_info is None else self.ns_info.to_wire()}
 
     @classmethod
     def from_wire(cls, d: Any) -> "JournalState":
         """Raises: InvalidRequestError on a malformed map."""
         w = "JournalState"
-        return cls(wire_int(_get(d, "last_promised_epoch", w), w, "last_promised_epoch"),
+        promised = wire_int(_get(d, "last_promised_epoch", w), w, "last_promised_epoch")
+        ns = d.get("ns_info")
+        return cls(promised,
                    wire_int(d.get("http_port", 0) or 0, w, "http_port"),
-                   wire_str(d.get("http_url", "") or "", w, "http_url"))
+                   wire_str(d.get("http_url", "") or "", w, "http_url"),
+                   None if ns is None else NamespaceInfo.from_wire(ns))
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,14 +369,22 @@ class Manifest:
     """Result of ``get_edit_log_manifest``: segments sorted by start, and the committed txid.
 
     ``committed_txid`` is INVALID_TXID when the node does not know it.
+    ``last_writer_epoch`` is the epoch of the last writer that started a segment
+    on the node (the reader takes in-progress copies only from the newest
+    writer's nodes), None when the node does not report it; it is on the wire
+    only when known.
     """
 
     segments: tuple[SegmentState, ...] = field(default_factory=tuple)
     committed_txid: int = INVALID_TXID
+    last_writer_epoch: int | None = None
 
     def to_wire(self) -> dict:
-        return {"segments": [s.to_wire() for s in self.segments],
-                "committed_txid": self.committed_txid}
+        out: dict[str, Any] = {"segments": [s.to_wire() for s in self.segments],
+                               "committed_txid": self.committed_txid}
+        if self.last_writer_epoch is not None:
+            out["last_writer_epoch"] = self.last_writer_epoch
+        return out
 
     @classmethod
     def from_wire(cls, d: Any) -> "Manifest":
@@ -353,4 +395,5 @@ class Manifest:
             raise InvalidRequestError(f"{w}: 'segments' must be a list", where=w)
         committed = d.get("committed_txid", INVALID_TXID)
         committed = INVALID_TXID if committed is None else wire_int(committed, w, "committed_txid")
-        return cls(tuple(SegmentState.from_wire(s) for s in segs), committed)
+        return cls(tuple(SegmentState.from_wire(s) for s in segs), committed,
+                   wire_opt_int(d.get("last_writer_epoch"), w, "last_writer_epoch"))

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from urllib.parse import parse_qs, urlsplit
 
 import crc32c
@@ -49,9 +50,8 @@ import crc32c
 from qjournal.client.qjm import QuorumJournalManager
 from qjournal.client.settings import QJMSettings
 from qjournal.errors import InvariantViolation, JournalError, QJournalError, TransportError
-from qjournal.protocol.messages import NamespaceInfo
 from qjournal.journalnode.journal import FAULT_POINTS, Journal
-from qjournal.protocol.messages import Manifest, RequestInfo, SegmentState
+from qjournal.protocol.messages import Manifest, NamespaceInfo, RequestInfo, SegmentState
 from qjournal.protocol.segment import iter_records, parse_segment_file_name, segment_file_name
 from qjournal.sim.disk import SimFS, SimJournalStorage, SimulatedCrash
 from qjournal.sim.faults import FaultConfig, NetworkFaults
@@ -207,11 +207,8 @@ class SimJournalNode:
     async def rpc_get_journal_state(self, jid: str) -> dict:
         def f():
             j = self._journal(jid)
-            st = j.get_journal_state().to_wire()
-            st["http_port"] = 80
-            st["http_url"] = f"http://{self.name}"
-            st["ns_info"] = j.ns_info.to_wire() if j.ns_info is not None else None
-            return st
+            return replace(j.get_journal_state(), http_port=80, http_url=f"http://{self.name}",
+                           ns_info=j.ns_info).to_wire()
         return self._call("get_journal_state", f)
 
     async def rpc_new_epoch(self, jid: str, ns_info: dict, epoch: int) -> dict:
@@ -387,13 +384,12 @@ class SimCluster:
 
     def new_qjm(self, client_name: str) -> QuorumJournalManager:
         """A new writer or reader: a fresh QuorumJournalManager on the memory network."""
-        q = QuorumJournalManager(self.uri, ns_info=NS_INFO, network=self.network,
-                                 settings=self.settings, client_name=client_name)
-
         async def fetch(name: str, segment_txid: int, in_progress_ok: bool):
+            # the reader's HTTP download, simulated (see module docstring)
             return await self.http_fetch(client_name, name, JID, segment_txid, in_progress_ok)
-        q._fetch = fetch  # the reader's HTTP download, simulated (see module docstring)
-        return q
+        return QuorumJournalManager(self.uri, ns_info=NS_INFO, network=self.network,
+                                    settings=self.settings, client_name=client_name,
+                                    segment_fetcher=fetch)
 
     async def http_fetch(self, src: str, dst: str, jid: str, segment_txid: int,
                          in_progress_ok: bool) -> tuple[bytes, int]:

@@ -46,6 +46,15 @@ the node's listener is removed so that a restarted server can listen again.
 A connect to a name nobody listens on fails at once ("connection refused"); a
 connect across a partition fails after ``connect_timeout_ms``.
 
+The network also carries the in-process "HTTP" of nodes that run without a
+real HTTP server: a node registers a :data:`UrlFetcher` under its name
+(:meth:`MemoryNetwork.serve_http`) and anyone on the network downloads a
+``mem://<name>/...`` URL with :meth:`MemoryNetwork.fetch`. So a JournalNode
+serves segments to its peers and to readers in the same process without either
+side importing the other. These downloads are plain awaited calls: they obey
+no fault hook and no partition (the simulator has its own HTTP model);
+:meth:`crash` removes the node's server like its listener.
+
 Invariants
 ----------
 1. Determinism: given the same sequence of calls, the same hook answers and the
@@ -68,16 +77,24 @@ import heapq
 import logging
 import math
 from collections import deque
-from typing import Any, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
+from urllib.parse import urlsplit
 
 from qjournal.errors import TransportError
 
-__all__ = ["FaultHook", "MemoryListener", "MemoryNetwork", "MemoryTransport"]
+__all__ = ["FaultHook", "MemoryListener", "MemoryNetwork", "MemoryTransport", "UrlFetcher"]
 
 log = logging.getLogger("qjournal.transport.memory")
 
 #: ``hook(src, dst, frame_bytes) -> delays in seconds`` (empty = drop).
 FaultHook = Callable[[str, str, bytes], Sequence[float]]
+
+#: ``fetch(url) -> (body, CRC32C of the body or None)``: one download, the shape of a
+#: JournalNode's ``GET /getJournal`` answer (the body and its ``X-Qjournal-Crc32c`` header)
+UrlFetcher = Callable[[str], Awaitable[tuple[bytes, "int | None"]]]
+
+#: the URL scheme of in-process HTTP servers on a memory network
+_MEM_SCHEME = "mem"
 
 _DATA = 0
 _EOF = 1
@@ -132,6 +149,7 @@ class MemoryNetwork:
         self.hook = hook
         self.fifo = fifo
         self._listeners: dict[str, MemoryListener] = {}
+        self._http: dict[str, UrlFetcher] = {}
         self._endpoints: dict[int, MemoryTransport] = {}  # creation order (invariant 1)
         self._partitions: set[tuple[str, str]] = set()  # membership only, never iterated
         self._isolated: set[str] = set()  # membership only, never iterated
@@ -227,6 +245,51 @@ class MemoryNetwork:
         client_protocol.connection_made(client)
         return client, client_protocol
 
+    # --- in-process HTTP ------------------------------------------------------------
+
+    def serve_http(self, address: str, fetch: UrlFetcher) -> str:
+        """Serve ``mem://<address>/...`` URLs with ``fetch`` (an HTTP server without sockets).
+
+        Args:
+            address: node name.
+            fetch: answers every download of a URL on that node.
+
+        Returns:
+            The base URL, ``mem://<address>``.
+
+        Raises:
+            TransportError: another server holds ``address``.
+        """
+        if address in self._http:
+            raise TransportError(f"memory HTTP address {address} is already in use", address=address)
+        self._http[address] = fetch
+        return f"{_MEM_SCHEME}://{address}"
+
+    def stop_http(self, address: str, fetch: UrlFetcher) -> None:
+        """Stop serving ``address`` if ``fetch`` still serves it (idempotent; a server
+        restarted under the same name after a :meth:`crash` is left alone)."""
+        if self._http.get(address) == fetch:
+            del self._http[address]
+
+    async def fetch(self, url: str) -> tuple[bytes, int | None]:
+        """Download a ``mem://<address>/...`` URL from the node serving ``address``.
+
+        Returns:
+            What the node's fetcher answered: the body and its CRC32C (or None).
+
+        Raises:
+            TransportError: not a ``mem://`` URL, or nothing serves that address
+                ("connection refused"); and whatever the node's fetcher raises.
+        """
+        parts = urlsplit(url)
+        if parts.scheme != _MEM_SCHEME:
+            raise TransportError(f"GET {url[:200]}: not a {_MEM_SCHEME}:// URL", url=url[:200])
+        fetch = self._http.get(parts.netloc)
+        if fetch is None:
+            raise TransportError(f"GET {url[:200]}: connection refused (no in-process HTTP server "
+                                 f"named {parts.netloc!r} on the memory network)", url=url[:200])
+        return await fetch(url)
+
     def connections(self) -> list[tuple[str, str]]:
         """The open connections.
 
@@ -280,7 +343,8 @@ class MemoryNetwork:
         return self._blocked(a, b)
 
     def crash(self, address: str) -> None:
-        """Power-cut node ``address``: lose all its connections and its listener (invariant 4).
+        """Power-cut node ``address``: lose all its connections, its listener and its
+        in-process HTTP server (invariant 4).
 
         Both endpoints of each affected connection get
         ``connection_lost(ConnectionResetError)`` on the next loop iteration;
@@ -293,6 +357,7 @@ class MemoryNetwork:
         listener = self._listeners.pop(address, None)
         if listener is not None:
             listener.closed = True
+        self._http.pop(address, None)
         for ep in list(self._endpoints.values()):
             if ep.local == address or ep.remote == address:
                 ep._kill(ConnectionResetError(f"memory node {address} crashed"))
