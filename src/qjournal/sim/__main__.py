@@ -1,4 +1,4 @@
-"""``python -m qjournal.sim``: run, replay, minimise and soak simulated seeds.
+"""``python -m qjournal.sim``: run, replay, minimise and soak simulated seeds (journal and whole cluster).
 
 Why a command: a failing seed printed by a test or a soak must be replayable
 by pasting one line. Usage::
@@ -6,6 +6,8 @@ by pasting one line. Usage::
     python -m qjournal.sim --seed 42 --steps 200            # one run (replay)
     python -m qjournal.sim --seed 42 --steps 200 --faults drop=0,jn_crash=0.1
     python -m qjournal.sim soak --seeds 2000 [--first 0] [--steps 150] [--jobs 2]
+    python -m qjournal.sim cluster --seed 7 [--steps 40] [--fencing shell] [--faults nn_crash=0]
+    python -m qjournal.sim cluster-soak --seeds 10000 [--jobs 2]    # the whole HA cluster
 
 A failing run is minimised (fewer steps, then fewer fault kinds) and the
 smallest failing run is printed with its replay command and its history.
@@ -19,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import multiprocessing
 import os
 import sys
 import time
 
 from qjournal.sim.faults import FaultConfig
+from qjournal.sim.ha_workload import HAFaults, HAOptions, run_ha_seed
 from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
 
 
@@ -50,6 +54,19 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=int, default=150, dest="soak_steps")
     s.add_argument("--jobs", type=int, default=1, help="worker processes")
     s.add_argument("--report", default=None, help="write the soak summary as JSON to this file")
+    c = sub.add_parser("cluster", help="one whole-cluster run (NameNodes, ZKFCs, ZooKeeper, JournalNodes)")
+    c.add_argument("--seed", type=int, default=0, dest="cluster_seed")
+    c.add_argument("--steps", type=int, default=40, dest="cluster_steps")
+    c.add_argument("--fencing", choices=["pidfence", "shell"], default="", help="default: chosen by the seed")
+    c.add_argument("--faults", default=None, dest="cluster_faults",
+                   help="weights kind=w,... over the defaults ('none' = fault-free); see HAFaults")
+    c.add_argument("--history", action="store_true", dest="cluster_history")
+    cs = sub.add_parser("cluster-soak", help="many whole-cluster seeds")
+    cs.add_argument("--seeds", type=int, default=10000)
+    cs.add_argument("--first", type=int, default=0)
+    cs.add_argument("--steps", type=int, default=40, dest="soak_steps")
+    cs.add_argument("--jobs", type=int, default=1, help="worker processes")
+    cs.add_argument("--report", default=None, help="write the soak summary as JSON to this file")
     return p
 
 
@@ -84,35 +101,42 @@ def _soak_worker(item):
     return seed, [str(v) for v in r.unexplained], r.counts()
 
 
-def _soak(args) -> int:
-    seeds = list(range(args.first, args.first + args.seeds))
-    items = [(s, args.soak_steps, 5 if s % 4 == 3 else 3) for s in seeds]
+def _cluster_worker(item):
+    seed, steps = item
+    logging.disable(logging.CRITICAL)   # the daemons' logs of a soak go nowhere; the checker judges
+    r = run_ha_seed(HAOptions(seed=seed, steps=steps))
+    return seed, [str(v) for v in r.violations], {k: v for k, v in r.counts().items() if isinstance(v, int)}
+
+
+def _soak_loop(args, worker, items) -> tuple[dict, list]:
+    """Run ``worker`` over ``items`` (in ``--jobs`` processes), print failing seeds, write reports."""
     totals: dict[str, int] = {}
     failing: list[tuple[int, list[str]]] = []
     t0 = time.monotonic()
+
+    def take(i: int, seed: int, viols: list[str], counts: dict) -> None:
+        _accumulate(totals, counts)
+        if viols:
+            failing.append((seed, viols))
+            print(f"seed {seed}: {len(viols)} violation(s): {viols[0]}", flush=True)
+        if i % 100 == 0:
+            print(f"... {i}/{len(items)} seeds, {len(failing)} failing", flush=True)
+            _write_report(args, i, totals, failing, t0, partial=True)
     if args.jobs > 1:
         with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
-            results = pool.imap(_soak_worker, items, chunksize=4)
-            for i, (seed, viols, counts) in enumerate(results, 1):
-                _accumulate(totals, counts)
-                if viols:
-                    failing.append((seed, viols))
-                    print(f"seed {seed}: {len(viols)} violation(s): {viols[0]}", flush=True)
-                if i % 100 == 0:
-                    print(f"... {i}/{len(items)} seeds, {len(failing)} failing", flush=True)
-                    _write_report(args, i, totals, failing, t0, partial=True)
+            for i, (seed, viols, counts) in enumerate(pool.imap(worker, items, chunksize=4), 1):
+                take(i, seed, viols, counts)
     else:
         for i, item in enumerate(items, 1):
-            seed, viols, counts = _soak_worker(item)
-            _accumulate(totals, counts)
-            if viols:
-                failing.append((seed, viols))
-                print(f"seed {seed}: {len(viols)} violation(s): {viols[0]}", flush=True)
-            if i % 100 == 0:
-                print(f"... {i}/{len(items)} seeds, {len(failing)} failing", flush=True)
-                _write_report(args, i, totals, failing, t0, partial=True)
+            take(i, *worker(item))
     summary = _write_report(args, len(items), totals, failing, t0, partial=False)
     print(json.dumps(summary, indent=2, sort_keys=True))
+    return summary, failing
+
+
+def _soak(args) -> int:
+    seeds = list(range(args.first, args.first + args.seeds))
+    _, failing = _soak_loop(args, _soak_worker, [(s, args.soak_steps, 5 if s % 4 == 3 else 3) for s in seeds])
     if failing:
         seed = failing[0][0]
         nodes = 5 if seed % 4 == 3 else 3
@@ -120,6 +144,30 @@ def _soak(args) -> int:
         small = minimise(opts, run_seed(opts))
         print(f"first failing seed minimised: {replay_command(small.options)}")
         print(small.explain())
+    return 1 if failing else 0
+
+
+def _run_cluster(args) -> int:
+    opts = HAOptions(seed=args.cluster_seed, steps=args.cluster_steps, faults=HAFaults.parse(args.cluster_faults),
+                     fencing=args.fencing)
+    logging.disable(logging.CRITICAL)   # the daemons' own logs: the history tells the story
+    t0 = time.monotonic()
+    r = run_ha_seed(opts)
+    print(r.summary() + f" wall={time.monotonic() - t0:.2f}s")
+    if args.cluster_history:
+        print(r.history.format())
+    if r.violations:
+        print(r.explain())
+    return 1 if r.violations else 0
+
+
+def _cluster_soak(args) -> int:
+    seeds = range(args.first, args.first + args.seeds)
+    _, failing = _soak_loop(args, _cluster_worker, [(s, args.soak_steps) for s in seeds])
+    if failing:
+        opts = HAOptions(seed=failing[0][0], steps=args.soak_steps)
+        print(f"first failing seed: python -m qjournal.sim cluster --seed {opts.seed} --steps {opts.steps}")
+        print(run_ha_seed(opts).explain())
     return 1 if failing else 0
 
 
@@ -149,6 +197,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(e))
     if args.command == "soak":
         return _soak(args)
+    if args.command == "cluster":
+        try:
+            HAFaults.parse(args.cluster_faults)
+        except ValueError as e:
+            parser.error(str(e))
+        return _run_cluster(args)
+    if args.command == "cluster-soak":
+        return _cluster_soak(args)
     return _run_one(args)
 
 

@@ -167,7 +167,8 @@ def _check_final(history, ops, lives):
             yield Violation("op_lost", f"{path} is {what} on the final active {final.nn}, but "
                             f"{op.call.client}'s acknowledged {op.call.method} (op {op.call.op_id}) "
                             f"says otherwise", (op.call.seq, op.end_seq, final.seq))
-    dirs = {c.call.path.rsplit("/", 1)[0] for c in ops.values()}
+    # the clients' own directories: the top-level directories their operations work in
+    dirs = {"/" + c.call.path.split("/")[1] for c in ops.values() if c.call.path.count("/") >= 1}
     for path in sorted(present):
         parent = path.rsplit("/", 1)[0]
         if parent in dirs and path not in lives:

@@ -61,7 +61,7 @@ import weakref
 from typing import Any, Callable, Coroutine
 
 __all__ = ["VirtualTimeLoop", "SimulationStalled", "SimulationLimitExceeded", "run_simulation",
-           "SimProcess", "run_in_process", "CURRENT_PROCESS"]
+           "SimProcess", "run_in_process", "CURRENT_PROCESS", "ProcessKilled", "join_process_task"]
 
 #: virtual time at which every run starts (not zero, so "time 0" bugs show)
 START_TIME_S = 1000.0
@@ -125,7 +125,28 @@ def run_in_process(process: SimProcess, coro: Coroutine[Any, Any, Any], name: st
     """Start ``coro`` as a task of ``process`` (everything it schedules belongs to it too)."""
     ctx = contextvars.copy_context()
     ctx.run(CURRENT_PROCESS.set, process)
-    return asyncio.get_running_loop().create_task(coro, name=name, context=ctx)
+    loop = asyncio.get_running_loop()
+    if isinstance(loop, VirtualTimeLoop):
+        loop.processes.add(process)
+    return loop.create_task(coro, name=name, context=ctx)
+
+
+class ProcessKilled(RuntimeError):
+    """The process whose task was awaited was killed before the task finished."""
+
+
+async def join_process_task(process: SimProcess, task: asyncio.Task, poll_s: float = 0.1) -> Any:
+    """Wait for ``task`` of ``process`` from outside it.
+
+    A plain ``await`` would hang for ever if the process is killed meanwhile (its task never
+    runs again, not even to be cancelled); this returns its result, raises its exception,
+    or raises :class:`ProcessKilled`.
+    """
+    while not task.done():
+        if process.killed:
+            raise ProcessKilled(f"{process.name} was killed")
+        await asyncio.wait({task}, timeout=poll_s)
+    return task.result()
 
 
 def _task_factory(loop: asyncio.AbstractEventLoop, coro, context=None) -> asyncio.Task:
@@ -224,6 +245,8 @@ class VirtualTimeLoop(asyncio.base_events.BaseEventLoop):
         self.max_virtual_time_s = max_virtual_time_s
         self.iterations = 0
         self._timer_seq = 0
+        #: every process started on this loop (the run's teardown lets their tasks unwind)
+        self.processes: weakref.WeakSet[SimProcess] = weakref.WeakSet()
         self.set_task_factory(_task_factory)
 
     # -- clock ---------------------------------------------------------------------
@@ -354,6 +377,10 @@ def run_simulation(main: Callable[[], Coroutine[Any, Any, Any]], seed: int, **lo
 
 
 def _cancel_all(loop: VirtualTimeLoop) -> None:
+    # teardown, after the run: killed and paused processes may unwind their tasks now
+    for p in list(loop.processes):
+        p.killed = p.paused = False
+        p.held = []
     tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
     if not tasks:
         return

@@ -1,0 +1,541 @@
+"""The whole-cluster workload: clients writing through the failover proxy while every role fails.
+
+Why: PRODUCT.md's correctness requirements of the whole cluster (5-8) must hold
+under the fault model of issue 11: crash and restart of a NameNode, of a ZKFC, of
+ZooKeeper; long pauses of any of them (SIGSTOP); session expiry; partitions
+between any two roles; a full disk on a NameNode (unhealthy); with the standby
+tailing in-progress segments all along. This module drives exactly that on the
+virtual-time loop (:mod:`qjournal.sim.ha_cluster`) from one seed, and hands the
+observed history to both checkers (the journal's and the whole cluster's). It
+judges nothing itself.
+
+One run (:func:`run_ha_seed`):
+
+1. Start the cluster (three JournalNodes, two NameNodes with their ZKFCs,
+   ZooKeeper) and wait for an active NameNode.
+2. Clients (``c1``, ``c2``), each in its own directory, call ``create``,
+   ``mkdirs``, ``delete``, ``rename`` and ``get_file_info`` through
+   ``DFSClient`` (failover and retries with the same call id); every call and
+   answer goes into the history.
+3. For ``steps`` steps a director waits a random virtual time and injects one
+   fault by weight (:class:`HAFaults`); most faults heal themselves after a random
+   while (a pause ends, a supervisor restarts a killed process, a partition heals).
+4. The end: every fault heals, ``Healed`` is recorded with the liveness bound of
+   the timeouts; a probe client writes until a NameNode acknowledges
+   (``Progress``); the active rolls its log, the standby catches up, and the
+   final namespaces, the controllers' states and every JournalNode's segments
+   are recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from qjournal.errors import InvariantViolation, QJournalError
+from qjournal.namenode.ha_state import HAState
+from qjournal.sim.checker import Violation, check
+from qjournal.sim.cluster_checker import check_cluster
+from qjournal.sim.faults import FaultConfig
+from qjournal.sim.ha_cluster import NN_IDS, ClusterTimeouts, SimHACluster
+from qjournal.sim.history import (ControllerState, Failure, Fault, Healed, History, NamespaceState, NsRead,
+                                  OpAcked, OpCalled, OpFailed, Progress, Setup)
+from qjournal.sim.loop import SimProcess, SimulationLimitExceeded, SimulationStalled, run_in_process, \
+    run_simulation
+
+__all__ = ["HAFaults", "HAOptions", "HARunResult", "run_ha_seed", "ha_replay_command"]
+
+log = logging.getLogger(__name__)
+
+#: mean virtual seconds between director steps, and between a client's calls
+STEP_MEAN_S = 1.5
+CALL_MEAN_S = 0.3
+#: how long a self-healing fault lasts, in virtual seconds
+FAULT_MIN_S, FAULT_MAX_S = 0.5, 8.0
+#: the settle phase after the probe: standby catch-up deadline
+SETTLE_S = 60.0
+
+
+@dataclass(frozen=True)
+class HAFaults:
+    """Relative weights of the director's choices (0 switches a kind off)."""
+
+    nn_crash: float = 1.0
+    nn_pause: float = 1.0
+    zkfc_crash: float = 0.5
+    zkfc_pause: float = 0.7
+    pair_pause: float = 0.7          # a NameNode and its ZKFC together (the stuck-controller case)
+    zk_crash: float = 0.4
+    zk_partition: float = 0.6        # a ZKFC cut from ZooKeeper
+    session_expire: float = 0.4
+    nn_jn_partition: float = 0.6     # a NameNode cut from the JournalNodes
+    client_nn_partition: float = 0.4
+    nn_nn_partition: float = 0.3
+    disk_full: float = 0.4           # a NameNode's edits disk full: it reports unhealthy
+    jn_crash: float = 0.4
+    nothing: float = 1.0
+
+    @classmethod
+    def parse(cls, text: str | None) -> "HAFaults":
+        """``kind=weight,...`` over the defaults; ``none`` switches every fault off.
+
+        Raises:
+            ValueError: an unknown kind or a bad number.
+        """
+        if not text:
+            return cls()
+        if text == "none":
+            return cls(**{f.name: 0.0 for f in dataclasses.fields(cls) if f.name != "nothing"})
+        kw: dict[str, float] = {}
+        names = {f.name for f in dataclasses.fields(cls)}
+        for item in text.split(","):
+            k, _, v = item.partition("=")
+            if k.strip() not in names:
+                raise ValueError(f"unknown whole-cluster fault kind {k.strip()!r} (known: {sorted(names)})")
+            kw[k.strip()] = float(v)
+        return dataclasses.replace(cls(), **kw)
+
+    def kinds(self) -> list[tuple[str, float]]:
+        return [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if getattr(self, f.name) > 0]
+
+
+@dataclass(frozen=True)
+class HAOptions:
+    """What defines a whole-cluster run (the replay key)."""
+
+    seed: int
+    steps: int = 40
+    faults: HAFaults = field(default_factory=HAFaults)
+    fencing: str = ""                # pidfence | shell | "" (chosen by the seed)
+
+
+@dataclass
+class HARunResult:
+    options: HAOptions
+    history: History
+    violations: list[Violation]
+    stats: dict[str, int]
+    virtual_s: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.violations)
+
+    def counts(self) -> dict[str, int]:
+        out = dict(self.stats)
+        out["runs"] = 1
+        out["violations"] = len(self.violations)
+        out["runs_with_violations"] = 1 if self.violations else 0
+        return out
+
+    def summary(self) -> str:
+        h = self.history
+        faults = sum(v for k, v in self.stats.items() if k.startswith("fault:"))
+        return (f"seed={self.options.seed} steps={self.options.steps} fencing={self.stats.get('fencing', '')} "
+                f"acked_ops={len(h.of(OpAcked))} failed_ops={len(h.of(OpFailed))} reads={len(h.of(NsRead))} "
+                f"faults={faults} failovers={self.stats.get('became_active', 0)} "
+                f"virtual={self.virtual_s:.1f}s violations={len(self.violations)}")
+
+    def explain(self, context: int = 60) -> str:
+        lines = [self.summary(), f"replay: {ha_replay_command(self.options)}"]
+        lines += [f"VIOLATION {v}" for v in self.violations]
+        seqs = [s for v in self.violations for s in v.seqs]
+        if seqs:
+            last = max(seqs)
+            shown = sorted(set(range(max(0, last - context), last + 1)) | set(seqs)
+                           | {e.seq for e in self.history.of(Fault) if e.seq <= last})
+            lines.append("history (faults, the events of each violation, and the events before the last one):")
+            lines.append(self.history.format(only=shown))
+        return "\n".join(lines)
+
+
+def ha_replay_command(opts: HAOptions) -> str:
+    base = HAFaults()
+    diff = [f"{f.name}={getattr(opts.faults, f.name)}" for f in dataclasses.fields(HAFaults)
+            if getattr(opts.faults, f.name) != getattr(base, f.name)]
+    cmd = f"python -m qjournal.sim cluster --seed {opts.seed} --steps {opts.steps}"
+    if opts.fencing:
+        cmd += f" --fencing {opts.fencing}"
+    if diff:
+        cmd += " --faults " + ",".join(diff)
+    return cmd
+
+
+class _Client:
+    """One client process: its own directory, a model of what it was told, its history events."""
+
+    def __init__(self, run: "_HARun", name: str) -> None:
+        self.run = run
+        self.name = name
+        self.dfs = run.cluster.new_client(name)
+        self.dir = f"/{name}"
+        self.write_ids = 0          # the DFSClient's call ids: one per write call, from 0
+        self.fresh = 0
+        self.existing: list[str] = []   # paths this client was told exist (acked), not touched since
+        self.stop = False
+
+    def _next(self, prefix: str) -> str:
+        self.fresh += 1
+        return f"{self.dir}/{prefix}{self.fresh}"
+
+    async def write(self, method: str, path: str, dst: str = "", **kwargs: Any) -> tuple[bool, Any]:
+        h = self.run.history
+        op_id = self.write_ids
+        self.write_ids += 1
+        h.add(OpCalled(self.name, op_id, method, path, dst))
+        self.run.recent_paths.append(dst or path)
+        del self.run.recent_paths[:-8]
+        try:
+            if method == "rename":
+                result = await self.dfs.call("rename", src=path, dst=dst)
+            else:
+                result = await self.dfs.call(method, path=path, **kwargs)
+        except QJournalError as e:
+            h.add(OpFailed(self.name, op_id, type(e).__name__, str(e)[:200]))
+            self.run.stat(f"op_failed:{type(e).__name__}")
+            return False, None
+        nn = self.dfs.addresses[self.dfs.current][0]
+        h.add(OpAcked(self.name, op_id, nn, result if isinstance(result, (bool, int, str, type(None))) else None))
+        self.run.stat("op_acked")
+        return True, result
+
+    async def read(self, path: str) -> None:
+        try:
+            st = await self.dfs.call("get_file_info", path=path)
+        except QJournalError as e:
+            self.run.stat(f"read_failed:{type(e).__name__}")
+            return
+        nn = self.dfs.addresses[self.dfs.current][0]
+        self.run.history.add(NsRead(self.name, nn, path, st is not None))
+
+    async def loop(self) -> None:
+        rng = self.run.rng
+        ok, _ = await self.write("mkdirs", self.dir)
+        while not ok and not self.stop:
+            ok, _ = await self.write("mkdirs", self.dir)
+        while not self.stop:
+            await asyncio.sleep(rng.expovariate(1 / CALL_MEAN_S))
+            r = rng.random()
+            if r < 0.55 or not self.existing:
+                path = self._next("f")
+                ok, _ = await self.write("create", path)
+                if ok:
+                    self.existing.append(path)
+            elif r < 0.62:
+                path = self._next("d")
+                ok, _ = await self.write("mkdirs", path)
+                if ok:
+                    self.existing.append(path)
+            elif r < 0.72:
+                path = self.existing.pop(rng.randrange(len(self.existing)))
+                await self.write("delete", path, recursive=True)
+            elif r < 0.82:
+                path = self.existing.pop(rng.randrange(len(self.existing)))
+                dst = self._next("r")
+                ok, _ = await self.write("rename", path, dst)
+                if ok:
+                    self.existing.append(dst)
+            elif r < 0.91:
+                await self.read(self.existing[rng.randrange(len(self.existing))])
+            else:  # another client's newest paths: maybe not yet acknowledged, maybe not yet durable
+                await self.read(rng.choice(self.run.recent_paths))
+
+
+class _HARun:
+    def __init__(self, opts: HAOptions, workdir: str) -> None:
+        self.opts = opts
+        self.loop = asyncio.get_running_loop()
+        self.rng = self.loop.rng
+        self.history = History(clock=self.loop.time)
+        fencing = opts.fencing or ("pidfence" if self.rng.random() < 0.6 else "shell")
+        self.stats: dict[str, Any] = {"fencing": fencing}
+        self.timeouts = ClusterTimeouts()
+        self.cluster = SimHACluster(self.rng, self.history, workdir, FaultConfig.parse("none"),
+                                    self.timeouts, fencing=fencing)
+        self.clients: list[_Client] = []
+        #: the paths of the latest calls of every client (other clients read them)
+        self.recent_paths: list[str] = []
+        self.tasks: list[asyncio.Task] = []
+        self.healers: list[asyncio.TimerHandle] = []
+
+    def stat(self, key: str, n: int = 1) -> None:
+        self.stats[key] = self.stats.get(key, 0) + n
+
+    def fault(self, kind: str, detail: str = "") -> None:
+        self.stat(f"fault:{kind}")
+        self.history.add(Fault(kind, detail))
+
+    def later(self, delay_s: float, fn: Callable[[], Any]) -> None:
+        """Heal after ``delay_s`` (a coroutine function or a plain one)."""
+        async def heal() -> None:
+            await asyncio.sleep(delay_s)
+            r = fn()
+            if asyncio.iscoroutine(r):
+                await r
+        self.tasks.append(self.loop.create_task(heal()))
+
+    def duration(self) -> float:
+        return self.rng.uniform(FAULT_MIN_S, FAULT_MAX_S)
+
+    # -- the director ----------------------------------------------------------------------------
+    async def step(self) -> None:
+        cl, rng = self.cluster, self.rng
+        kinds = self.opts.faults.kinds()
+        total = sum(w for _, w in kinds)
+        x = rng.uniform(0, total)
+        kind = kinds[-1][0]
+        for k, w in kinds:
+            x -= w
+            if x <= 0:
+                kind = k
+                break
+        nn = rng.choice(NN_IDS)
+        h = cl.hosts[nn]
+        if kind == "nn_crash" and h.nn_running:
+            h.kill_nn("fault")
+            self.fault("nn_crash", nn)
+            self.later(rng.uniform(1.0, 6.0), lambda: self.restart_nn(nn))
+        elif kind == "nn_pause" and h.nn_running and not h.nn_proc.paused:
+            h.pause_nn()
+            self.fault("nn_pause", nn)
+            self.later(self.duration(), h.resume_nn)
+        elif kind == "zkfc_crash" and h.zkfc_running:
+            h.kill_zkfc()
+            self.fault("zkfc_crash", nn)
+            self.later(rng.uniform(1.0, 5.0), lambda: self.restart_zkfc(nn))
+        elif kind == "zkfc_pause" and h.zkfc_running and not h.zkfc_proc.paused:
+            h.pause_zkfc()
+            self.fault("zkfc_pause", nn)
+            self.later(self.duration(), h.resume_zkfc)
+        elif kind == "pair_pause" and h.nn_running and h.zkfc_running:
+            h.pause_nn()
+            h.pause_zkfc()
+            self.fault("pair_pause", nn)
+            d = self.duration()
+            self.later(d, h.resume_nn)
+            self.later(d + rng.uniform(0, 0.2), h.resume_zkfc)
+        elif kind == "zk_crash" and cl.zk.up:
+            cl.zk.crash()
+            self.fault("zk_crash")
+            self.later(rng.uniform(0.5, 5.0), cl.zk.restart)
+        elif kind == "zk_partition":
+            who = f"zkfc-{nn}"
+            cl.zk_cut.add(who)
+            self.fault("zk_partition", who)
+            self.later(self.duration(), lambda: cl.zk_cut.discard(who))
+        elif kind == "session_expire" and h.zkfc_running and h.zkfc.elector and h.zkfc.elector.session_id:
+            cl.zk.expire(h.zkfc.elector.session_id)
+            self.fault("session_expire", nn)
+        elif kind == "nn_jn_partition":
+            targets = cl.jns.names if rng.random() < 0.5 else [rng.choice(cl.jns.names)]
+            for jn in targets:
+                cl.partition(nn, jn)
+            self.fault("nn_jn_partition", f"{nn} x {','.join(targets)}")
+            self.later(self.duration(), lambda: self.unpartition([(nn, jn) for jn in targets]))
+        elif kind == "client_nn_partition" and self.clients:
+            c = rng.choice(self.clients).name
+            cl.partition(c, h.address)
+            self.fault("client_nn_partition", f"{c} x {nn}")
+            self.later(self.duration(), lambda: self.unpartition([(c, h.address)]))
+        elif kind == "nn_nn_partition":
+            pairs = [("nn1", "nn2:8020"), ("nn2", "nn1:8020")]
+            for a, b in pairs:
+                cl.partition(a, b)
+            self.fault("nn_nn_partition")
+            self.later(self.duration(), lambda: self.unpartition(pairs))
+        elif kind == "disk_full" and not h.disk_full:
+            h.set_disk_full(True)
+            self.fault("disk_full", nn)
+            self.later(self.duration(), lambda: h.set_disk_full(False))
+        elif kind == "jn_crash":
+            jn = rng.choice(cl.jns.names)
+            node = cl.jns.nodes[jn]
+            if node.alive:
+                node.crash_now("fault")
+                self.fault("jn_crash", jn)
+                self.later(rng.uniform(0.5, 5.0), lambda: self.restart_jn(jn))
+        else:
+            self.stat("steps_idle")
+
+    def unpartition(self, pairs: list[tuple[str, str]]) -> None:
+        cl = self.cluster
+        remaining = [p for p in cl._partitions if p not in pairs]
+        cl.heal_partitions()
+        for a, b in remaining:
+            cl.partition(a, b)
+
+    async def restart_nn(self, nn: str) -> None:
+        h = self.cluster.hosts[nn]
+        if h.nn_running:
+            return
+        try:
+            await h.start_nn()
+            self.stat("nn_restarts")
+        except (QJournalError, OSError):
+            self.stat("nn_restart_failed")
+            self.later(2.0, lambda: self.restart_nn(nn))
+
+    async def restart_zkfc(self, nn: str) -> None:
+        h = self.cluster.hosts[nn]
+        if h.zkfc_running:
+            return
+        try:
+            await h.start_zkfc()
+            self.stat("zkfc_restarts")
+        except QJournalError:
+            self.stat("zkfc_restart_failed")
+            self.later(2.0, lambda: self.restart_zkfc(nn))
+
+    async def restart_jn(self, jn: str) -> None:
+        node = self.cluster.jns.nodes[jn]
+        if not node.alive:
+            await node.start()
+
+    # -- the end -------------------------------------------------------------------------------
+    async def heal_all(self) -> None:
+        cl = self.cluster
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.tasks = []
+        cl.heal_partitions()
+        cl.zk_cut.clear()
+        if not cl.zk.up:
+            cl.zk.restart()
+        for jn in cl.jns.names:
+            await self.restart_jn(jn)
+        for nn in NN_IDS:
+            h = cl.hosts[nn]
+            h.set_disk_full(False)
+            h.resume_nn()
+            h.resume_zkfc()
+        for nn in NN_IDS:
+            host = cl.hosts[nn]
+            for _ in range(10):   # a supervisor restarting the daemons until they run
+                try:
+                    if not host.nn_running:
+                        await host.start_nn()
+                    if not host.zkfc_running:
+                        await host.start_zkfc()
+                    break
+                except (QJournalError, OSError):
+                    await asyncio.sleep(2.0)
+
+    async def probe(self, bound_s: float) -> None:
+        """Write until a NameNode acknowledges, or give up after twice the bound."""
+        client = self.cluster.new_client("probe")
+        deadline = self.loop.time() + 2 * bound_s + 10
+        k = 0
+        while self.loop.time() < deadline:
+            k += 1
+            try:
+                await client.call("mkdirs", path=f"/probe/p{k}")
+            except QJournalError:
+                await asyncio.sleep(0.2)
+                continue
+            self.history.add(Progress(client.addresses[client.current][0]))
+            return
+
+    async def settle_and_record(self) -> None:
+        cl, h = self.cluster, self.history
+        active = cl.active()
+        #: the txid of the active's namespace: an operator's -rollEdits finalizes every edit (the
+        #: standby can tail all of them) and starts a segment whose marker changes no namespace
+        namespace_txid: int | None = None
+        if active is not None:
+            nn = cl.hosts[active].nn
+            try:
+                if nn.editlog is not None:
+                    start = await nn.editlog.roll()
+                    namespace_txid = start - 1 if start is not None else None
+            except QJournalError as e:
+                self.stat(f"final_roll_failed:{type(e).__name__}")
+            deadline = self.loop.time() + SETTLE_S
+            standby = next((x for x in NN_IDS if x != active), None)
+            while self.loop.time() < deadline:
+                s = cl.hosts[standby]
+                if s.nn is not None and s.nn.last_applied_txid >= (namespace_txid or nn.last_applied_txid):
+                    break
+                await asyncio.sleep(0.5)
+        for name in NN_IDS:
+            host = cl.hosts[name]
+            nn = host.nn
+            if nn is None or nn.namespace is None or not host.nn_running:
+                continue
+            role = "active" if nn.state == HAState.ACTIVE else "standby"
+            ns = nn.namespace
+            paths = tuple(sorted(ns.path_of(i) for i in ns.inodes if i != min(ns.inodes)))
+            txid = namespace_txid if role == "active" and namespace_txid is not None else nn.last_applied_txid
+            h.add(NamespaceState(name, role, txid, paths))
+        for name in NN_IDS:
+            z = cl.hosts[name].zkfc
+            if z is not None and cl.hosts[name].zkfc_running:
+                h.add(ControllerState(name, z.health.state.value, z.elector.state.value if z.elector else "NONE"))
+        for seg in cl.jns.disk_states():
+            h.add(seg)
+
+    # -- the run -------------------------------------------------------------------------------
+    async def run(self) -> None:
+        cl, h = self.cluster, self.history
+        h.add(Setup(tuple(cl.jns.names)))
+        await cl.start()
+        start_deadline = self.loop.time() + 60
+        while cl.active() is None and self.loop.time() < start_deadline:
+            await asyncio.sleep(0.1)
+        for i in range(2):
+            c = _Client(self, f"c{i + 1}")
+            self.clients.append(c)
+            c.task = run_in_process(SimProcess(c.name), c.loop(), name=c.name)  # type: ignore[attr-defined]
+        for _ in range(self.opts.steps):
+            await asyncio.sleep(self.rng.expovariate(1 / STEP_MEAN_S))
+            await self.step()
+        await self.heal_all()
+        bound = self.timeouts.liveness_bound_s()
+        h.add(Healed(bound))
+        await self.probe(bound)
+        for c in self.clients:
+            c.stop = True
+        await asyncio.wait([c.task for c in self.clients], timeout=30)   # type: ignore[attr-defined]
+        for c in self.clients:
+            c.task.cancel()                                               # type: ignore[attr-defined]
+        await self.settle_and_record()
+        for name in NN_IDS:
+            z = cl.hosts[name].zkfc
+            if z is not None:
+                self.stat("became_active", sum(1 for e in z.events if e[1] == "transition_to_active_done"))
+        for k, v in cl.counts.items():
+            self.stat(k, v)
+
+
+def run_ha_seed(opts: HAOptions) -> HARunResult:
+    """Run one whole-cluster seed and check it (module docstring)."""
+    workdir = tempfile.mkdtemp(prefix=f"qjournal-ha-sim-{opts.seed}-")
+    holder: dict[str, Any] = {}
+
+    async def main() -> None:
+        run = _HARun(opts, workdir)
+        holder["run"] = run
+        await run.run()
+        await run.cluster.stop()
+
+    error: BaseException | None = None
+    try:
+        run_simulation(main, opts.seed, max_virtual_time_s=3600, max_callbacks=20_000_000)
+    except (SimulationStalled, SimulationLimitExceeded) as e:
+        error = e
+    except InvariantViolation as e:
+        error = e
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    run = holder["run"]
+    if error is not None:
+        run.history.add(Failure("simulation", type(error).__name__, str(error)))
+    violations = check(run.history) + check_cluster(run.history)
+    virtual = run.history.events[-1].time - run.history.events[0].time if run.history.events else 0.0
+    stats = {k: v for k, v in run.stats.items()}
+    return HARunResult(opts, run.history, violations, stats, virtual)
