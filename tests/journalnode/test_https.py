@@ -20,7 +20,7 @@ from qjournal.journalnode.node import JournalNode
 from qjournal.protocol.messages import RequestInfo
 from qjournal.protocol.segment import OP_DATA, crc32c, encode_header, encode_records
 from qjournal.transport import RpcClient, pki
-from qjournal.util.http import http_client_context
+from qjournal.transport.http import http_client_context
 
 from .jn_helpers import NS
 

@@ -18,7 +18,7 @@ from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.format import format_namenode
 from qjournal.namenode.http import NameNodeHttpServer, http_address_of
 from qjournal.transport import RpcClient, pki
-from qjournal.util.http import http_client_context
+from qjournal.transport.http import http_client_context
 
 from .procs import Cluster
 

@@ -31,6 +31,7 @@ from qjournal.config import Configuration
 from qjournal.errors import QJournalError
 from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.format import bootstrap_standby, format_namenode, initialize_shared_edits
+from qjournal.namenode.http import NameNodeHttpServer, http_address_of
 from qjournal.util.logs import setup_logging
 
 log = logging.getLogger("qjournal.namenode")
@@ -133,7 +134,6 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     stop_on_signals(stop)
     write_pid_file(args.pid_file)
     assert addr is not None
-    from qjournal.namenode.http import NameNodeHttpServer, http_address_of  # aiohttp: only when serving
 
     http = NameNodeHttpServer(nn)
     try:

@@ -72,7 +72,7 @@ from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, N
 from qjournal.protocol.segment import LAYOUT_VERSION
 from qjournal.transport import RpcClient
 from qjournal.transport.tls import client_context_from_conf
-from qjournal.util.http import http_client_context
+from qjournal.transport.http import http_client_context
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The JournalNode's HTTP server (aiohttp): segment downloads, /jmx, /metrics and a status page.
 
 Served as HTTPS with mutual TLS when ``dfs.http.policy`` is ``HTTPS_ONLY``
-(contexts and listening in :mod:`qjournal.util.http`, shared with the NameNode).
+(contexts and listening in :mod:`qjournal.transport.http`, shared with the NameNode).
 
 Why HTTP beside RPC: segments can be large, and recovering peers and
 readers stream them (reference §1.3, ``GetJournalEditServlet``). The body of
@@ -38,7 +38,7 @@ from qjournal.errors import (InvalidRequestError, JournalNotFormattedError, Name
 from qjournal.protocol.jn_rules import validate_jid
 from qjournal.protocol.messages import parse_storage_info
 from qjournal.protocol.segment import crc32c
-from qjournal.util.http import jmx_response, start_site
+from qjournal.transport.http import jmx_response, start_site
 
 __all__ = ["JournalNodeHttpServer", "ServedNode", "CHUNK_BYTES"]
 

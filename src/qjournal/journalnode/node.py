@@ -66,7 +66,7 @@ from qjournal.protocol.segment import DEFAULT_MAX_RECORD_BYTES, LAYOUT_VERSION, 
 from qjournal.transport import RpcServer
 from qjournal.transport.memory import UrlFetcher
 from qjournal.transport.tls import server_context_from_conf
-from qjournal.util.http import http_client_context, http_server_context, https_enabled
+from qjournal.transport.http import http_client_context, http_server_context, https_enabled
 
 __all__ = ["JournalNode", "JournalNodeRpcHandler"]
 

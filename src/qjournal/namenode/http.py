@@ -18,7 +18,7 @@ Theory of operation:
 * ``LastCheckpointTime`` is the modification time of the newest image file
   (a checkpoint is the image write), so a restart reports it correctly.
 * HTTPS: with ``dfs.http.policy = HTTPS_ONLY`` the server listens with mutual
-  TLS (:mod:`qjournal.util.http`), on ``dfs.namenode.https-address[.<ns>.<nn>]``.
+  TLS (:mod:`qjournal.transport.http`), on ``dfs.namenode.https-address[.<ns>.<nn>]``.
 * Address (:func:`http_address_of`): ``dfs.namenode.http(s)-address.<ns>.<nn>``
   in HA, else ``dfs.namenode.http(s)-address`` (default port 9870 / 9871);
   ``dfs.namenode.http-bind-host`` replaces the host when binding.
@@ -48,7 +48,7 @@ from qjournal.namenode import image as img
 from qjournal.namenode.addresses import nameservice_of
 from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.storage import local_edits_uris
-from qjournal.util.http import (http_server_context, https_enabled, jmx_response, prometheus_response,
+from qjournal.transport.http import (http_server_context, https_enabled, jmx_response, prometheus_response,
                                 start_site)
 
 __all__ = ["NameNodeHttpServer", "http_address_of", "journal_statuses"]

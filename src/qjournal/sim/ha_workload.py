@@ -45,8 +45,9 @@ from qjournal.sim.faults import FaultConfig
 from qjournal.sim.ha_cluster import NN_IDS, ClusterTimeouts, SimHACluster
 from qjournal.sim.history import (ControllerState, Failure, Fault, Healed, History, NamespaceState, NsRead,
                                   OpAcked, OpCalled, OpFailed, Progress, Setup)
-from qjournal.sim.loop import SimProcess, SimulationLimitExceeded, SimulationStalled, run_in_process, \
-    run_simulation
+from qjournal.sim.loop import (SimProcess, SimulationLimitExceeded, SimulationStalled, run_in_process,
+                               run_simulation)
+from qjournal.util.tasks import set_fatal_handler
 
 __all__ = ["HAFaults", "HAOptions", "HARunResult", "run_ha_seed", "ha_replay_command"]
 
@@ -523,18 +524,22 @@ def run_ha_seed(opts: HAOptions) -> HARunResult:
         await run.run()
         await run.cluster.stop()
 
-    error: BaseException | None = None
+    def fatal_in_a_process(message: str, exc: BaseException) -> None:
+        # a simulated daemon met a broken invariant (or a task nobody restarts): that is a
+        # violation of the run, whatever else happens
+        holder["run"].history.add(Failure("fatal", type(exc).__name__, f"{message}: {exc}"))
+
+    previous = set_fatal_handler(fatal_in_a_process)
     try:
         run_simulation(main, opts.seed, max_virtual_time_s=3600, max_callbacks=20_000_000)
     except (SimulationStalled, SimulationLimitExceeded) as e:
-        error = e
+        holder["run"].history.add(Failure("simulation", type(e).__name__, str(e)))
     except InvariantViolation as e:
-        error = e
+        holder["run"].history.add(Failure("simulation", type(e).__name__, str(e)))
     finally:
+        set_fatal_handler(previous)
         shutil.rmtree(workdir, ignore_errors=True)
     run = holder["run"]
-    if error is not None:
-        run.history.add(Failure("simulation", type(error).__name__, str(error)))
     violations = check(run.history) + check_cluster(run.history)
     virtual = run.history.events[-1].time - run.history.events[0].time if run.history.events else 0.0
     stats = {k: v for k, v in run.stats.items()}

@@ -43,6 +43,7 @@ from typing import Any, Iterable
 from aiohttp import web
 
 from qjournal.errors import ConfigError
+from qjournal.transport.tls import client_context, server_context
 
 __all__ = ["HTTP_POLICIES", "http_policy", "https_enabled", "http_server_context", "http_client_context",
            "start_site", "parse_object_name", "filter_beans", "jmx_response", "prometheus_response",
@@ -113,7 +114,6 @@ def http_server_context(conf: Any) -> ssl.SSLContext | None:
     """
     if not https_enabled(conf):
         return None
-    from qjournal.transport.tls import server_context  # noqa: PLC0415
 
     cert, key, ca = _tls_paths(conf)
     return server_context(cert, key, ca, require_client_cert=True,
@@ -135,7 +135,6 @@ def http_client_context(conf: Any) -> ssl.SSLContext | None:
     """
     if conf is None or not hasattr(conf, "get") or not https_enabled(conf):
         return None
-    from qjournal.transport.tls import client_context  # noqa: PLC0415
 
     cert, key, ca = _tls_paths(conf)
     return client_context(cert, key, ca, _keys=("qjournal.rpc.tls.cert.file", "qjournal.rpc.tls.key.file",
