@@ -64,8 +64,10 @@ def test_a_clean_run_passes():
     ("standby differs", [*CREATE_A, final("/c1/a"), final(nn="nn2", role="standby")], ["standby_diverged"]),
     ("standby behind is fine", [*CREATE_A, final("/c1/a"), final(nn="nn2", role="standby", txid=9)], []),
     ("controller out", [ControllerState("nn1", "SERVICE_HEALTHY", "INIT")], ["controller_out"]),
-    ("controller of an unhealthy node may be out", [ControllerState("nn1", "SERVICE_NOT_RESPONDING", "INIT")],
-     []),
+    ("stuck controller: healthy NameNode it believes dead", [ControllerState("nn1", "SERVICE_NOT_RESPONDING",
+                                                                             "INIT", True)], ["controller_out"]),
+    ("controller of an unhealthy node may be out", [ControllerState("nn1", "SERVICE_NOT_RESPONDING", "INIT",
+                                                                    False)], []),
 ])
 def test_each_rule(name, events, expected):
     assert rules(run(events)) == expected
@@ -77,13 +79,17 @@ def test_read_went_back_without_a_delete():
     assert rules(vs) == ["read_stale"]
 
 
-def test_ack_after_a_higher_epoch_had_a_quorum():
-    base = [Setup(("j1", "j2", "j3")), Accepted("j1", 3, 10, 10), Accepted("j2", 3, 10, 10)]
-    assert rules(run(base + [NameNodeAck("nn1", 2, "c1", 1)])) == ["ack_after_fenced"]
-    # before the quorum of epoch 3 (only one node accepted it): fine
-    assert run([Setup(("j1", "j2", "j3")), Accepted("j1", 3, 10, 10), NameNodeAck("nn1", 2, "c1", 1)]) == []
-    # the same epoch, or a newer one acking: fine
-    assert run(base + [NameNodeAck("nn2", 3, "c1", 1)]) == []
+def test_an_ack_needs_its_edit_on_a_quorum_at_its_epoch():
+    setup = Setup(("j1", "j2", "j3"))
+    # txid 10 on two of three nodes at epoch 3: an ack with 10 synced is durable
+    base = [setup, Accepted("j1", 3, 5, 10), Accepted("j2", 3, 10, 10)]
+    assert run(base + [NameNodeAck("nn1", 3, "c1", 1, 10)]) == []
+    # on one node only, or at another epoch: not durable
+    assert rules(run([setup, Accepted("j1", 3, 5, 10), NameNodeAck("nn1", 3, "c1", 1, 10)])) == ["ack_not_durable"]
+    assert rules(run(base + [NameNodeAck("nn1", 2, "c1", 1, 10)])) == ["ack_not_durable"]
+    # a late answer of an old epoch, for an edit its quorum accepted before the takeover: fine
+    assert run(base + [Accepted("j1", 4, 11, 11), Accepted("j2", 4, 11, 11),
+                       NameNodeAck("nn1", 3, "c1", 1, 10)]) == []
 
 
 def test_liveness_bound():
@@ -100,3 +106,14 @@ def test_every_rule_has_a_case_here():
     src = inspect.getsource(__import__(__name__))
     for rule in CLUSTER_RULES:
         assert f'"{rule}"' in src, rule
+
+
+def test_a_read_before_a_concurrent_removal_is_not_lost():
+    # the delete was called before the read, but was applied after it (its answer came later)
+    assert run([*CREATE_A, OpCalled("c1", 2, "delete", "/c1/a"), NsRead("c2", "nn1", "/c1/a", True),
+                OpFailed("c1", 2, "RpcTimeoutError"), final()]) == []
+    assert run([*CREATE_A, OpCalled("c1", 2, "delete", "/c1/a"), NsRead("c2", "nn1", "/c1/a", True),
+                OpAcked("c1", 2, "nn1", True), final()]) == []
+    # a delete acknowledged before the read: the read of "present" was stale
+    assert rules(run([*CREATE_A, OpCalled("c1", 2, "delete", "/c1/a"), OpAcked("c1", 2, "nn1", True),
+                      NsRead("c2", "nn2", "/c1/a", True), final()])) == ["read_stale"]

@@ -489,6 +489,22 @@ class QuorumJournalManager(JournalManager):
                                     lambda lg: lg.finalize_log_segment(first_txid, last_txid))
         await self._writer_quorum(call, self.settings.finalize_segment_timeout_ms)
 
+    async def confirm_writer(self) -> None:
+        """An epoch-checked ``heartbeat`` on every node; return once a quorum accepted it.
+
+        Each heartbeat is queued behind the node's pending calls, so every accepting node
+        checked this writer's epoch after the call began: no newer writer can complete its
+        quorum of promises, and so acknowledge anything, before then (quorum intersection).
+        It also carries the committed txid to the nodes (the standby's in-progress tail).
+
+        Raises:
+            FencedError / QuorumError / RpcTimeoutError: not confirmed; like any failed quorum
+                write it stops this writer for good (invariant 4).
+        """
+        self._check_writable()
+        call = self.loggers.fan_out("heartbeat", lambda lg: lg.heartbeat())
+        await self._writer_quorum(call, self.settings.write_txns_timeout_ms)
+
     async def purge_logs_older_than(self, min_txid_to_keep: int) -> None:
         """Ask every node to purge; fire and forget (failures are only logged)."""
         self._check_writable()

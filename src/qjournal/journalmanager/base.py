@@ -100,6 +100,19 @@ class JournalManager(abc.ABC):
         plan = plan_read(segs, from_txid, to_txid, where=self.uri)
         return ChainedInputStream([(self, s) for s in plan], from_txid, to_txid)
 
+    async def confirm_writer(self) -> None:
+        """Return only if this object was still the journal's single writer at a moment after the call.
+
+        A read barrier (``FSEditLog.read_barrier``): a NameNode answers a read only once it knows
+        no newer writer could have acknowledged a write before the read arrived. A journal whose
+        writer holds an exclusive lock is confirmed by holding it (this default); the quorum
+        journal asks a quorum of JournalNodes (an epoch-checked ``heartbeat``).
+
+        Raises:
+            JournalError (and subclasses): not (or no longer provably) the writer.
+        """
+        return None
+
     async def count_transactions_since(self, since_txid: int, in_progress_ok: bool = False) -> int:
         """Number of contiguous txids available from ``since_txid`` (seed 003 getNumberOfTransactions).
 

@@ -323,6 +323,16 @@ class JournalSet(JournalManager):
         parts = [(_RedundantSource(groups[s.start_txid]), s) for s in plan]
         return ChainedInputStream(parts, from_txid, to_txid)
 
+    async def confirm_writer(self) -> None:
+        """Confirm on every required member that is not failed (the shared, fencing journal).
+
+        Raises:
+            what the required member raises (it is then the NameNode's fatal journal failure).
+        """
+        for m in self.members:
+            if m.journal.required and not m.failed:
+                await m.journal.confirm_writer()
+
     async def close(self) -> None:
         """Close the open stream (if any) and every journal."""
         if self._stream is not None and not self._stream.closed:

@@ -10,7 +10,8 @@ Theory of operation:
 * Every call carries ``user`` and ``groups`` (simple authentication), checked
   here and turned into the namespace's ``CallContext`` with the time of the call.
 * A read: the HA gate (``check_operation``: the active, or the standby with
-  stale reads allowed), then the pure namespace answers.
+  stale reads allowed), then the pure namespace answers; on the active the
+  answer is sent only after the edit log's read barrier (invariant 3).
 * A write: the HA gate, the retry cache (a retried ``(client_id, call_id)``
   gets its first answer), then ``FSEditLog.log_edit`` + ``log_sync``; the
   answer (a function of the ops, ``retry_cache.answer_from_ops``) is recorded
@@ -24,6 +25,12 @@ Invariants:
    journal failed (the daemon's invariant 1).
 2. One ``(client_id, call_id)`` is applied at most once: by the retry cache
    across calls, by the in-flight table within the time of one call.
+3. The active answers a read only once what it read is durable and it was still
+   the writer after the read arrived (``FSEditLog.read_barrier``): a client never
+   reads what is later lost, nor a state older than a write acknowledged before
+   its read began (PRODUCT requirement 7; a fenced old active that still believes
+   it is active cannot pass the barrier). A standby serves reads only with
+   ``dfs.ha.allow.stale.reads``, which gives up this guarantee by name.
 """
 
 from __future__ import annotations
@@ -208,6 +215,16 @@ class ClientProtocolHandler:
         return await self._write("set_replication", user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.set_replication(ctx, path, replication))
 
+    async def _read(self, method: str, user: Any, groups: Any, answer: Callable[[CallContext], Any]) -> Any:
+        """The read path: the HA gate, the answer, then (active) the read barrier (invariant 3)."""
+        nn = self.nn
+        nn.check_operation(OpCategory.READ, method)
+        result = answer(self._ctx(user, groups))
+        el = nn.editlog
+        if el is not None and nn.state == HAState.ACTIVE:
+            await el.read_barrier()
+        return result
+
     async def rpc_get_file_info(self, path: str, user: str = "", groups: list = (), **_kw: Any) -> dict | None:
         """stat.
 
@@ -215,21 +232,24 @@ class ClientProtocolHandler:
             The FileStatus dict, or None when the path does not exist.
 
         Raises:
-            PermissionDeniedError, StandbyError (standby without stale reads).
+            PermissionDeniedError, StandbyError (standby without stale reads),
+            EditLogFatalError (the active could not pass its read barrier).
         """
-        self.nn.check_operation(OpCategory.READ, "get_file_info")
-        return self.nn.namespace.get_file_info(self._ctx(user, groups), path)  # type: ignore[union-attr]
+        return await self._read("get_file_info", user, groups,
+                                lambda ctx: self.nn.namespace.get_file_info(ctx, path))  # type: ignore[union-attr]
 
     async def rpc_list_status(self, path: str, user: str = "", groups: list = (), **_kw: Any) -> list:
-        """ls. Returns FileStatus dicts sorted by name. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
-        self.nn.check_operation(OpCategory.READ, "list_status")
-        return self.nn.namespace.list_status(self._ctx(user, groups), path)  # type: ignore[union-attr]
+        """ls. Returns FileStatus dicts sorted by name. Raises FileNotFoundError_, PermissionDeniedError,
+        StandbyError, EditLogFatalError."""
+        return await self._read("list_status", user, groups,
+                                lambda ctx: self.nn.namespace.list_status(ctx, path))  # type: ignore[union-attr]
 
     async def rpc_get_content_summary(self, path: str, user: str = "", groups: list = (),
                                       **_kw: Any) -> dict:
-        """du/count. Returns the summary dict. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
-        self.nn.check_operation(OpCategory.READ, "get_content_summary")
-        return self.nn.namespace.get_content_summary(self._ctx(user, groups), path)  # type: ignore[union-attr]
+        """du/count. Returns the summary dict. Raises FileNotFoundError_, PermissionDeniedError, StandbyError,
+        EditLogFatalError."""
+        return await self._read("get_content_summary", user, groups,
+                                lambda ctx: self.nn.namespace.get_content_summary(ctx, path))  # type: ignore[union-attr]
 
 
 __all__ = ["ClientProtocolHandler", "Namesystem", "MAX_GROUPS"]

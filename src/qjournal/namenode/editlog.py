@@ -39,6 +39,13 @@ Invariants:
    after a fatal failure.
 3. At most one journal sync is in flight.
 4. After a fatal failure nothing more is written.
+5. ``read_barrier()`` returns only once every edit logged before the call is
+   durable and the journal confirmed, with a round sent after the call, that
+   this edit log's writer was still the only writer (``confirm_writer``).
+   Reads on the active answer only after it (PRODUCT requirement 7): nothing a
+   client reads can be lost, nor be older than a write acknowledged elsewhere
+   before the read began. One confirmation round serves every read that arrived
+   before it was sent (group confirmation, like group commit).
 """
 
 from __future__ import annotations
@@ -53,8 +60,14 @@ from qjournal.journalmanager.base import JournalManager
 from qjournal.namenode.ops import (NO_CALL_ID, NO_CLIENT_ID, EditOp, EndLogSegmentOp,
                                    StartLogSegmentOp, encode_body)
 from qjournal.protocol.segment import LAYOUT_VERSION
+from qjournal.util.tasks import spawn
 
 log = logging.getLogger(__name__)
+
+
+def _retrieve(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 @register_error
@@ -90,6 +103,8 @@ class FSEditLog:
         self.synced_txid = 0
         self._sync_task: asyncio.Future | None = None
         self._roll_task: asyncio.Task | None = None
+        self._confirm_waiters: list[asyncio.Future] = []
+        self._confirm_task: asyncio.Task | None = None
         self.fatal: BaseException | None = None
         # statistics (bench, /jmx)
         self.num_syncs = 0
@@ -187,6 +202,8 @@ class FSEditLog:
                                         txid=txid, cause=str(self.fatal))
             if self._sync_task is None:
                 self._sync_task = asyncio.ensure_future(self._sync_once())
+                # its failure is the edit log's (self.fatal); waiters that left do not retrieve it
+                self._sync_task.add_done_callback(_retrieve)
             task = self._sync_task
             try:
                 await asyncio.shield(task)
@@ -198,6 +215,52 @@ class FSEditLog:
                 if self.fatal is None:
                     raise
                 continue  # self.fatal is set; the loop raises EditLogFatalError
+
+    async def read_barrier(self) -> None:
+        """Invariant 5: durable, and still the writer after the call began.
+
+        Raises:
+            EditLogFatalError: the journal failed or could not confirm this writer (fatal);
+            StandbyError: the edit log is closed (not active).
+        """
+        self._check_usable()
+        await self.log_sync(self.last_written_txid)
+        fut = asyncio.get_running_loop().create_future()
+        self._confirm_waiters.append(fut)
+        if self._confirm_task is None:
+            self._confirm_task = spawn(self._confirm_rounds(), name="read-barrier", on_crash=self._fail)
+        await fut
+
+    async def _confirm_rounds(self) -> None:
+        """Send confirmation rounds while readers wait; each round serves the readers that arrived
+        before it was sent (invariant 5)."""
+        batch: list[asyncio.Future] = []
+        try:
+            while self._confirm_waiters:
+                batch, self._confirm_waiters = self._confirm_waiters, []
+                try:
+                    self._check_usable()
+                    await self.journal.confirm_writer()
+                except (JournalError, StandbyError) as e:
+                    if not isinstance(e, (EditLogFatalError, StandbyError)):
+                        self._fail(e)
+                        e = EditLogFatalError(f"edit log failed: {e}; this NameNode cannot confirm it is "
+                                              f"still the writer", cause=str(e))
+                    for f in batch:
+                        if not f.done():
+                            f.set_exception(e)
+                else:
+                    for f in batch:
+                        if not f.done():
+                            f.set_result(None)
+                batch = []
+        except BaseException as e:  # a bug or a broken invariant: no reader waits for ever on it
+            for f in batch + self._confirm_waiters:
+                if not f.done():
+                    f.set_exception(EditLogFatalError(f"read barrier failed: {e!r}"))
+            raise
+        finally:
+            self._confirm_task = None
 
     async def _sync_once(self) -> None:
         stream = self._stream

@@ -25,8 +25,14 @@ Rules (each violation names its rule):
 3. ``not_once``: a retried operation was applied twice: the client got the error
    a second application gives (a fresh path "already exists", an existing path
    "not found" for its delete or rename, a delete answering False).
-4. ``ack_after_fenced``: a NameNode answered a write after a quorum of
-   JournalNodes had accepted a write of a higher epoch (requirement 6).
+4. ``ack_not_durable``: a NameNode answered a write although no quorum of
+   JournalNodes had accepted, at that NameNode's epoch, the edits up to the txid
+   its edit log called synced (requirement 6, with the journal checker's
+   ``two_writers``: no edit of an older epoch reaches a quorum once a newer epoch
+   holds one, so every acknowledged edit is one the newer active recovers. An
+   answer that a paused old active delivers late, for an edit a quorum accepted
+   before the takeover, is not a violation: no system can keep a paused process
+   from finishing a reply, and that edit is in the new active's namespace).
 5. ``read_lost``: a client read that a path exists, and it is later gone without
    an acknowledged delete or rename by its owner (requirement 7).
 6. ``read_stale``: a client read a state older than one it had already seen: its
@@ -37,7 +43,9 @@ Rules (each violation names its rule):
 8. ``no_progress``: after every fault healed, no write was acknowledged within
    the bound derived from the configured timeouts (requirement 8).
 9. ``controller_out``: at the end, a failover controller whose NameNode is
-   healthy is not in the election (requirement 8; the stuck controller).
+   healthy is not in the election (requirement 8; the stuck controller, which
+   believed for ever that its NameNode did not answer: so "healthy" is the
+   NameNode's real state, not the controller's view of it).
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ from qjournal.sim.history import (Accepted, ControllerState, Healed, History, Na
 
 __all__ = ["check_cluster", "CLUSTER_RULES"]
 
-CLUSTER_RULES = ["op_lost", "op_invented", "not_once", "ack_after_fenced", "read_lost", "read_stale",
+CLUSTER_RULES = ["op_lost", "op_invented", "not_once", "ack_not_durable", "read_lost", "read_stale",
                  "standby_diverged", "no_progress", "controller_out"]
 
 #: the errors a second application of an operation gives, by method (rule 3)
@@ -197,23 +205,18 @@ def _check_fenced_acks(history, ops, lives):
     if not setups:
         return
     majority = len(setups[0].nodes) // 2 + 1
-    # for each epoch, when (seq) a quorum of nodes had accepted a write of it
-    accepted_by: dict[int, set[str]] = {}
-    quorum_at: dict[int, int] = {}
-    higher_quorum_seq: list[tuple[int, int]] = []   # (seq, epoch) of each epoch's quorum, in order
+    # per (node, epoch): the highest txid accepted so far (a node accepts a segment's txids in order)
+    accepted: dict[tuple[str, int], int] = {}
     for e in history:
         if isinstance(e, Accepted):
-            nodes = accepted_by.setdefault(e.epoch, set())
-            nodes.add(e.node)
-            if len(nodes) >= majority and e.epoch not in quorum_at:
-                quorum_at[e.epoch] = e.seq
-                higher_quorum_seq.append((e.seq, e.epoch))
+            key = (e.node, e.epoch)
+            accepted[key] = max(accepted.get(key, 0), e.last_txid)
         elif isinstance(e, NameNodeAck):
-            newer = [(s, ep) for s, ep in higher_quorum_seq if ep > e.epoch and s < e.seq]
-            if newer:
-                s, ep = newer[0]
-                yield Violation("ack_after_fenced", f"{e.nn} (epoch {e.epoch}) answered {e.client}'s op "
-                                f"{e.op_id} after a quorum accepted a write of epoch {ep}", (s, e.seq))
+            holders = sum(1 for (node, epoch), top in accepted.items() if epoch == e.epoch and top >= e.synced_txid)
+            if holders < majority:
+                yield Violation("ack_not_durable", f"{e.nn} (epoch {e.epoch}) answered {e.client}'s op {e.op_id} "
+                                f"with txid {e.synced_txid} synced, but only {holders} JournalNode(s) had accepted it "
+                                f"at epoch {e.epoch}", (e.seq,))
 
 
 # -- rules 5 and 6 ------------------------------------------------------------------
@@ -232,14 +235,18 @@ def _check_reads(history, ops, lives):
         key = (e.client, e.path)
         if e.exists:
             seen_exist[key] = e
-            # it must stay, unless an operation that may remove it was called after the read
-            removed_later = any(not after and op.call.seq > e.seq for op, after in life.ops)
+            # it must stay, unless an operation that removes it may have been applied after the read:
+            # any removal not acknowledged before the read (a failed one may apply at any time)
+            removed_later = any(not after and not (op.status == "acked" and op.end_seq < e.seq)
+                                for op, after in life.ops)
             if present is not None and e.path not in present and not removed_later:
                 yield Violation("read_lost", f"{e.client} read {e.path} as present from {e.nn}; it is "
                                 f"missing from the final active {final.nn}", (e.seq, final.seq))
         elif key in seen_exist:
             prev = seen_exist.pop(key)
-            removed_between = any(not after and prev.seq < op.call.seq < e.seq for op, after in life.ops)
+            removed_between = any(not after and op.call.seq < e.seq
+                                  and not (op.status == "acked" and op.end_seq < prev.seq)
+                                  for op, after in life.ops)
             if not removed_between:
                 yield Violation("read_stale", f"{e.client} read {e.path} as absent from {e.nn} after it had "
                                 f"read it present from {prev.nn}", (prev.seq, e.seq))
@@ -273,6 +280,6 @@ def _check_liveness(history, ops, lives):
                             f"{done[0].time - h.time:.1f}s, more than the bound {h.bound_s:.1f}s",
                             (h.seq, done[0].seq))
     for e in history.of(ControllerState):
-        if e.health == "SERVICE_HEALTHY" and e.elector not in ("ACTIVE", "STANDBY"):
-            yield Violation("controller_out", f"the controller of {e.nn} sees its NameNode healthy but is "
-                            f"{e.elector} in the election", (e.seq,))
+        if e.nn_healthy and e.elector not in ("ACTIVE", "STANDBY"):
+            yield Violation("controller_out", f"the NameNode {e.nn} is healthy but its controller is {e.elector} "
+                            f"in the election (it sees {e.health})", (e.seq,))

@@ -20,7 +20,9 @@ What is real and what is simulated:
   work dir (image writes are synchronous on this loop). Fencing methods act on
   simulated processes: ``pidfence`` kills the old active's process, ``shell``
   (``/bin/true``) succeeds and stops nothing, so the journal's epochs are the
-  last guard.
+  last guard. A supervisor (systemd's ``Restart=always``) restarts a daemon that
+  exits by itself (a NameNode fenced off its journal, a failed ZKFC) after
+  ``RESTART_DELAY_S``; processes the fault model kills are restarted by it.
 
 Network names: a NameNode serves at ``nn1:8020`` and connects as ``nn1``; its
 controller connects as ``zkfc-nn1`` (to ZooKeeper under the same name); the
@@ -36,6 +38,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import shutil
@@ -55,7 +58,7 @@ from qjournal.namenode.ha_state import HAState
 from qjournal.sim.faults import FaultConfig
 from qjournal.sim.history import History, NameNodeAck
 from qjournal.sim.journalnodes import NS_INFO, SimCluster
-from qjournal.sim.loop import ProcessKilled, SimProcess, join_process_task, run_in_process
+from qjournal.sim.loop import CURRENT_PROCESS, ProcessKilled, SimProcess, join_process_task, run_in_process
 from qjournal.sim.zookeeper import SimZooKeeper
 from qjournal.transport.rpc import RpcClient, memory_connector
 
@@ -67,6 +70,8 @@ log = logging.getLogger(__name__)
 NAMESERVICE = "ns1"
 NN_IDS = ("nn1", "nn2")
 NN_PORT = 8020
+#: the supervisor's delay before restarting a daemon that exited by itself
+RESTART_DELAY_S = 2.0
 #: the ClientProtocol writes whose answers are recorded as ``NameNodeAck``
 WRITE_METHODS = ("mkdirs", "create", "delete", "rename")
 
@@ -203,8 +208,9 @@ class NameNodeHost:
             async def wrapped(*args: Any, _inner: Any = inner, **kwargs: Any) -> Any:
                 result = await _inner(*args, **kwargs)
                 client = names.get(bytes(kwargs.get("client_id") or b""), "?")
-                history.add(NameNodeAck(self.nn_id, self.writer_epoch(nn), client,
-                                        int(kwargs.get("call_id", -1))))
+                el = nn.editlog
+                history.add(NameNodeAck(self.nn_id, self.writer_epoch(nn), client, int(kwargs.get("call_id", -1)),
+                                        el.synced_txid if el is not None else -1))
                 return result
             setattr(cp, f"rpc_{method}", wrapped)
 
@@ -219,10 +225,42 @@ class NameNodeHost:
         return 0
 
     def _nn_exits(self, proc: SimProcess, status: int) -> None:
-        """The NameNode's exit hook (fenced, journal failure): the process ends."""
+        """The NameNode's exit hook (fenced, journal failure): the process ends; the supervisor
+        restarts it."""
         log.info("%s exits with status %d", proc.name, status)
         self.cluster.count(f"nn_exit:{status}")
         self.kill_nn(f"exit {status}")
+        self.cluster.supervise(self.restart_nn)
+
+    async def restart_nn(self) -> bool:
+        """Start the NameNode unless it runs. Returns False when the start failed."""
+        if self.nn_running:
+            return True
+        try:
+            await self.start_nn()
+        except StartFailed:
+            return False
+        self.cluster.count("nn_restarts")
+        return True
+
+    async def restart_zkfc(self) -> bool:
+        """Start the ZKFC unless it runs. Returns False when the start failed."""
+        if self.zkfc_running:
+            return True
+        try:
+            await self.start_zkfc()
+        except StartFailed:
+            return False
+        self.cluster.count("zkfc_restarts")
+        return True
+
+    async def _watch_zkfc(self, z: ZKFailoverController, proc: SimProcess) -> None:
+        """The ZKFC daemon exits non-zero when its controller fails; the supervisor restarts it."""
+        await z.failed.wait()
+        if self.zkfc_proc is proc and not proc.killed:
+            self.cluster.count("zkfc_exit:3")
+            self.kill_zkfc()
+            self.cluster.supervise(self.restart_zkfc)
 
     def kill_nn(self, why: str) -> None:
         """SIGKILL of the NameNode: its process stops, its connections reset."""
@@ -241,6 +279,20 @@ class NameNodeHost:
     def resume_nn(self) -> None:
         if self.nn_proc is not None and self.nn_proc.paused:
             self.nn_proc.resume()
+
+    @property
+    def nn_healthy(self) -> bool:
+        """The NameNode's real health: running, serving in an HA state, its disk not full."""
+        nn = self.nn
+        return (self.nn_running and not self.nn_proc.paused and not self.disk_full and nn is not None
+                and nn.fatal_error is None and nn.rpc_server is not None
+                and nn.state in (HAState.STANDBY, HAState.ACTIVE))
+
+    @property
+    def in_election(self) -> bool:
+        z = self.zkfc
+        return (self.zkfc_running and z is not None and z.elector is not None
+                and z.elector.state.value in ("ACTIVE", "STANDBY"))
 
     def set_disk_full(self, full: bool) -> None:
         self.disk_full = full
@@ -278,6 +330,7 @@ class NameNodeHost:
         except (QJournalError, ProcessKilled) as e:
             self.kill_zkfc()
             raise StartFailed(f"{proc.name} did not start: {e}") from e
+        self.cluster.background(self._watch_zkfc(z, proc))
 
     def kill_zkfc(self) -> None:
         p = self.zkfc_proc
@@ -325,6 +378,23 @@ class SimHACluster:
         self.counts: dict[str, int] = {}
         self.hosts = {nn: NameNodeHost(self, nn) for nn in NN_IDS}
         self._partitions: set[tuple[str, str]] = set()
+        self._tasks: list[asyncio.Task] = []
+
+    def background(self, coro: Any) -> None:
+        """A task of the simulator itself (never paused or killed, even when a dying process asks
+        for it), cancelled at :meth:`stop`."""
+        ctx = contextvars.copy_context()
+        ctx.run(CURRENT_PROCESS.set, None)
+        self._tasks.append(asyncio.get_running_loop().create_task(coro, context=ctx))
+
+    def supervise(self, restart: Any) -> None:
+        """Restart a daemon after ``RESTART_DELAY_S``, retrying until it runs (``restart()`` -> bool)."""
+        async def again() -> None:
+            while True:
+                await asyncio.sleep(RESTART_DELAY_S)
+                if await restart():
+                    return
+        self.background(again())
 
     # -- configuration -------------------------------------------------------------------------
     def base_conf(self) -> dict[str, str]:
@@ -434,6 +504,9 @@ class SimHACluster:
         return None
 
     async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         for nn in NN_IDS:
             h = self.hosts[nn]
             h.kill_zkfc()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
 import shutil
 import tempfile
@@ -300,7 +301,7 @@ class _HARun:
         if kind == "nn_crash" and h.nn_running:
             h.kill_nn("fault")
             self.fault("nn_crash", nn)
-            self.later(rng.uniform(1.0, 6.0), lambda: self.restart_nn(nn))
+            self.later(rng.uniform(1.0, 6.0), h.restart_nn)
         elif kind == "nn_pause" and h.nn_running and not h.nn_proc.paused:
             h.pause_nn()
             self.fault("nn_pause", nn)
@@ -308,7 +309,7 @@ class _HARun:
         elif kind == "zkfc_crash" and h.zkfc_running:
             h.kill_zkfc()
             self.fault("zkfc_crash", nn)
-            self.later(rng.uniform(1.0, 5.0), lambda: self.restart_zkfc(nn))
+            self.later(rng.uniform(1.0, 5.0), h.restart_zkfc)
         elif kind == "zkfc_pause" and h.zkfc_running and not h.zkfc_proc.paused:
             h.pause_zkfc()
             self.fault("zkfc_pause", nn)
@@ -370,28 +371,6 @@ class _HARun:
         for a, b in remaining:
             cl.partition(a, b)
 
-    async def restart_nn(self, nn: str) -> None:
-        h = self.cluster.hosts[nn]
-        if h.nn_running:
-            return
-        try:
-            await h.start_nn()
-            self.stat("nn_restarts")
-        except (QJournalError, OSError):
-            self.stat("nn_restart_failed")
-            self.later(2.0, lambda: self.restart_nn(nn))
-
-    async def restart_zkfc(self, nn: str) -> None:
-        h = self.cluster.hosts[nn]
-        if h.zkfc_running:
-            return
-        try:
-            await h.start_zkfc()
-            self.stat("zkfc_restarts")
-        except QJournalError:
-            self.stat("zkfc_restart_failed")
-            self.later(2.0, lambda: self.restart_zkfc(nn))
-
     async def restart_jn(self, jn: str) -> None:
         node = self.cluster.jns.nodes[jn]
         if not node.alive:
@@ -417,15 +396,10 @@ class _HARun:
             h.resume_zkfc()
         for nn in NN_IDS:
             host = cl.hosts[nn]
-            for _ in range(10):   # a supervisor restarting the daemons until they run
-                try:
-                    if not host.nn_running:
-                        await host.start_nn()
-                    if not host.zkfc_running:
-                        await host.start_zkfc()
+            for _ in range(10):   # the supervisor: the daemons run again
+                if await host.restart_nn() and await host.restart_zkfc():
                     break
-                except (QJournalError, OSError):
-                    await asyncio.sleep(2.0)
+                await asyncio.sleep(2.0)
 
     async def probe(self, bound_s: float) -> None:
         """Write until a NameNode acknowledges, or give up after twice the bound."""
@@ -473,10 +447,17 @@ class _HARun:
             paths = tuple(sorted(ns.path_of(i) for i in ns.inodes if i != min(ns.inodes)))
             txid = namespace_txid if role == "active" and namespace_txid is not None else nn.last_applied_txid
             h.add(NamespaceState(name, role, txid, paths))
-        for name in NN_IDS:
-            z = cl.hosts[name].zkfc
-            if z is not None and cl.hosts[name].zkfc_running:
-                h.add(ControllerState(name, z.health.state.value, z.elector.state.value if z.elector else "NONE"))
+        # liveness (requirement 8): by the bound after the heal, every controller of a healthy
+        # NameNode is in the election; wait for that (a restarted daemon needs its time), no longer
+        deadline = self.healed_at + self.timeouts.liveness_bound_s()
+        hosts = [cl.hosts[name] for name in NN_IDS]
+        while self.loop.time() < deadline and not all(x.in_election for x in hosts if x.nn_healthy):
+            await asyncio.sleep(0.5)
+        for host in hosts:
+            z = host.zkfc
+            if z is not None and host.zkfc_running:
+                h.add(ControllerState(host.nn_id, z.health.state.value,
+                                      z.elector.state.value if z.elector else "NONE", host.nn_healthy))
         for seg in cl.jns.disk_states():
             h.add(seg)
 
@@ -498,6 +479,7 @@ class _HARun:
         await self.heal_all()
         bound = self.timeouts.liveness_bound_s()
         h.add(Healed(bound))
+        self.healed_at = self.loop.time()
         await self.probe(bound)
         for c in self.clients:
             c.stop = True
@@ -530,6 +512,10 @@ def run_ha_seed(opts: HAOptions) -> HARunResult:
         holder["run"].history.add(Failure("fatal", type(exc).__name__, f"{message}: {exc}"))
 
     previous = set_fatal_handler(fatal_in_a_process)
+    # The daemons' logs go nowhere: the history is the run's record, and a captured log record
+    # (with its exception's traceback) would keep the whole simulated world alive after the run.
+    log_level = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
     try:
         run_simulation(main, opts.seed, max_virtual_time_s=3600, max_callbacks=20_000_000)
     except (SimulationStalled, SimulationLimitExceeded) as e:
@@ -537,10 +523,16 @@ def run_ha_seed(opts: HAOptions) -> HARunResult:
     except InvariantViolation as e:
         holder["run"].history.add(Failure("simulation", type(e).__name__, str(e)))
     finally:
+        logging.disable(log_level)
         set_fatal_handler(previous)
         shutil.rmtree(workdir, ignore_errors=True)
-    run = holder["run"]
-    violations = check(run.history) + check_cluster(run.history)
-    virtual = run.history.events[-1].time - run.history.events[0].time if run.history.events else 0.0
-    stats = {k: v for k, v in run.stats.items()}
-    return HARunResult(opts, run.history, violations, stats, virtual)
+    run = holder.pop("run")
+    history, stats = run.history, dict(run.stats)
+    history.freeze()
+    del run
+    # the simulated world is garbage now: finalize it here, not wherever the collector runs next
+    # (see qjournal.sim.loop.run_simulation)
+    gc.collect()
+    violations = check(history) + check_cluster(history)
+    virtual = history.events[-1].time - history.events[0].time if history.events else 0.0
+    return HARunResult(opts, history, violations, stats, virtual)

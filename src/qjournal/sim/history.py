@@ -38,12 +38,15 @@ The whole cluster (NameNodes, controllers and clients; judged by
   operation; it was answered with success (by which NameNode), or the client
   gave up on it (error type; the operation may or may not have happened).
 * ``NameNodeAck``: a NameNode sent a write's answer, with the epoch of its
-  journal writer at that moment (seen on the NameNode's side of the wire).
+  journal writer and the txid its edit log had synced (so the op's edit, at or
+  below it) at that moment (seen on the NameNode's side of the wire).
 * ``NsRead``: a client read whether a path exists, from which NameNode.
 * ``NamespaceState``: at the end, the paths of a NameNode's namespace.
 * ``Healed``: every fault is healed; progress is due within ``bound_s``.
 * ``Progress``: after ``Healed``, a probe write was acknowledged.
-* ``ControllerState``: at the end, a failover controller's health and election state.
+* ``ControllerState``: at the end, a failover controller's view of its NameNode's
+  health, its election state, and whether the NameNode really is healthy (the
+  simulator knows: running, not paused, its disk not full).
 """
 
 from __future__ import annotations
@@ -199,6 +202,7 @@ class NameNodeAck(Event):
     epoch: int
     client: str
     op_id: int
+    synced_txid: int
 
 
 @dataclass(frozen=True)
@@ -232,6 +236,7 @@ class ControllerState(Event):
     nn: str
     health: str
     elector: str
+    nn_healthy: bool = True
 
 
 class History:
@@ -245,6 +250,11 @@ class History:
     def __init__(self, clock=lambda: 0.0) -> None:
         self._clock = clock
         self.events: list[Event] = []
+
+    def freeze(self) -> None:
+        """The run is over: stop reading its clock (which keeps the whole simulated world alive)."""
+        end = float(self._clock())
+        self._clock = lambda: end
 
     def add(self, event: Event) -> Event:
         """Stamp ``event`` with the next sequence number and the current time and append it.

@@ -31,7 +31,9 @@ Theory of operation:
   of whoever listened or connected). The loop runs such a callback only while
   its process is running: a *paused* process (SIGSTOP) keeps its callbacks
   until it resumes, then runs them at the later virtual time, as SIGCONT does;
-  a *killed* process never runs another line (SIGKILL).
+  a *killed* process never runs another line (SIGKILL): its callbacks are held
+  for good, and only the run's teardown lets its tasks unwind (so nothing of
+  it is left to a garbage collector's finalizer).
 
 Invariants:
 
@@ -44,8 +46,8 @@ Invariants:
    ``max_virtual_time_s`` raises :class:`SimulationLimitExceeded`; a loop with
    nothing ready and no timer pending raises :class:`SimulationStalled` (every
    task waits for something that can never happen: a liveness bug).
-4. No callback of a paused or killed process runs; the callbacks a paused
-   process held run, in their original order, when it resumes.
+4. No callback of a paused or killed process runs before the teardown; the
+   callbacks a paused process held run, in their original order, when it resumes.
 """
 
 from __future__ import annotations
@@ -54,10 +56,10 @@ import asyncio
 import asyncio.base_events
 import concurrent.futures
 import contextvars
+import gc
 import heapq
 import random
 import selectors
-import weakref
 from typing import Any, Callable, Coroutine
 
 __all__ = ["VirtualTimeLoop", "SimulationStalled", "SimulationLimitExceeded", "run_simulation",
@@ -87,29 +89,33 @@ class SimProcess:
         self.paused = False
         self.killed = False
         self.held: list[tuple[Callable, tuple, contextvars.Context]] = []
-        #: the process's tasks (so a kill can let them go quietly)
-        self.tasks: weakref.WeakSet[asyncio.Task] = weakref.WeakSet()
+        #: the process's tasks, held strongly: a killed process's pending tasks must not be
+        #: garbage-collected (and their coroutines closed, running their finally blocks) at an
+        #: arbitrary moment; the run's teardown unwinds them on the loop instead
+        self.tasks: set[asyncio.Task] = set()
 
     def pause(self) -> None:
         """SIGSTOP: nothing of this process runs until :meth:`resume`."""
         self.paused = True
 
-    def resume(self) -> None:
-        """SIGCONT: the held callbacks run now, in order."""
-        self.paused = False
-        held, self.held = self.held, []
+    def resume(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """SIGCONT: the held callbacks run now, in order (a killed process stays dead)."""
         if self.killed:
             return
-        loop = asyncio.get_running_loop()
+        self.paused = False
+        held, self.held = self.held, []
+        loop = loop or asyncio.get_running_loop()
         for cb, args, ctx in held:
             loop.call_soon(cb, *args, context=ctx)
 
     def kill(self) -> None:
-        """SIGKILL: nothing of this process ever runs again."""
+        """SIGKILL: nothing of this process ever runs again (its callbacks wait for the teardown)."""
         self.killed = True
-        self.held = []
-        for t in list(self.tasks):
-            t._log_destroy_pending = False  # abandoned on purpose: the process is gone
+
+    def revive_for_teardown(self, loop: asyncio.AbstractEventLoop) -> None:
+        """After the run: let the process's held callbacks run, so its tasks can unwind."""
+        self.killed = False
+        self.resume(loop)
 
     def __repr__(self) -> str:
         state = "killed" if self.killed else "paused" if self.paused else "running"
@@ -126,8 +132,8 @@ def run_in_process(process: SimProcess, coro: Coroutine[Any, Any, Any], name: st
     ctx = contextvars.copy_context()
     ctx.run(CURRENT_PROCESS.set, process)
     loop = asyncio.get_running_loop()
-    if isinstance(loop, VirtualTimeLoop):
-        loop.processes.add(process)
+    if isinstance(loop, VirtualTimeLoop) and process not in loop.processes:
+        loop.processes.append(process)
     return loop.create_task(coro, name=name, context=ctx)
 
 
@@ -155,14 +161,13 @@ def _task_factory(loop: asyncio.AbstractEventLoop, coro, context=None) -> asynci
     process = (context if context is not None else contextvars.copy_context()).get(CURRENT_PROCESS)
     if process is not None:
         process.tasks.add(task)
+        task.add_done_callback(process.tasks.discard)
     return task
 
 
 def _gated(process: SimProcess, callback: Callable, args: tuple, ctx: contextvars.Context) -> None:
-    """Run a process's callback, unless the process is paused (held) or killed (dropped)."""
-    if process.killed:
-        return
-    if process.paused:
+    """Run a process's callback, unless the process is paused or killed (then it is held)."""
+    if process.paused or process.killed:
         process.held.append((callback, args, ctx))
         return
     callback(*args)
@@ -245,8 +250,8 @@ class VirtualTimeLoop(asyncio.base_events.BaseEventLoop):
         self.max_virtual_time_s = max_virtual_time_s
         self.iterations = 0
         self._timer_seq = 0
-        #: every process started on this loop (the run's teardown lets their tasks unwind)
-        self.processes: weakref.WeakSet[SimProcess] = weakref.WeakSet()
+        #: every process started on this loop, held until the run's teardown lets their tasks unwind
+        self.processes: list[SimProcess] = []
         self.set_task_factory(_task_factory)
 
     # -- clock ---------------------------------------------------------------------
@@ -374,19 +379,23 @@ def run_simulation(main: Callable[[], Coroutine[Any, Any, Any]], seed: int, **lo
         finally:
             asyncio.set_event_loop(None)
             loop.close()
+            # Finalize the run's garbage here (futures that log an unretrieved error, abandoned
+            # coroutines): left to a later collection, their finalizers run Python code wherever
+            # the collector happens to start, e.g. inside the compiler, where CPython 3.11 then
+            # fails with "AST constructor recursion depth mismatch".
+            gc.collect()
 
 
 def _cancel_all(loop: VirtualTimeLoop) -> None:
     # teardown, after the run: killed and paused processes may unwind their tasks now
     for p in list(loop.processes):
-        p.killed = p.paused = False
-        p.held = []
+        p.revive_for_teardown(loop)
     tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
-    if not tasks:
-        return
     for t in tasks:
         t.cancel()
     try:
-        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
     except (SimulationStalled, SimulationLimitExceeded):
         pass
