@@ -3,7 +3,8 @@
 Why a command: a chaos session that found a violation must be re-runnable with
 the same fault schedule by pasting one line::
 
-    python -m qjournal.chaos --duration-s 60 --seed 7 [--nodes 3] [--workdir DIR]
+    python -m qjournal.chaos --duration-s 60 --seed 7 [--nodes 3] [--workdir DIR]     # the journal
+    python -m qjournal.chaos cluster --duration-s 60 --seed 7 [--workdir DIR]         # the whole HA cluster
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from qjournal.chaos.cluster import main_cluster_chaos
 from qjournal.chaos.harness import main_chaos
 
 
@@ -20,7 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of the fault schedule")
     p.add_argument("--nodes", type=int, default=3, choices=[3, 5], help="JournalNodes")
     p.add_argument("--workdir", default=None, help="keep the run's files here (default: a temp dir)")
+    sub = p.add_subparsers(dest="command")
+    c = sub.add_parser("cluster", help="the whole HA cluster: ZooKeeper, JournalNodes, NameNodes, ZKFCs")
+    c.add_argument("--duration-s", type=float, default=60.0, dest="cluster_duration_s")
+    c.add_argument("--seed", type=int, default=0, dest="cluster_seed")
+    c.add_argument("--workdir", default=None, dest="cluster_workdir")
     args = p.parse_args(argv)
+    if args.command == "cluster":
+        return main_cluster_chaos(args.cluster_duration_s, args.cluster_seed, args.cluster_workdir)
     return main_chaos(duration_s=args.duration_s, seed=args.seed, nodes=args.nodes, workdir=args.workdir)
 
 

@@ -46,13 +46,11 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
 import os
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +61,7 @@ from qjournal.protocol.segment import crc32c, parse_segment_file_name
 from qjournal.sim.checker import Violation, check
 from qjournal.sim.history import (Acked, EpochGranted, Failure, Fault, FinalLog, History, NodeSegment,
                                   Read, Setup, Written, WriterStarted)
+from qjournal.chaos.disk import SmallDisk
 from qjournal.chaos.proxy import LinkProxy
 from qjournal.util.proc import Daemon, qjournal_argv, start_daemon
 
@@ -144,8 +143,7 @@ class _Chaos:
         self.counts: dict[str, int] = {}
         self.notes: list[str] = []
         self.uri = ""
-        self.mounted: str | None = None
-        self.ballast: str | None = None
+        self.disk: SmallDisk | None = None
         self.epochs: dict[int, str] = {}  # epoch -> writer
         self.pending: list[asyncio.Task] = []
 
@@ -164,16 +162,12 @@ class _Chaos:
 
     # -- JournalNodes --------------------------------------------------------------------------
     def _try_mount(self, path: str) -> bool:
-        if os.geteuid() != 0 or not shutil.which("mount"):
-            self.notes.append("disk full: skipped (not root: no tmpfs mount possible)")
+        disk = SmallDisk(path, TMPFS_BYTES)
+        why = disk.mount()
+        if why is not None:
+            self.notes.append(f"disk full: skipped ({why})")
             return False
-        os.makedirs(path, exist_ok=True)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES}", "tmpfs", path],
-                           capture_output=True, timeout=10)
-        if r.returncode != 0:
-            self.notes.append(f"disk full: skipped (mount failed: {r.stderr.decode().strip()})")
-            return False
-        self.mounted = path
+        self.disk = disk
         self.notes.append(f"disk full: jn0's edits dir is a {TMPFS_BYTES >> 20} MiB tmpfs, filled by a "
                           f"ballast file on demand")
         return True
@@ -382,16 +376,13 @@ class _Chaos:
         elif kind == "read":
             self.pending.append(asyncio.ensure_future(self._reader()))
             self._fault("read")
-        elif kind == "disk_full" and self.mounted and self.ballast is None:
-            ballast = os.path.join(self.mounted, "ballast")
-            if await asyncio.to_thread(_fill, ballast, self.mounted):
-                self.ballast = ballast
+        elif kind == "disk_full" and self.disk is not None and not self.disk.full:
+            if await asyncio.to_thread(self.disk.fill):
                 self._fault("disk_full", "jn0")
             else:  # jn0's own segments already filled the tmpfs: it is full without a ballast
                 self._fault("disk_full", "jn0 (already full)")
-        elif kind == "disk_free" and self.ballast is not None:
-            os.unlink(self.ballast)
-            self.ballast = None
+        elif kind == "disk_free" and self.disk is not None and self.disk.full:
+            self.disk.free()
             self._fault("disk_free", "jn0")
         if not any(w.proc.returncode is None for w in self.writers):
             await self._start_writer()
@@ -431,9 +422,8 @@ class _Chaos:
         await asyncio.gather(*self.pending, return_exceptions=True)
         for w in self.writers:
             await self._end_writer(w)
-        if self.ballast is not None:
-            os.unlink(self.ballast)
-            self.ballast = None
+        if self.disk is not None:
+            self.disk.free()
         for n in self.nodes:
             n.proxy.heal()
             if self._node_alive(n) and n.stopped:
@@ -485,35 +475,8 @@ class _Chaos:
                 n.daemon.kill()
             if n.proxy is not None:
                 await n.proxy.stop()
-        if self.mounted:
-            subprocess.run(["umount", "-l", self.mounted], capture_output=True, timeout=10)
-
-
-def _fill(path: str, mount: str) -> bool:
-    """Fill the mount with a ballast file, leaving a few KiB (so the next append fails mid-way).
-
-    Returns:
-        False when the mount is already too full to create the ballast file at all.
-    """
-    st = os.statvfs(mount)
-    free = st.f_bavail * st.f_frsize
-    try:
-        f = open(path, "wb", buffering=0)
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-        return False
-    with f:
-        left = max(0, free - 4096)
-        chunk = b"\0" * (1 << 20)
-        while left > 0:
-            n = min(left, len(chunk))
-            try:
-                f.write(chunk[:n])
-            except OSError:
-                break
-            left -= n
-    return True
+        if self.disk is not None:
+            self.disk.unmount()
 
 
 async def run_chaos(duration_s: float, seed: int, nodes: int = 3, workdir: str | None = None) -> ChaosResult:

@@ -97,11 +97,15 @@ class LocalCluster:
         zk_servers: ZooKeeper ensemble size (1 or 3).
         session_timeout_ms: ``ha.zookeeper.session-timeout.ms`` of the ZKFCs.
         extra_conf: more configuration keys for every process.
+        edits_dirs: a NameNode's local edits directory elsewhere than ``<run>/<nn>/edits``
+            (e.g. on another disk), by NameNode id.
         out: progress printer (``print`` by default; ``lambda s: None`` to silence).
     """
 
     def __init__(self, run_dir: str, zk_servers: int = 1, session_timeout_ms: int = 2000,
-                 extra_conf: dict[str, str] | None = None, out: Callable[[str], None] = print) -> None:
+                 extra_conf: dict[str, str] | None = None, out: Callable[[str], None] = print,
+                 edits_dirs: dict[str, str] | None = None) -> None:
+        self.edits_dirs = {nn: os.path.abspath(d) for nn, d in (edits_dirs or {}).items()}
         self.run_dir = os.path.abspath(run_dir)
         self.zk_servers = zk_servers
         self.session_timeout_ms = session_timeout_ms
@@ -192,7 +196,8 @@ class LocalCluster:
 
     def _nn_overrides(self, nn: str) -> list[str]:
         d = os.path.join(self.run_dir, nn)
-        return ["-D", f"dfs.namenode.name.dir=file://{d}/name", "-D", f"dfs.namenode.edits.dir=file://{d}/edits",
+        edits = self.edits_dirs.get(nn, f"{d}/edits")
+        return ["-D", f"dfs.namenode.name.dir=file://{d}/name", "-D", f"dfs.namenode.edits.dir=file://{edits}",
                 "-D", f"dfs.ha.namenode.id={nn}"]
 
     # ------------------------------------------------------------------ up

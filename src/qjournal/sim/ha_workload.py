@@ -50,7 +50,7 @@ from qjournal.sim.loop import (SimProcess, SimulationLimitExceeded, SimulationSt
                                run_simulation)
 from qjournal.util.tasks import set_fatal_handler
 
-__all__ = ["HAFaults", "HAOptions", "HARunResult", "run_ha_seed", "ha_replay_command"]
+__all__ = ["HAFaults", "HAOptions", "HARunResult", "run_ha_seed", "ha_replay_command", "NamespaceClient"]
 
 log = logging.getLogger(__name__)
 
@@ -168,30 +168,49 @@ def ha_replay_command(opts: HAOptions) -> str:
     return cmd
 
 
-class _Client:
-    """One client process: its own directory, a model of what it was told, its history events."""
+class NamespaceClient:
+    """One client of the workload: its own directory, a model of what it was told, its history events.
 
-    def __init__(self, run: "_HARun", name: str) -> None:
-        self.run = run
+    Used by the simulator and by the real-process chaos harness (:mod:`qjournal.chaos.cluster`).
+
+    Args:
+        name: the client's name (its directory is ``/<name>``).
+        dfs: its ``DFSClient`` (failover and retries with the same call id).
+        history: where its calls, answers and reads go.
+        rng: its random choices.
+        recent_paths: the latest paths of every client's calls (shared: clients read each other's).
+        stat: counts an outcome.
+    """
+
+    def __init__(self, name: str, dfs: Any, history: History, rng: Any, recent_paths: list[str],
+                 stat: Callable[[str], None]) -> None:
         self.name = name
-        self.dfs = run.cluster.new_client(name)
+        self.dfs = dfs
+        self.history = history
+        self.rng = rng
+        self.recent_paths = recent_paths
+        self.stat = stat
         self.dir = f"/{name}"
         self.write_ids = 0          # the DFSClient's call ids: one per write call, from 0
         self.fresh = 0
         self.existing: list[str] = []   # paths this client was told exist (acked), not touched since
         self.stop = False
+        self.task: asyncio.Task | None = None
 
     def _next(self, prefix: str) -> str:
         self.fresh += 1
         return f"{self.dir}/{prefix}{self.fresh}"
 
+    def _answered_by(self) -> str:
+        return self.dfs.addresses[self.dfs.current][0]
+
     async def write(self, method: str, path: str, dst: str = "", **kwargs: Any) -> tuple[bool, Any]:
-        h = self.run.history
+        h = self.history
         op_id = self.write_ids
         self.write_ids += 1
         h.add(OpCalled(self.name, op_id, method, path, dst))
-        self.run.recent_paths.append(dst or path)
-        del self.run.recent_paths[:-8]
+        self.recent_paths.append(dst or path)
+        del self.recent_paths[:-8]
         try:
             if method == "rename":
                 result = await self.dfs.call("rename", src=path, dst=dst)
@@ -199,29 +218,29 @@ class _Client:
                 result = await self.dfs.call(method, path=path, **kwargs)
         except QJournalError as e:
             h.add(OpFailed(self.name, op_id, type(e).__name__, str(e)[:200]))
-            self.run.stat(f"op_failed:{type(e).__name__}")
+            self.stat(f"op_failed:{type(e).__name__}")
             return False, None
-        nn = self.dfs.addresses[self.dfs.current][0]
-        h.add(OpAcked(self.name, op_id, nn, result if isinstance(result, (bool, int, str, type(None))) else None))
-        self.run.stat("op_acked")
+        h.add(OpAcked(self.name, op_id, self._answered_by(),
+                      result if isinstance(result, (bool, int, str, type(None))) else None))
+        self.stat("op_acked")
         return True, result
 
     async def read(self, path: str) -> None:
         try:
             st = await self.dfs.call("get_file_info", path=path)
         except QJournalError as e:
-            self.run.stat(f"read_failed:{type(e).__name__}")
+            self.stat(f"read_failed:{type(e).__name__}")
             return
-        nn = self.dfs.addresses[self.dfs.current][0]
-        self.run.history.add(NsRead(self.name, nn, path, st is not None))
+        self.history.add(NsRead(self.name, self._answered_by(), path, st is not None))
 
-    async def loop(self) -> None:
-        rng = self.run.rng
+    async def loop(self, call_mean_s: float = CALL_MEAN_S) -> None:
+        rng = self.rng
         ok, _ = await self.write("mkdirs", self.dir)
         while not ok and not self.stop:
+            await asyncio.sleep(call_mean_s)
             ok, _ = await self.write("mkdirs", self.dir)
         while not self.stop:
-            await asyncio.sleep(rng.expovariate(1 / CALL_MEAN_S))
+            await asyncio.sleep(rng.expovariate(1 / call_mean_s))
             r = rng.random()
             if r < 0.55 or not self.existing:
                 path = self._next("f")
@@ -244,8 +263,8 @@ class _Client:
                     self.existing.append(dst)
             elif r < 0.91:
                 await self.read(self.existing[rng.randrange(len(self.existing))])
-            else:  # another client's newest paths: maybe not yet acknowledged, maybe not yet durable
-                await self.read(rng.choice(self.run.recent_paths))
+            elif self.recent_paths:  # another client's newest paths: maybe not yet acknowledged or durable
+                await self.read(rng.choice(self.recent_paths))
 
 
 class _HARun:
@@ -259,7 +278,7 @@ class _HARun:
         self.timeouts = ClusterTimeouts()
         self.cluster = SimHACluster(self.rng, self.history, workdir, FaultConfig.parse("none"),
                                     self.timeouts, fencing=fencing)
-        self.clients: list[_Client] = []
+        self.clients: list[NamespaceClient] = []
         #: the paths of the latest calls of every client (other clients read them)
         self.recent_paths: list[str] = []
         self.tasks: list[asyncio.Task] = []
@@ -470,9 +489,10 @@ class _HARun:
         while cl.active() is None and self.loop.time() < start_deadline:
             await asyncio.sleep(0.1)
         for i in range(2):
-            c = _Client(self, f"c{i + 1}")
+            name = f"c{i + 1}"
+            c = NamespaceClient(name, cl.new_client(name), h, self.rng, self.recent_paths, self.stat)
             self.clients.append(c)
-            c.task = run_in_process(SimProcess(c.name), c.loop(), name=c.name)  # type: ignore[attr-defined]
+            c.task = run_in_process(SimProcess(c.name), c.loop(), name=c.name)
         for _ in range(self.opts.steps):
             await asyncio.sleep(self.rng.expovariate(1 / STEP_MEAN_S))
             await self.step()
@@ -483,9 +503,10 @@ class _HARun:
         await self.probe(bound)
         for c in self.clients:
             c.stop = True
-        await asyncio.wait([c.task for c in self.clients], timeout=30)   # type: ignore[attr-defined]
+        await asyncio.wait([c.task for c in self.clients if c.task is not None], timeout=30)
         for c in self.clients:
-            c.task.cancel()                                               # type: ignore[attr-defined]
+            if c.task is not None:
+                c.task.cancel()
         await self.settle_and_record()
         for name in NN_IDS:
             z = cl.hosts[name].zkfc
