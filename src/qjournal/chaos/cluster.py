@@ -31,6 +31,9 @@ Invariants:
 1. Bounded: every wait has a deadline; the run stops by itself after ``duration_s`` plus a
    bounded end phase.
 2. Clean: every process is stopped and the tmpfs unmounted, in ``finally`` (also on Ctrl-C).
+3. One start at a time per daemon: a restart in flight is never doubled (two processes of one
+   daemon would outlive the cluster's record of one pid), and the teardown waits for every
+   start in flight before stopping the cluster.
 """
 
 from __future__ import annotations
@@ -123,6 +126,8 @@ class _ClusterChaos:
         self.down: set[str] = set()         # killed by a fault, a restart is scheduled
         self.tasks: list[asyncio.Task] = []
         self.conf: Configuration | None = None
+        self.starting: dict[str, asyncio.Future] = {}   # daemon -> its start in flight (invariant 3)
+        self.supervisor: asyncio.Task | None = None
 
     def count(self, k: str, n: int = 1) -> None:
         self.counts[k] = self.counts.get(k, 0) + n
@@ -151,16 +156,25 @@ class _ClusterChaos:
 
     async def restart(self, name: str) -> None:
         assert self.cluster is not None
-        self.down.discard(name)
+        if name in self.starting:      # invariant 3
+            return
         self.stopped.discard(name)
+        start = asyncio.ensure_future(asyncio.to_thread(self.cluster.restart, name, 60.0))
+        self.starting[name] = start
         try:
-            await asyncio.to_thread(self.cluster.restart, name, 60.0)
+            await asyncio.shield(start)
+            self.down.discard(name)
             self.count(f"restart:{name[:-1]}")
         except (ClusterError, QJournalError, OSError) as e:
             self.count("restart_failed")
-            self.notes.append(f"restart of {name} failed ({e}); retried")
+            self.notes.append(f"restart of {name} failed ({str(e)[:200]}); retried")
             self.down.add(name)
             self.later(RESTART_DELAY_S, lambda: self.restart(name))
+        finally:
+            if start.done():
+                self.starting.pop(name, None)
+            else:
+                start.add_done_callback(lambda _f, n=name: self.starting.pop(n, None))
 
     def cont(self, name: str) -> None:
         if name in self.stopped:
@@ -334,7 +348,7 @@ class _ClusterChaos:
 
     async def run(self) -> None:
         await self.start()
-        sup = asyncio.ensure_future(self.supervise())
+        self.supervisor = asyncio.ensure_future(self.supervise())
         for i in range(2):
             name = f"c{i + 1}"
             c = NamespaceClient(name, self.new_client(name), self.history, self.rng, self.recent_paths, self.count)
@@ -355,13 +369,21 @@ class _ClusterChaos:
         for c in self.clients:
             if c.task is not None:
                 c.task.cancel()
-        sup.cancel()
-        await asyncio.gather(sup, return_exceptions=True)
+        self.supervisor.cancel()
+        await asyncio.gather(self.supervisor, return_exceptions=True)
         await self.record_end(healed_at)
 
     async def cleanup(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.cancel()
+            await asyncio.gather(self.supervisor, return_exceptions=True)
         for t in self.tasks:
             t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        # starts in flight run in threads that a cancellation does not stop: let them finish
+        # before the cluster goes down, so none brings a daemon back afterwards (invariant 3)
+        if self.starting:
+            await asyncio.wait(list(self.starting.values()), timeout=90)
         for name in sorted(self.stopped):
             self.cont(name)
         if self.cluster is not None:
