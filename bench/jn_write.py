@@ -37,7 +37,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 from qjournal.protocol.messages import NamespaceInfo  # noqa: E402
-from qjournal.journalnode.journal import Journal, validate_batch  # noqa: E402
+from qjournal.journalnode.journal import Journal  # noqa: E402
+from qjournal.protocol.segment import validate_batch  # noqa: E402
 from qjournal.journalnode.node import JournalNode  # noqa: E402
 from qjournal.journalnode.storage import DiskJournalStorage  # noqa: E402
 from qjournal.protocol.messages import RequestInfo  # noqa: E402

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from qjournal.errors import CorruptRecordError
-from qjournal.journalnode.journal import validate_batch
+from qjournal.protocol.segment import validate_batch
 from qjournal.protocol.segment import encode_records, scan_batch
 
 MAX = 1000

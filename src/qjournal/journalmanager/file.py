@@ -72,7 +72,6 @@ import logging
 import os
 import shutil
 import socket
-import struct
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import unquote, urlparse
@@ -101,10 +100,6 @@ VERSION_FILE = "VERSION"
 LOCK_FILE = "in_use.lock"
 EMPTY_SUFFIX = ".empty"
 CORRUPT_SUFFIX = ".corrupt"
-_REC_HEAD_PACK = struct.Struct(">BIQ").pack  # opcode, length, txid (protocol/segment.py layout)
-_CRC_PACK = struct.Struct(">I").pack
-_crc32c = seg.crc32c
-assert seg.REC_HEAD_SIZE == 13 and seg.RECORD_OVERHEAD == 17
 
 #: bytes read from a segment file per refill of an input stream
 READ_CHUNK_BYTES = 4 * 1024 * 1024
@@ -792,21 +787,7 @@ class FileEditLogOutputStream(EditLogOutputStream):
             raise JournalOutOfSyncError(
                 f"{self.path}: write of txid {txid}, expected {self._last_written + 1}",
                 txid=txid, expected_txid=self._last_written + 1)
-        # The hot path: the framing of seg.encode_record, inlined (about 1 us per
-        # 100-byte record on an idle core). Same bytes as encode_record.
-        n = len(body)
-        if n > self.max_record_bytes or not 0 < opcode < 0xFF:
-            seg.encode_record(txid, opcode, body, self.max_record_bytes)  # raises the right error
-        cur = self._current
-        if n <= 256:  # small body: one concatenation, one CRC call
-            rec = _REC_HEAD_PACK(opcode, n, txid) + body
-            cur += rec
-            cur += _CRC_PACK(_crc32c(rec))
-        else:  # large body: do not copy it twice
-            head = _REC_HEAD_PACK(opcode, n, txid)
-            cur += head
-            cur += body
-            cur += _CRC_PACK(_crc32c(body, _crc32c(head)))
+        seg.append_record(self._current, txid, opcode, body, self.max_record_bytes)
         self._last_written = txid
 
     def write_raw(self, data: bytes, first_txid: int, num_txns: int) -> None:

@@ -96,8 +96,8 @@ from qjournal.protocol import jn_rules
 from qjournal.protocol.messages import (JournalState, Manifest, NewEpochResponse, PersistedPaxosData,
                                         PrepareRecoveryResponse, RequestInfo, SegmentState)
 from qjournal.protocol.segment import (DEFAULT_MAX_RECORD_BYTES, HEADER_SIZE, INVALID_TXID, crc32c,
-                                       encode_header, parse_segment_file_name, scan_batch,
-                                       scan_segment, segment_file_name)
+                                       encode_header, parse_segment_file_name, scan_batch, scan_segment,
+                                       segment_file_name, validate_batch)
 
 __all__ = ["Journal", "AcceptRecoveryPlan", "ReadableSegment", "FAULT_POINTS"]
 
@@ -206,43 +206,6 @@ class ReadableSegment:
     stream: BinaryIO
 
 
-_REC_HEAD = struct.Struct(">BIQ")
-_CRC = struct.Struct(">I")
-
-
-def validate_batch(buf: bytes, first_txid: int, num_txns: int, max_record_bytes: int) -> int | None:
-    """The hot path of ``journal``: accept exactly the batches ``segment.scan_batch`` accepts.
-
-    Same checks as :func:`~qjournal.protocol.segment.scan_batch` (framing, reserved
-    opcodes, record size limit, consecutive txids from ``first_txid``, CRC32C of
-    every record, record count) with the least Python work per record; it
-    returns None instead of raising, and the caller then runs ``scan_batch``
-    for the precise error. ``tests/journalnode/test_validate_batch.py`` checks
-    the equivalence on random and damaged batches.
-
-    Returns:
-        The last txid of the batch, or None when the batch is refused.
-    """
-    size = len(buf)
-    unpack = _REC_HEAD.unpack_from
-    crc_at = _CRC.unpack_from
-    crc = crc32c
-    mv = memoryview(buf)
-    off = 0
-    expect = first_txid
-    while off < size:
-        if off + 13 > size:
-            return None
-        op, length, txid = unpack(buf, off)
-        body_end = off + 13 + length
-        if (txid != expect or length > max_record_bytes or op == 0 or op == 0xFF
-                or body_end + 4 > size or crc(mv[off:body_end]) != crc_at(buf, body_end)[0]):
-            return None
-        off = body_end + 4
-        expect += 1
-    if expect - first_txid != num_txns:
-        return None
-    return expect - 1
 
 
 def _tmp_accept_name(segment_txid: int, epoch: int) -> str:

@@ -57,7 +57,8 @@ from qjournal.config import Configuration
 from qjournal.errors import (InvalidRequestError, JournalError, QJournalError, SegmentNotFoundError,
                              TransportError)
 from qjournal.journalnode.http import JournalNodeHttpServer
-from qjournal.journalnode.journal import Journal, validate_batch
+from qjournal.journalnode.journal import Journal
+from qjournal.protocol.segment import validate_batch
 from qjournal.journalnode.storage import DiskJournalStorage, JournalStorage
 from qjournal.protocol import jn_rules
 from qjournal.protocol.messages import (NamespaceInfo, RequestInfo, SegmentState, parse_storage_info,
