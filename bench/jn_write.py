@@ -40,7 +40,7 @@ from qjournal.protocol.messages import NamespaceInfo  # noqa: E402
 from qjournal.journalnode.journal import Journal  # noqa: E402
 from qjournal.protocol.segment import validate_batch  # noqa: E402
 from qjournal.journalnode.node import JournalNode  # noqa: E402
-from qjournal.journalnode.storage import DiskJournalStorage  # noqa: E402
+from qjournal.journalnode.disk_storage import DiskJournalStorage  # noqa: E402
 from qjournal.protocol.messages import RequestInfo  # noqa: E402
 from qjournal.protocol.segment import OP_DATA, encode_records  # noqa: E402
 from qjournal.transport import RpcClient  # noqa: E402

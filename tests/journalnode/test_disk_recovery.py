@@ -9,7 +9,7 @@ import pytest
 
 from qjournal.errors import JournalError, JournalOutOfSyncError
 from qjournal.journalnode.journal import FAULT_POINTS, Journal
-from qjournal.journalnode.storage import DiskJournalStorage
+from qjournal.journalnode.disk_storage import DiskJournalStorage
 from qjournal.protocol.messages import PersistedPaxosData, SegmentState
 from qjournal.protocol.segment import encode_header
 

@@ -10,7 +10,7 @@ from qjournal.errors import (CorruptRecordError, EpochError, InvalidRequestError
                              JournalOutOfSyncError, NamespaceMismatchError, SegmentNotFoundError)
 from qjournal.protocol.messages import NamespaceInfo
 from qjournal.journalnode.journal import Journal
-from qjournal.journalnode.storage import DiskJournalStorage
+from qjournal.journalnode.disk_storage import DiskJournalStorage
 from qjournal.protocol.messages import SegmentState
 from qjournal.protocol.segment import HEADER_SIZE, INVALID_TXID, encode_header, scan_segment
 

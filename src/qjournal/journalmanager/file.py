@@ -42,11 +42,9 @@ Theory of operation:
   Reaching the end of the file before the expected end txid is an error
   (premature end of file); a bad checksum raises ``CorruptRecordError`` naming
   the file and byte offset.
-* Single writer. ``in_use.lock`` is locked with ``fcntl.flock`` (conflicts
-  between processes and between two open files in one process) and, as a
-  belt for NFS where flock is emulated with POSIX locks, in a per-process
-  table of held directories. The holder writes ``host pid`` into the file so
-  a refused writer can name it.
+* Single writer: the directory's ``in_use.lock`` (:class:`qjournal.util.storage_dir.StorageLock`,
+  an exclusive ``flock`` plus a per-process table for NFS; the holder's host and
+  pid are written into it so a refused writer can name it).
 
 Invariants:
 
@@ -66,13 +64,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import fcntl
-import json
 import logging
 import os
 import shutil
-import socket
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import unquote, urlparse
 
@@ -92,12 +86,11 @@ from qjournal.protocol.messages import NamespaceInfo
 from qjournal.protocol import segment as seg
 from qjournal.protocol.segment import EditRecord
 from qjournal.util import fs
+from qjournal.util.storage_dir import VERSION_FILE, StorageLock, read_version, write_version
 
 log = logging.getLogger("qjournal.journalmanager.file")
 
 CURRENT_DIR = "current"
-VERSION_FILE = "VERSION"
-LOCK_FILE = "in_use.lock"
 EMPTY_SUFFIX = ".empty"
 CORRUPT_SUFFIX = ".corrupt"
 
@@ -150,15 +143,6 @@ class DiskIO:
         os.fsync(fd)
 
 
-# --- the per-process lock table (belt for NFS, where flock is emulated) -----------
-_HELD_LOCK = threading.Lock()
-_HELD: dict[str, str] = {}
-
-
-def _lock_owner_text() -> str:
-    return json.dumps({"host": socket.gethostname(), "pid": os.getpid()})
-
-
 class FileJournal(JournalManager):
     """A JournalManager stored in a directory (local disk or a shared mount).
 
@@ -183,7 +167,7 @@ class FileJournal(JournalManager):
         self.use_lock = use_lock
         self.disk = disk or DiskIO()
         self.uri = uri or f"file://{self.directory}"
-        self._lock_fd: int | None = None
+        self._lock = StorageLock(self.directory, self.uri)
         self._stream: FileEditLogOutputStream | None = None
         # in-progress scan cache: file name -> (inode, valid_length, first_txid, last_txid)
         self._scan_cache: dict[str, tuple[int, int, int, int]] = {}
@@ -248,7 +232,7 @@ class FileJournal(JournalManager):
     @property
     def locked(self) -> bool:
         """True while this object holds the journal's writer lock."""
-        return self._lock_fd is not None
+        return self._lock.held
 
     def lock(self) -> None:
         """Take the single-writer lock (idempotent for the holder).
@@ -257,53 +241,12 @@ class FileJournal(JournalManager):
             JournalLockedError: another process or object holds it (named).
             JournalError: the lock file cannot be created.
         """
-        if self._lock_fd is not None or not self.use_lock:
-            return
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-        except OSError as e:
-            raise self._io_error(f"cannot create journal directory {self.directory}", e) from None
-        path = os.path.join(self.directory, LOCK_FILE)
-        key = os.path.realpath(self.directory)
-        with _HELD_LOCK:
-            holder = _HELD.get(key)
-            if holder is not None:
-                raise JournalLockedError(
-                    f"{self.uri}: journal is locked by another writer in this process ({holder})",
-                    journal=self.uri, holder=holder)
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as e:
-                raise self._io_error(f"cannot open lock file {path}", e) from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as e:
-                os.close(fd)
-                if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    holder = (fs.read_file(path) or b"").decode("utf-8", "replace").strip() or "unknown holder"
-                    raise JournalLockedError(f"{self.uri}: journal is locked by {holder} ({path})",
-                                             journal=self.uri, holder=holder, path=path) from None
-                raise self._io_error(f"cannot lock {path}", e) from None
-            owner = _lock_owner_text()
-            try:
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, owner.encode() + b"\n", 0)
-            except OSError:
-                pass  # the owner text is informative only
-            self._lock_fd = fd
-            _HELD[key] = f"{owner} object {id(self):#x}"
+        if self.use_lock:
+            self._lock.acquire()
 
     def unlock(self) -> None:
         """Release the writer lock (no-op when not held)."""
-        if self._lock_fd is None:
-            return
-        with _HELD_LOCK:
-            _HELD.pop(os.path.realpath(self.directory), None)
-            try:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            finally:
-                os.close(self._lock_fd)
-                self._lock_fd = None
+        self._lock.release()
 
     # -- lifecycle -------------------------------------------------------------------------
     async def format(self, ns_info: NamespaceInfo, force: bool = False) -> None:
@@ -335,10 +278,7 @@ class FileJournal(JournalManager):
                     shutil.rmtree(p)
                 else:
                     os.unlink(p)
-            text = (f"#qjournal storage\nnamespaceID={ns_info.namespace_id}\n"
-                    f"clusterID={ns_info.cluster_id}\nlayoutVersion={ns_info.layout_version}\n"
-                    f"storageType=EDITS\n")
-            fs.atomic_write(self._path(VERSION_FILE), text.encode())
+            write_version(self._path(VERSION_FILE), ns_info, "EDITS")
             fs.fsync_dir(self.directory)
         except OSError as e:
             raise self._io_error(f"cannot format {self.current_dir}", e) from None
@@ -366,24 +306,10 @@ class FileJournal(JournalManager):
             JournalNotFormattedError: no VERSION file.
             JournalError: VERSION is malformed (path named).
         """
-        try:
-            raw = fs.read_file(self._path(VERSION_FILE))
-        except OSError as e:
-            raise self._io_error(f"cannot read {self._path(VERSION_FILE)}", e) from None
-        if raw is None:
+        ns = read_version(self._path(VERSION_FILE))
+        if ns is None:
             self._require_formatted()
-        fields = {}
-        for line in (raw or b"").decode("utf-8", "replace").splitlines():
-            if line.startswith("#") or "=" not in line:
-                continue
-            k, _, v = line.partition("=")
-            fields[k.strip()] = v.strip()
-        try:
-            return NamespaceInfo(int(fields["namespaceID"]), fields["clusterID"],
-                                 int(fields.get("layoutVersion", seg.LAYOUT_VERSION)))
-        except (KeyError, ValueError) as e:
-            raise JournalError(f"{self._path(VERSION_FILE)}: malformed VERSION file ({e})",
-                               journal=self.uri, path=self._path(VERSION_FILE)) from None
+        return ns
 
     async def recover_unfinalized_segments(self) -> None:
         """Take the lock and finalize every in-progress segment at its last valid txid.

@@ -1,10 +1,10 @@
 """qjournal.journalnode: the JournalNode (HDFS-3077's acceptor) and its storage.
 
-Why a package: the per-journal rules (``journal.Journal``, synchronous, storage
-injected), the storage interface and its disk implementation (``storage``),
-and the asyncio daemon (``node.JournalNode`` with RPC and the aiohttp server of
-``http``) are one role. The daemon module is imported lazily so that the pure
-core can be used (by the simulator) without aiohttp.
+Why a package: one role in four layers, pure core first: ``journal.Journal`` (the per-journal
+rules, synchronous, storage injected), ``storage`` (the storage interface: what is durable when),
+``disk_storage`` (the interface on a real disk), and the asyncio daemon ``node.JournalNode``
+with its RPC server and the aiohttp server of ``http``. The simulator uses the pure core with
+its own storage and never loads the daemon.
 
 In-process use::
 
@@ -17,15 +17,3 @@ or on a memory network without HTTP (segments served through ``mem://<name>``)::
 
     node = JournalNode(edits_dir=d, network=net, name="jn1", http=False)
 """
-
-from qjournal.journalnode.journal import AcceptRecoveryPlan, Journal
-from qjournal.journalnode.storage import DiskJournalStorage, JournalStorage
-
-__all__ = ["Journal", "AcceptRecoveryPlan", "JournalStorage", "DiskJournalStorage", "JournalNode"]
-
-
-def __getattr__(name: str):
-    if name == "JournalNode":
-        from qjournal.journalnode.node import JournalNode
-        return JournalNode
-    raise AttributeError(name)

@@ -89,15 +89,16 @@ from typing import BinaryIO, Callable
 from qjournal.errors import (EpochError, InvalidRequestError, InvariantViolation, JournalError,
                              JournalAlreadyFormattedError, JournalNotFormattedError,
                              JournalOutOfSyncError, NamespaceMismatchError, SegmentNotFoundError)
-from qjournal.protocol.messages import NamespaceInfo
 from qjournal.journalnode.metrics import JournalMetrics
 from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage
 from qjournal.protocol import jn_rules
-from qjournal.protocol.messages import (JournalState, Manifest, NewEpochResponse, PersistedPaxosData,
-                                        PrepareRecoveryResponse, RequestInfo, SegmentState)
+from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, NewEpochResponse,
+                                        PersistedPaxosData, PrepareRecoveryResponse, RequestInfo,
+                                        SegmentState)
 from qjournal.protocol.segment import (DEFAULT_MAX_RECORD_BYTES, HEADER_SIZE, INVALID_TXID, crc32c,
                                        encode_header, parse_segment_file_name, scan_batch, scan_segment,
                                        segment_file_name, validate_batch)
+from qjournal.protocol.version_file import decode_version, encode_version
 
 __all__ = ["Journal", "AcceptRecoveryPlan", "ReadableSegment", "FAULT_POINTS"]
 
@@ -220,32 +221,6 @@ def _parse_tmp_accept_name(name: str) -> tuple[int, int] | None:
     if seg is None or not seg.in_progress:
         return None
     return seg.start_txid, int(epoch)
-
-
-def encode_version(ns: NamespaceInfo) -> bytes:
-    """VERSION file content (java-properties style, as reference §2.1)."""
-    return (f"namespaceID={ns.namespace_id}\nclusterID={ns.cluster_id}\n"
-            f"layoutVersion={ns.layout_version}\nstorageType=JOURNAL_NODE\n").encode("utf-8")
-
-
-def decode_version(raw: bytes, where: str) -> NamespaceInfo:
-    """Parse a VERSION file.
-
-    Raises:
-        JournalError: naming ``where`` when a field is missing or malformed.
-    """
-    props: dict[str, str] = {}
-    for line in raw.decode("utf-8", "replace").splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        k, _, v = line.partition("=")
-        props[k.strip()] = v.strip()
-    try:
-        return NamespaceInfo(int(props["namespaceID"]), props["clusterID"],
-                             int(props.get("layoutVersion", "1")))
-    except (KeyError, ValueError) as e:
-        raise JournalError(f"{where}: malformed VERSION file ({e})", path=where) from e
 
 
 class Journal:
@@ -532,7 +507,7 @@ class Journal:
         self._cur = None
         self._extents.clear()
         self.storage.wipe()
-        self.storage.write_atomic(VERSION_FILE, encode_version(ns_info))
+        self.storage.write_atomic(VERSION_FILE, encode_version(ns_info, "JOURNAL_NODE"))
         self.ns_info = ns_info
         self.last_promised_epoch = 0
         self.last_writer_epoch = 0

@@ -59,7 +59,8 @@ from qjournal.errors import (InvalidRequestError, JournalError, QJournalError, S
 from qjournal.journalnode.http import JournalNodeHttpServer
 from qjournal.journalnode.journal import Journal
 from qjournal.protocol.segment import validate_batch
-from qjournal.journalnode.storage import DiskJournalStorage, JournalStorage
+from qjournal.journalnode.disk_storage import DiskJournalStorage
+from qjournal.journalnode.storage import JournalStorage
 from qjournal.protocol import jn_rules
 from qjournal.protocol.messages import (NamespaceInfo, RequestInfo, SegmentState, parse_storage_info,
                                         wire_bool, wire_int, wire_str)

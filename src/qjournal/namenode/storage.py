@@ -32,19 +32,18 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 
 from qjournal.config import Configuration
-from qjournal.errors import InvalidRequestError, JournalError, QJournalError
+from qjournal.errors import InvalidRequestError, QJournalError
 from qjournal.journalmanager.base import JournalManager
 from qjournal.journalmanager.file import local_path_of_uri
 from qjournal.journalmanager.journalset import JournalSet
 from qjournal.journalmanager.registry import JournalOpener, open_journal
 from qjournal.namenode import image as img
 from qjournal.protocol.messages import NamespaceInfo
-from qjournal.util.fs import atomic_write, read_file
+from qjournal.util.storage_dir import read_version, write_version
 
 log = logging.getLogger(__name__)
 
@@ -94,19 +93,18 @@ def local_edits_dirs(conf: Configuration) -> list[str]:
 
 
 def read_nn_version(name_dir: str) -> NamespaceInfo | None:
-    raw = read_file(os.path.join(img.current_dir(name_dir), NN_VERSION_FILE))
-    if raw is None:
-        return None
-    try:
-        return NamespaceInfo.from_wire(json.loads(raw))
-    except (ValueError, InvalidRequestError) as e:
-        raise JournalError(f"{name_dir}/current/{NN_VERSION_FILE}: malformed ({e})", path=name_dir) from None
+    """The namespace of a name directory (``current/NNVERSION``), or None before the format.
+
+    Raises:
+        JournalError: unreadable or malformed (the file named).
+    """
+    return read_version(os.path.join(img.current_dir(name_dir), NN_VERSION_FILE))
 
 
 def write_nn_version(name_dir: str, ns_info: NamespaceInfo) -> None:
+    """Record the namespace of a name directory, durably (the commit point of a format)."""
     os.makedirs(img.current_dir(name_dir), exist_ok=True)
-    atomic_write(os.path.join(img.current_dir(name_dir), NN_VERSION_FILE),
-                 json.dumps(ns_info.to_wire(), sort_keys=True).encode())
+    write_version(os.path.join(img.current_dir(name_dir), NN_VERSION_FILE), ns_info, "NAME_NODE")
 
 
 def open_journals(conf: Configuration, ns_info: NamespaceInfo | None,
