@@ -41,18 +41,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from qjournal.errors import CorruptSegmentError
+from qjournal.namenode.image_schema import IMAGE_COLUMNS, IMAGE_FIELDS
 from qjournal.util.fs import atomic_write, fsync_dir
 
 log = logging.getLogger(__name__)
 
-#: Arrow schema of the image (architecture.md, "Image format").
-IMAGE_SCHEMA = pa.schema([
-    ("inode_id", pa.int64()), ("parent_id", pa.int64()), ("name", pa.string()),
-    ("type", pa.string()), ("permission", pa.int32()), ("owner", pa.string()),
-    ("group", pa.string()), ("mtime", pa.int64()), ("atime", pa.int64()),
-    ("replication", pa.int32()), ("block_size", pa.int64()), ("length", pa.int64()),
-])
-IMAGE_COLUMNS: tuple[str, ...] = tuple(IMAGE_SCHEMA.names)
+#: Arrow schema of the image (the columns are ``image_schema.IMAGE_FIELDS``).
+IMAGE_SCHEMA = pa.schema([(name, getattr(pa, arrow_type)()) for name, arrow_type in IMAGE_FIELDS])
 
 META_TXID = "qjournal.image.txid"
 META_LAYOUT_VERSION = "qjournal.image.layout_version"

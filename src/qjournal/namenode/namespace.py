@@ -33,12 +33,13 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator
 
-from qjournal.errors import (DirectoryNotEmptyError, FileAlreadyExistsError, FileNotFoundError_,
-                             InvalidRequestError, InvariantViolation, NotADirectoryError_,
+from qjournal.errors import (CorruptSegmentError, DirectoryNotEmptyError, FileAlreadyExistsError,
+                             FileNotFoundError_, InvalidRequestError, InvariantViolation, NotADirectoryError_,
                              PermissionDeniedError)
+from qjournal.namenode.image_schema import IMAGE_COLUMNS
 from qjournal.namenode.ops import (FIRST_INODE_ID, NO_CALL_ID, NO_CLIENT_ID, ROOT_INODE_ID,
                                    CreateOp, DeleteOp, EditOp, EndLogSegmentOp, MkdirOp,
                                    RenameOp, SetOwnerOp, SetPermissionOp, SetReplicationOp,
@@ -715,12 +716,9 @@ class Namespace:
 
     # ----------------------------------------------------------------- image
     def to_image_columns(self) -> dict[str, list]:
-        """Rows for :func:`qjournal.namenode.image.save_image`, sorted by inode id."""
-        from qjournal.namenode.image import IMAGE_COLUMNS  # noqa: F401 (column order)
-
-        cols: dict[str, list] = {c: [] for c in ("inode_id", "parent_id", "name", "type", "permission",
-                                                 "owner", "group", "mtime", "atime", "replication",
-                                                 "block_size", "length")}
+        """Rows for :func:`qjournal.namenode.image.save_image`, sorted by inode id (``INode.row``
+        gives the values in :data:`~qjournal.namenode.image_schema.IMAGE_COLUMNS` order)."""
+        cols: dict[str, list] = {c: [] for c in IMAGE_COLUMNS}
         apps = [cols[c].append for c in cols]
         for i in sorted(self.inodes):
             for app, v in zip(apps, self.inodes[i].row()):
@@ -736,14 +734,10 @@ class Namespace:
         Raises:
             CorruptSegmentError: no root, a dangling parent, a duplicate name or id (naming ``where``).
         """
-        from qjournal.errors import CorruptSegmentError
-
         ns = cls(superuser, supergroup, permissions_enabled)
         ns.inodes.clear()
         n = len(cols["inode_id"])
-        rows = zip(cols["inode_id"], cols["parent_id"], cols["name"], cols["type"], cols["permission"],
-                   cols["owner"], cols["group"], cols["mtime"], cols["atime"], cols["replication"],
-                   cols["block_size"], cols["length"])
+        rows = zip(*(cols[c] for c in IMAGE_COLUMNS))
         for (iid, pid, name, typ, perm, owner, group, mtime, atime, rep, bs, length) in rows:
             if iid in ns.inodes:
                 raise CorruptSegmentError(f"{where}: duplicate inode id {iid}", path=where)

@@ -45,13 +45,20 @@ Invariants:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Window
+from pyspark.sql import functions as F
 
 from qjournal.errors import QJournalError, register_error
 from qjournal.namenode import image as nn_image
 from qjournal.namenode import ops as nn_ops
+from qjournal.namenode.image_schema import IMAGE_COLUMNS, spark_type
+from qjournal.pipeline.audit import clean_copies
+from qjournal.pipeline.ingest import spark_schema
 
 #: bound on pointer-jumping rounds (2**64 levels: any real tree); reaching it means a cycle
 MAX_POINTER_JUMPING_ROUNDS = 64
@@ -62,10 +69,8 @@ class CheckpointError(QJournalError):
     """The edits cannot produce the requested image (hole, mismatch with the base image)."""
 
 
-_IMAGE_TYPES = {"inode_id": "long", "parent_id": "long", "name": "string", "type": "string",
-                "permission": "int", "owner": "string", "group": "string", "mtime": "long",
-                "atime": "long", "replication": "int", "block_size": "long", "length": "long"}
-_ATTRS = [c for c in nn_image.IMAGE_COLUMNS if c != "inode_id"]
+_IMAGE_TYPES = {c: spark_type(c) for c in IMAGE_COLUMNS}
+_ATTRS = [c for c in IMAGE_COLUMNS if c != "inode_id"]
 
 
 def empty_image_table(superuser: str = "root", supergroup: str = "supergroup",
@@ -83,9 +88,8 @@ def empty_image_table(superuser: str = "root", supergroup: str = "supergroup",
 
 def image_frame(spark, table: pa.Table):
     """An Arrow image table as a Spark DataFrame with the image schema."""
-    from qjournal.pipeline.ingest import spark_schema
 
-    table = table.select(list(nn_image.IMAGE_COLUMNS)).cast(nn_image.IMAGE_SCHEMA)
+    table = table.select(list(IMAGE_COLUMNS)).cast(nn_image.IMAGE_SCHEMA)
     return spark.createDataFrame(table.to_pandas(), spark_schema(nn_image.IMAGE_SCHEMA))
 
 
@@ -100,10 +104,7 @@ def canonical_copies(manifest):
     Returns:
         ``jid, segment_start, segment_end, node, first_txid, last_txid`` per segment.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
 
-    from qjournal.pipeline.audit import clean_copies
 
     clean = clean_copies(manifest)
     votes = clean.groupBy("jid", "segment_start", "segment_end", "fingerprint").agg(
@@ -124,7 +125,6 @@ def canonical_edits(edits, copies):
         edits: the edits table.
         copies: from :func:`canonical_copies`.
     """
-    from pyspark.sql import functions as F
 
     return edits.where(F.col("valid")).join(
         F.broadcast(copies.select("jid", "segment_start", "node")),
@@ -164,7 +164,6 @@ def attribute_updates(image, edits, image_txid: int = -1):
     Returns:
         A DataFrame with ``inode_id, txid`` and every image attribute.
     """
-    from pyspark.sql import functions as F
 
     op = F.col("op")
     T = _IMAGE_TYPES
@@ -217,7 +216,6 @@ def direct_deletes(edits):
     Returns:
         ``inode_id, txid`` (the txid of the removal; one row per inode).
     """
-    from pyspark.sql import functions as F
 
     op = F.col("op")
     deleted = edits.where(op == "OP_DELETE").select(F.col("inode").alias("inode_id"), "txid")
@@ -236,7 +234,6 @@ def last_state(updates):
         One row per inode that exists at some point (``type`` not null): image
         columns plus ``created_txid`` (the base image's txid for its own rows).
     """
-    from pyspark.sql import functions as F
 
     aggs = [F.max_by(F.col(a), F.when(F.col(a).isNotNull(), F.col("txid"))).alias(a) for a in _ATTRS]
     created = F.min(F.when(F.col("type").isNotNull(), F.col("txid"))).alias("created_txid")
@@ -253,7 +250,6 @@ def pointer_jump_round(nodes):
     under a deleted directory), so the first removal found is the node's
     death. A link to a missing inode sets ``dangling``.
     """
-    from pyspark.sql import functions as F
 
     p = nodes.select(F.col("inode_id").alias("p_id"), F.col("anc").alias("p_anc"),
                      F.col("dead_txid").alias("p_dead_txid"), F.col("dangling").alias("p_dangling"))
@@ -281,7 +277,6 @@ def resolve_deletes(state, deleted, *, checkpoint_each_round: bool = True):
     Raises:
         CheckpointError: the links do not reach the root within the round bound (a cycle).
     """
-    from pyspark.sql import functions as F
 
     dels = deleted.select("inode_id", F.col("txid").alias("dead_txid"))
     nodes = state.select("inode_id", F.col("parent_id").alias("anc")).join(
@@ -333,12 +328,11 @@ def apply_edits(image, edits, *, checkpoint_each_round: bool = True):
         ``(new_image, dangling)``: the surviving rows with the image schema, and the
         inodes whose parent links end at a missing inode (empty for a valid history).
     """
-    from pyspark.sql import functions as F
 
     alive = annotated_state(image, edits, checkpoint_each_round=checkpoint_each_round)
     dangling = alive.where(F.col("dangling")).select("inode_id", "parent_id", "name")
     out = alive.where(~F.col("dead")).select(
-        *[F.col(c).cast(_IMAGE_TYPES[c]).alias(c) for c in nn_image.IMAGE_COLUMNS])
+        *[F.col(c).cast(_IMAGE_TYPES[c]).alias(c) for c in IMAGE_COLUMNS])
     return out, dangling
 
 
@@ -351,16 +345,11 @@ def namespace_history(image, edits, *, checkpoint_each_round: bool = True):
     Returns:
         Image columns plus ``created_txid`` and ``dead_txid`` (null = alive at the end).
     """
-    state = last_state(attribute_updates(image, edits))
-    if checkpoint_each_round:
-        state = state.localCheckpoint(eager=True)
-    marks = resolve_deletes(state, direct_deletes(edits), checkpoint_each_round=checkpoint_each_round)
-    return state.join(marks.select("inode_id", "dead_txid"), on="inode_id", how="inner")
+    return annotated_state(image, edits, checkpoint_each_round=checkpoint_each_round).drop("dead", "dangling")
 
 
 def max_created_inode(edits):
     """Highest inode id created by ``edits`` (None when none)."""
-    from pyspark.sql import functions as F
 
     row = edits.where(F.col("op").isin("OP_MKDIR", "OP_CREATE")).agg(F.max("inode")).collect()[0]
     return row[0]
@@ -423,9 +412,7 @@ def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = 
         CheckpointError: several journals and no ``jid``, a hole before ``txid``, or
             edits that do not fit the base image.
     """
-    import time
 
-    from pyspark.sql import functions as F
 
     t0 = time.monotonic()
     say = progress or (lambda _m: None)
@@ -458,14 +445,13 @@ def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = 
     # One job collects every inode that ever existed with its verdict; the
     # survivors, the dangling check and the highest id come from that table.
     annotated = annotated_state(image_df, todo).toArrow()
-    import pyarrow.compute as pc
 
     dangling_ids = annotated.filter(annotated.column("dangling")).column("inode_id").to_pylist()
     if dangling_ids:
         raise CheckpointError(f"journal {jid}: edits up to txid {target} do not fit the base image "
                               f"(txid {base_txid}): inodes {sorted(dangling_ids)[:5]} hang under "
                               f"missing parents", jid=jid, txid=target)
-    table = annotated.filter(pc.invert(annotated.column("dead"))).select(list(nn_image.IMAGE_COLUMNS))
+    table = annotated.filter(pc.invert(annotated.column("dead"))).select(list(IMAGE_COLUMNS))
     base_last = info.last_inode_id if info else nn_ops.ROOT_INODE_ID
     top = pc.max(annotated.column("inode_id")).as_py() if annotated.num_rows else None
     last_inode_id = max(base_last, top or 0)

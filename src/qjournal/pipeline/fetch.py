@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 
 import crc32c as _crc32c
 
+from qjournal.client.qjm import parse_qjournal_uri
 from qjournal.errors import QJournalError
 from qjournal.protocol.segment import segment_file_name
+from qjournal.transport.rpc import RpcClient
 from qjournal.util.fs import atomic_write
 
 #: default deadline of one manifest RPC or one segment download
@@ -66,7 +68,6 @@ async def _fetch_node(host: str, port: int, jid: str, node_dir: str, result: Fet
                       timeout_ms: int, storage_info: str | None, progress) -> None:
     import aiohttp
 
-    from qjournal.transport.rpc import RpcClient
 
     node = node_dir_name(host, port)
     client = await RpcClient.connect_tcp(host, port, connect_timeout_ms=timeout_ms)
@@ -126,7 +127,6 @@ async def fetch_async(uri: str, staging_dir: str, *, timeout_ms: int = DEFAULT_F
     Raises:
         ConfigError: a malformed URI.
     """
-    from qjournal.client.qjm import parse_qjournal_uri
 
     say = progress or (lambda _m: None)
     addrs, jid = parse_qjournal_uri(uri)

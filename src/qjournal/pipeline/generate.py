@@ -33,6 +33,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -411,7 +412,6 @@ def _record_offset(recs: list[seg.EditRecord], txid: int) -> int:
 
 def _perturb(op: nn_ops.EditOp) -> nn_ops.EditOp:
     """The same op with a different ``ts`` of the same encoded size (a divergent copy)."""
-    import dataclasses
 
     return dataclasses.replace(op, ts=op.ts + 1 if op.ts % 2 == 0 else op.ts - 1)
 

@@ -34,6 +34,8 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import os
 import re
@@ -321,7 +323,6 @@ def decode_files(spark, files):
     Returns:
         The decoded edits (:data:`EDITS_ARROW_SCHEMA`).
     """
-    import functools
 
     rows = files.select("jid", "node", "segment_start", "segment_end", "path", "file_length") \
         .orderBy("path").collect()
@@ -408,7 +409,6 @@ def ingest(spark, copies: list[SegmentCopy], layout: OutputLayout, nodes: list[s
 
 def write_manifest(layout: OutputLayout, table: pa.Table) -> None:
     """Write the manifest atomically (the ingest's commit point)."""
-    import io
 
     os.makedirs(os.path.dirname(layout.manifest), exist_ok=True)
     sink = io.BytesIO()

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 
 from qjournal.namenode import ops as nn_ops
+from qjournal.pipeline import checkpoint as cp
 
 #: rows kept in "top" tables
 TOP_N = 20
@@ -282,7 +283,6 @@ def write_report(spark, edits, manifest, findings, out_dir: str, *, base: str | 
     """
     from pyspark.sql import functions as F
 
-    from qjournal.pipeline import checkpoint as cp
 
     t0 = time.monotonic()
     say = progress or (lambda _m: None)

@@ -18,6 +18,13 @@ import os
 import sys
 
 from qjournal.errors import QJournalError
+from qjournal.pipeline import audit as au
+from qjournal.pipeline import checkpoint as cp
+from qjournal.pipeline import ingest as ing
+from qjournal.pipeline import report as rep
+from qjournal.pipeline.fetch import fetch
+from qjournal.pipeline.ingest import stderr_progress
+from qjournal.pipeline.session import DEFAULT_MASTER, SessionOptions, get_or_create
 
 STAGES = ("ingest", "audit", "checkpoint", "report", "all")
 
@@ -57,14 +64,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _say(args):
     if args.quiet:
         return lambda _m: None
-    from qjournal.pipeline.ingest import stderr_progress
 
     return stderr_progress
 
 
 def _session(args):
-    from qjournal.pipeline.session import DEFAULT_MASTER, SessionOptions, get_or_create
-
     master = args.master
     if master is None:
         # under spark-submit the master comes from spark-submit; elsewhere local[*]
@@ -99,11 +103,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args, say) -> int:
-    from qjournal.pipeline import audit as au
-    from qjournal.pipeline import checkpoint as cp
-    from qjournal.pipeline import ingest as ing
-    from qjournal.pipeline import report as rep
-
     layout = ing.OutputLayout(os.path.abspath(args.out))
     stage = args.stage
     if stage in ("ingest", "all") and not (args.journal_dirs or args.journal):
@@ -115,8 +114,6 @@ def _run(args, say) -> int:
     findings = None
     if stage in ("ingest", "all"):
         if args.journal:
-            from qjournal.pipeline.fetch import fetch
-
             staging = os.path.join(layout.root, "staging")
             fr = fetch(args.journal, staging, timeout_ms=args.fetch_timeout_ms,
                        storage_info=args.storage_info, progress=say)

@@ -50,6 +50,7 @@ Invariants:
 from __future__ import annotations
 
 import errno
+import io
 import posixpath
 import random
 from dataclasses import dataclass, field
@@ -427,7 +428,6 @@ class SimJournalStorage(JournalStorage):
         return data[offset:] if length < 0 else data[offset:offset + length]
 
     def open_read(self, name: str):
-        import io
         return io.BytesIO(self.fs.read(self._path(name)))
 
     # --- content changes -----------------------------------------------------------------
