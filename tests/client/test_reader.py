@@ -33,6 +33,18 @@ MERGE_TABLE = [
      [SegmentInfo(4, 7, True)], {4: ("a", "c")}),
     ("in-progress without a known committed txid is not readable",
      {"a": M((4, 9, True))}, True, [], {}),
+    # whole-cluster simulator seed 529: c kept the fenced writer's in-progress 269..303 (303 never
+    # committed); asked from 303, b lists only the new writer's segment 303, whose committed
+    # txid (311) must not stretch c's stale copy over txid 303
+    ("a stale in-progress copy ends before a later segment's start",
+     {"b": M((303, 312, True), committed=311), "c": M((269, 303, True), committed=302)}, True,
+     [SegmentInfo(269, 302, True), SegmentInfo(303, 311, True)], {269: ("c",), 303: ("b",)}),
+    ("every later start bounds the copies before it",
+     {"b": M((9, 12, True), committed=12), "d": M((9, 10, True)), "e": M((10, 11, True))},
+     True, [SegmentInfo(9, 9, True), SegmentInfo(10, 11, True)], {9: ("b", "d"), 10: ("e",)}),
+    ("a later in-progress start bounds an earlier copy even when in-progress is not asked",
+     {"a": M((1, 3, False), (4, 9, True), committed=8), "b": M((1, 3, False))}, False,
+     [SegmentInfo(1, 3, False)], {1: ("a", "b")}),
 ]
 
 
@@ -54,6 +66,12 @@ def test_merge_ignores_in_progress_copy_of_an_older_writer():
     # finalized copies are not filtered by writer epoch
     m = merge_manifests({"a": M((1, 3, False)), "c": M((1, 3, False))}, True, {"a": 2, "c": 1})
     assert m.replicas == {1: ("a", "c")}
+
+
+def test_merge_of_overlapping_finalized_copies_is_a_broken_invariant():
+    from qjournal.errors import InvariantViolation
+    with pytest.raises(InvariantViolation, match="overlaps"):
+        merge_manifests({"a": M((1, 5, False)), "b": M((4, 6, False))}, False)
 
 
 def segment_bytes(first, last, tag=b""):

@@ -21,6 +21,11 @@ STEPS = 40
 SLICES = [(0, 50), (50, 100), (100, 150), (150, 200)]
 #: a deliberately broken rule must show within this many seeds
 MAX_SEEDS_BROKEN = 40
+#: seeds the 10,000-seed soak once failed on, kept as regressions (docs/testing.md, bugs C4-C6)
+REGRESSION_SEEDS = {
+    529: "C4: a stale in-progress copy read past the new writer's segment start",
+    4090: "C5: an image saved while leaving active, labelled with a txid older than its contents",
+}
 
 
 @pytest.mark.parametrize("first,last", SLICES, ids=lambda v: str(v))
@@ -32,6 +37,13 @@ def test_whole_cluster_seeds_hold_every_rule(first, last):
             failing.append(f"{r.summary()}\n  replay: {ha_replay_command(r.options)}\n  " +
                            "\n  ".join(str(v) for v in r.violations[:3]))
     assert not failing, "\n".join(failing)
+
+
+@pytest.mark.parametrize("seed", sorted(REGRESSION_SEEDS), ids=lambda s: f"{s}-{REGRESSION_SEEDS[s][:2]}")
+def test_soak_regression_seeds_hold_every_rule(seed):
+    r = run_ha_seed(HAOptions(seed=seed, steps=STEPS))
+    assert not r.violations, (f"{REGRESSION_SEEDS[seed]}\n{r.summary()}\n  replay: {ha_replay_command(r.options)}\n  "
+                              + "\n  ".join(str(v) for v in r.violations[:3]))
 
 
 def test_a_seed_replays_exactly():

@@ -30,18 +30,28 @@ Invariants:
 4. In-progress copies come only from nodes whose last writer epoch is the newest
    among the holders (when the manifests report it), so an out-of-sync node's
    copy left by an older writer is never read.
+5. An in-progress copy never reaches past the start of a later segment that any
+   responder lists: a writer starts segment ``s'`` only once the segments before
+   it end at ``s' - 1`` on a quorum, so the txids ``>= s'`` of an older in-progress
+   copy were written by a deposed writer and never committed. (Found by the
+   whole-cluster simulator, seed 529: an out-of-sync JournalNode still held the
+   fenced writer's in-progress segment 269-303, the only copy in an answer whose
+   other responder listed the new writer's segment 303 but, asked from 303, not
+   the finalized 269-302; the committed txid, 311, came from the new writer.)
+   Consequently the merged segments never overlap (checked).
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
 import crc32c as _crc32c
 
-from qjournal.errors import (CorruptRecordError, CorruptSegmentError, JournalError,
-                             QJournalError, TransportError)
+from qjournal.errors import (CorruptRecordError, CorruptSegmentError, InvariantViolation,
+                             JournalError, QJournalError, TransportError)
 from qjournal.journalmanager.streams import EditLogInputStream, SegmentInfo
 from qjournal.protocol.messages import Manifest
 from qjournal.protocol.segment import (HEADER_SIZE, INVALID_TXID, EditRecord, decode_header,
@@ -88,11 +98,14 @@ def merge_manifests(manifests: Mapping[str, Manifest], in_progress_ok: bool,
         if c != INVALID_TXID and c > committed:
             committed = c
     copies: dict[int, list[tuple[str, Any]]] = {}
+    starts: set[int] = set()
     for name in sorted(manifests):
         for s in manifests[name].segments:
+            starts.add(s.start_txid)
             if s.in_progress and not in_progress_ok:
                 continue
             copies.setdefault(s.start_txid, []).append((name, s))
+    ordered_starts = sorted(starts)
     segments: list[SegmentInfo] = []
     replicas: dict[int, tuple[str, ...]] = {}
     for start in sorted(copies):
@@ -110,10 +123,17 @@ def merge_manifests(manifests: Mapping[str, Manifest], in_progress_ok: bool,
             if committed == INVALID_TXID:
                 continue
             end = min(end, committed)
+            later = bisect.bisect_right(ordered_starts, start)
+            if later < len(ordered_starts):  # invariant 5
+                end = min(end, ordered_starts[later] - 1)
             if end < start:
                 continue
             holders = tuple(n for n, s in group if s.end_txid >= end)
             seg = SegmentInfo(start, end, True)
+        if segments and segments[-1].end_txid >= seg.start_txid:
+            raise InvariantViolation(
+                f"merged manifest overlaps: {segments[-1]} then {seg} "
+                f"(from {', '.join(sorted(manifests))})")
         segments.append(seg)
         replicas[start] = holders
     return MergedManifest(tuple(segments), replicas, committed)

@@ -67,6 +67,7 @@ import errno
 import logging
 import os
 import shutil
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import unquote, urlparse
 
@@ -658,6 +659,10 @@ class FileEditLogOutputStream(EditLogOutputStream):
     def __init__(self, journal: FileJournal, fd: int, segment_txid: int, layout_version: int) -> None:
         self._journal = journal
         self._fd: int | None = fd
+        # A stream dropped without close (its owner died: a NameNode killed in the simulator,
+        # a task cancelled) still gives its descriptor back, as the kernel does for a dead
+        # process; nothing is synced then.
+        self._fd_closer = weakref.finalize(self, _close_fd_quietly, fd)
         self._segment_txid = segment_txid
         self._layout_version = layout_version
         self._pending_header: int | None = None
@@ -822,12 +827,16 @@ class FileEditLogOutputStream(EditLogOutputStream):
     def _release(self) -> None:
         self._executor.shutdown(wait=False)
         if self._fd is not None:
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
+            self._fd_closer()
             self._fd = None
         self.closed = True
+
+
+def _close_fd_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 class FileEditLogInputStream(EditLogInputStream):

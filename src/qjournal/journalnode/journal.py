@@ -884,7 +884,8 @@ class Journal:
     # --- read path ----------------------------------------------------------------------------
 
     def get_edit_log_manifest(self, since_txid: int, in_progress_ok: bool) -> Manifest:
-        """Segments holding txids >= ``since_txid``, sorted, and the committed txid.
+        """Segments holding txids >= ``since_txid``, sorted, the committed txid and the
+        last writer epoch (a reader takes in-progress copies from the newest writer's nodes).
 
         Only the newest segment may be listed in progress (when ``in_progress_ok``),
         with its end at the highest acknowledged txid; an older in-progress file
@@ -908,7 +909,7 @@ class Journal:
                 end_txid, ip = end, False
             if start >= since_txid or start <= since_txid <= end_txid:
                 out.append(SegmentState(start, end_txid, ip))
-        return Manifest(tuple(out), self.committed_txid)
+        return Manifest(tuple(out), self.committed_txid, self.last_writer_epoch)
 
     def open_segment_for_read(self, segment_txid: int, in_progress_ok: bool) -> ReadableSegment:
         """Open the segment starting at ``segment_txid`` for ``/getJournal``.

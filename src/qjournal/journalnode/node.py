@@ -564,7 +564,7 @@ class JournalNodeRpcHandler:
         slot = await self.node.journal_slot(jid)
         m = await slot.run(slot.journal.get_edit_log_manifest, wire_int(since_txid, w, "since_txid"),
                            wire_bool(in_progress_ok, w, "in_progress_ok"))
-        return replace(m, last_writer_epoch=slot.journal.last_writer_epoch).to_wire()
+        return m.to_wire()
 
     async def rpc_prepare_recovery(self, req: Any, segment_txid: Any) -> dict:
         """Paxos phase 1b; returns a PrepareRecoveryResponse wire map.

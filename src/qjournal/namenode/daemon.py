@@ -338,16 +338,28 @@ class NameNode:
         return phases
 
     async def stop_active_services(self) -> None:
-        """Finalize the open segment and close the writer's journals (leaving active)."""
+        """Finalize the open segment and close the writer's journals (leaving active).
+
+        The edit log stays in place until it is closed, so ``last_applied_txid`` keeps
+        naming the namespace's state meanwhile (invariant 3). A NameNode whose last
+        edits may not be durable exits instead of becoming a standby: its namespace
+        would hold edits that the next writer may overwrite.
+        """
         assert self.tailer is not None
         await self._stop_roll_loop()
-        el, self.editlog = self.editlog, None
+        el = self.editlog
         if el is not None:
             try:
                 await el.close()
             except QJournalError as e:
-                log.warning("finalizing the segment on transition to standby failed: %s", e)
+                if el.fatal is not None or el.synced_txid < el.last_written_txid:
+                    self._on_fatal(e)
+                else:
+                    log.warning("finalizing the segment on transition to standby failed "
+                                "(every edit up to txid %d is durable): %s", el.last_written_txid, e)
             self.tailer.last_applied_txid = el.last_written_txid
+            self.namespace.last_applied_txid = el.last_written_txid
+            self.editlog = None
         if self.journal_set is not None:
             try:
                 await self.journal_set.close()
@@ -420,6 +432,24 @@ class NameNode:
             raise StandbyError(f"{self.label} is stopping after a journal failure",
                                state="stopping")
         check_operation(self.state, category, self.allow_stale_reads, method)
+
+    def may_checkpoint(self) -> bool:
+        """The namespace is exactly the log up to ``last_applied_txid``: a standby whose
+        tailer runs (not one still leaving active), or the non-HA active."""
+        if self.fatal_error is not None or self.namespace is None or self.tailer is None:
+            return False
+        if self.ha_enabled:
+            return self.state == HAState.STANDBY and self.editlog is None and self.tailer.running
+        return self.state == HAState.ACTIVE and self.editlog is not None
+
+    async def make_durable(self, txid: int) -> None:
+        """Return once the ops up to ``txid`` are durable (the active syncs; a standby's are).
+
+        Raises:
+            EditLogFatalError: the journal failed.
+        """
+        if self.editlog is not None:
+            await self.editlog.log_sync(txid)
 
     def snapshot_image(self) -> tuple[dict[str, list], img.ImageInfo]:
         """The image columns and their info at ``last_applied_txid``, in one synchronous step
