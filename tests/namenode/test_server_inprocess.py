@@ -9,7 +9,8 @@ import errno
 import pytest
 
 from qjournal.config import Configuration
-from qjournal.errors import HealthCheckFailedError, QJournalError, ServiceFailedError, StandbyError
+from qjournal.errors import (FencedError, FileAlreadyExistsError, FileNotFoundError_, HealthCheckFailedError, QJournalError,
+                             ServiceFailedError, StandbyError)
 from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.editlog import EditLogFatalError
 from qjournal.namenode.format import format_namenode, initialize_shared_edits
@@ -232,6 +233,41 @@ def test_malformed_arguments_get_typed_errors_never_crashes(tmp_path):
                     except QJournalError:
                         pass
             assert nn.state == HAState.ACTIVE and nn.fatal_error is None
+        finally:
+            await nn.stop()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("call,plain", [
+    (lambda cp: cp.rpc_rename("/missing", "/x", **W), FileNotFoundError_),
+    (lambda cp: cp.rpc_mkdirs("/ok", **W), True),       # a no-op: nothing to log
+    (lambda cp: cp.rpc_create("/ok", **W), FileAlreadyExistsError),
+], ids=["rename-refused", "mkdirs-no-op", "create-refused"])
+def test_a_write_that_logs_nothing_passes_the_read_barrier(tmp_path, call, plain):
+    """client_protocol invariant 4: an answer taken from the namespace alone (a refusal, a no-op)
+    is a read, so a fenced active that still believes it is active gives no such answer."""
+    async def main():
+        conf = conf_for(tmp_path)
+        await format_namenode(conf, cluster_id="CID-x", namespace_id=5)
+        nn = NameNode(conf, exit_hook=lambda _status: None)
+        await nn.start(serve=False)
+        try:
+            await nn.client_protocol.rpc_mkdirs("/ok", **W)
+            if isinstance(plain, type):
+                with pytest.raises(plain):
+                    await call(nn.client_protocol)
+            else:
+                assert await call(nn.client_protocol) == plain
+            written = nn.editlog.last_written_txid
+
+            async def fenced():
+                raise FencedError("journal 'test': a newer writer (epoch 9) fenced epoch 1")
+
+            nn.editlog.journal.confirm_writer = fenced
+            with pytest.raises(EditLogFatalError, match="fenced"):
+                await call(nn.client_protocol)
+            assert nn.editlog.last_written_txid == written  # nothing was logged on the way
         finally:
             await nn.stop()
 

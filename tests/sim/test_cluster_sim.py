@@ -25,6 +25,7 @@ MAX_SEEDS_BROKEN = 40
 REGRESSION_SEEDS = {
     529: "C4: a stale in-progress copy read past the new writer's segment start",
     4090: "C5: an image saved while leaving active, labelled with a txid older than its contents",
+    2156: "C6: a deposed active refused a rename from its stale namespace, without the read barrier",
 }
 
 

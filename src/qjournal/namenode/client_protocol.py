@@ -31,6 +31,12 @@ Invariants:
    its read began (PRODUCT requirement 7; a fenced old active that still believes
    it is active cannot pass the barrier). A standby serves reads only with
    ``dfs.ha.allow.stale.reads``, which gives up this guarantee by name.
+4. A write that logs nothing (refused: no such file, exists, permission; or a
+   no-op: mkdirs of an existing directory, delete of a missing path) answered
+   from the namespace alone, so it passes the read barrier of invariant 3 first.
+   (The whole-cluster simulator found a deposed active, fenced by a no-op fence
+   method and not yet told, refusing a rename of a file the new active had
+   created: seeds 2156, 2715, 2940.)
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Protocol
 
-from qjournal.errors import InvalidRequestError, StandbyError
+from qjournal.errors import InvalidRequestError, QJournalError, StandbyError
 from qjournal.namenode.editlog import EditLogFatalError, FSEditLog
 from qjournal.namenode.ha_state import HAState, OpCategory
 from qjournal.namenode.namespace import CallContext, Namespace, check_int, check_name
@@ -114,8 +120,25 @@ class ClientProtocolHandler:
             el = nn.editlog
             if el is None:
                 raise StandbyError(f"{nn.label}: not active", state=nn.state.value)
-            txid, ops = await el.log_edit(lambda: mutation(ctx))
-            await el.log_sync(txid)
+            refused: list[QJournalError] = []
+
+            def attempt() -> list:
+                try:
+                    return mutation(ctx)
+                except QJournalError as e:  # the namespace refused: nothing was applied
+                    refused.append(e)
+                    raise
+
+            try:
+                txid, ops = await el.log_edit(attempt)
+            except QJournalError:
+                if refused:  # invariant 4: a refusal is an answer read from the namespace
+                    await el.read_barrier()
+                raise
+            if ops:
+                await el.log_sync(txid)
+            else:  # invariant 4: nothing to log (mkdirs of a directory, delete of nothing)
+                await el.read_barrier()
             if nn.fatal_error is not None:  # invariant 1
                 raise EditLogFatalError(f"{nn.label}: journal failed: {nn.fatal_error}")
             answer = answer_from_ops(method, ops)
