@@ -85,6 +85,11 @@ class JournalLockedError(JournalError):
     """Another writer holds the journal (single-writer rule)."""
 
 
+class JournalRejoiningError(JournalError):
+    """A JournalNode formatted from its peers refuses to vote in a writer's election or recovery
+    until it holds again every committed txid it may have lost with its disk."""
+
+
 class GapInTransactionsError(JournalError):
     """A requested txid range crosses a hole in the log."""
 

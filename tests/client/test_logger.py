@@ -153,6 +153,35 @@ def test_failed_journal_marks_out_of_sync_until_next_segment():
     asyncio.run(main())
 
 
+def test_a_node_rejoins_with_the_calls_queued_behind_its_segment_start():
+    """Found by the syncer's process test: a restarted node got start_log_segment, then its first
+    batch was refused as still out of sync (the rejoin ran as a done-callback, after the worker had
+    moved on), and the finalize was refused when it was *queued*, before the start had run: the
+    node kept the segment in progress for ever. Both are now judged by the worker, in order."""
+    async def main():
+        fail = {"on": True}
+
+        def beh(m, kw):
+            if m == "journal" and fail["on"]:
+                raise TransportError("injected")
+            return None
+        lg, rpc = make(beh)
+        lg.set_epoch(1)
+        await lg.start_log_segment(1, 1)
+        with pytest.raises(TransportError):
+            await lg.send_edits(1, 1, 1, b"a")
+        assert lg.out_of_sync
+        fail["on"] = False
+        # the next segment: every call queued at once, while the logger is still out of sync
+        start = lg.start_log_segment(2, 1)
+        batch = lg.send_edits(2, 2, 2, b"bc")
+        fin = lg.finalize_log_segment(2, 3)
+        await asyncio.gather(start, batch, fin)
+        assert [m for m, _ in rpc.calls][-3:] == ["start_log_segment", "journal", "finalize_log_segment"]
+        assert not lg.out_of_sync and lg.highest_acked_txid == 3
+    asyncio.run(main())
+
+
 def test_lagging_batches_are_coalesced():
     async def main():
         gate = None

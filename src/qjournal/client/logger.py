@@ -62,7 +62,7 @@ import collections
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from qjournal.client.settings import QJMSettings
 from qjournal.errors import (InvalidRequestError, InvariantViolation, JournalOutOfSyncError,
@@ -70,6 +70,7 @@ from qjournal.errors import (InvalidRequestError, InvariantViolation, JournalOut
 from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, NewEpochResponse,
                                         PrepareRecoveryResponse, RequestInfo, SegmentState,
                                         wire_bool)
+from qjournal.protocol.journal_uri import segment_url
 from qjournal.protocol.segment import INVALID_TXID
 
 log = logging.getLogger(__name__)
@@ -303,12 +304,19 @@ class AsyncLogger:
     async def _run_one(self, op: _Op) -> None:
         if op.future.done():  # cancelled by the caller
             return
+        if op.method == "finalize_log_segment" and self.out_of_sync:  # invariant 4
+            op.future.set_exception(JournalOutOfSyncError(
+                f"journal {self.jid!r}: {self.name} is out of sync; not finalizing segment "
+                f"{op.kwargs['start_txid']}-{op.kwargs['end_txid']} there", node=self.name))
+            return
         try:
             kw = dict(op.kwargs)
             if op.method in _REQ_CALLS:
                 # Invariant 5: recovery calls never carry a committed txid.
                 kw["req"] = self._make_req(with_committed=op.method not in _RECOVERY_CALLS)
             result = await self._rpc(op.method, op.timeout_ms, **kw)
+            if op.method == "start_log_segment":
+                self._rejoin(op.kwargs["txid"])
         except asyncio.CancelledError:
             if not op.future.done():
                 op.future.cancel()
@@ -453,18 +461,18 @@ class AsyncLogger:
 
     def start_log_segment(self, txid: int, layout_version: int) -> asyncio.Future:
         """Start a segment; on success the logger is back in sync (it rejoins here)."""
-        fut = self._submit("start_log_segment", self.settings.start_segment_timeout_ms, None,
-                           txid=txid, layout_version=layout_version)
+        return self._submit("start_log_segment", self.settings.start_segment_timeout_ms, None,
+                            txid=txid, layout_version=layout_version)
 
-        def _rejoin(f: asyncio.Future) -> None:
-            if not f.cancelled() and f.exception() is None:
-                if self.out_of_sync:
-                    log.info("journal %r: restarting writes to %s in the segment starting at "
-                             "txid %d", self.jid, self.name, txid)
-                self.out_of_sync = False
-                self._last_heartbeat_s = None
-        fut.add_done_callback(_rejoin)
-        return fut
+    def _rejoin(self, txid: int) -> None:
+        """The node started segment ``txid``: it is back in sync. Called by the worker itself, before
+        it takes the next queued call (a done-callback would run only after the worker had refused
+        the segment's first batch as still out of sync)."""
+        if self.out_of_sync:
+            log.info("journal %r: restarting writes to %s in the segment starting at txid %d",
+                     self.jid, self.name, txid)
+        self.out_of_sync = False
+        self._last_heartbeat_s = None
 
     def send_edits(self, segment_txid: int, first_txid: int, num_txns: int,
                    records: bytes) -> asyncio.Future:
@@ -495,13 +503,8 @@ class AsyncLogger:
         return self._submit("heartbeat", self.settings.write_txns_timeout_ms, None)
 
     def finalize_log_segment(self, start_txid: int, end_txid: int) -> asyncio.Future:
-        """Finalize; refused at once while out of sync (invariant 4)."""
-        if self.out_of_sync:
-            fut = asyncio.get_running_loop().create_future()
-            fut.set_exception(JournalOutOfSyncError(
-                f"journal {self.jid!r}: {self.name} is out of sync; not finalizing segment "
-                f"{start_txid}-{end_txid} there", node=self.name))
-            return fut
+        """Finalize; refused while out of sync (invariant 4), judged when the worker reaches the call:
+        a ``start_log_segment`` queued before it may bring the node back in sync first."""
         return self._submit("finalize_log_segment", self.settings.finalize_segment_timeout_ms, None,
                             start_txid=start_txid, end_txid=end_txid)
 
@@ -542,9 +545,7 @@ class AsyncLogger:
         if not self.http_url:
             raise TransportError(f"journal {self.jid!r}: HTTP address of {self.name} unknown "
                                  f"(no get_journal_state answer yet)", node=self.name)
-        return (f"{self.http_url}/getJournal?jid={quote(self.jid, safe='')}"
-                f"&segmentTxId={segment_txid}&storageInfo={quote(storage_info, safe='')}"
-                f"&inProgressOk={'true' if in_progress_ok else 'false'}")
+        return segment_url(self.http_url, self.jid, segment_txid, storage_info, in_progress_ok)
 
     async def drain(self, timeout_s: float) -> bool:
         """Wait until every queued call was sent and answered, at most ``timeout_s``.

@@ -51,7 +51,6 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
-from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -61,12 +60,13 @@ from qjournal.client.output_stream import QuorumOutputStream
 from qjournal.client.quorum_call import QuorumCall
 from qjournal.client.reader import (Fetcher, MergedManifest, QuorumSegmentInputStream, http_fetch,
                                     merge_manifests)
-from qjournal.client.settings import DEFAULT_PORT, QJMSettings
-from qjournal.errors import (ConfigError, EpochError, InvariantViolation, JournalError,
+from qjournal.client.settings import QJMSettings
+from qjournal.errors import (EpochError, InvariantViolation, JournalError,
                              JournalNotFormattedError, QJournalError, QuorumError, TransportError)
 from qjournal.journalmanager.base import JournalManager
 from qjournal.journalmanager.streams import EditLogInputStream, SegmentInfo
 from qjournal.protocol import recovery
+from qjournal.protocol.journal_uri import parse_qjournal_uri
 from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, NewEpochResponse,
                                         SegmentState)
 from qjournal.protocol.segment import LAYOUT_VERSION
@@ -79,54 +79,6 @@ log = logging.getLogger(__name__)
 __all__ = ["NodeStatus", "QuorumJournalManager", "parse_qjournal_uri"]
 
 
-def _check_jid(jid: str, uri: str) -> None:
-    if not jid or "/" in jid or jid.startswith(".") or len(jid) > 255:
-        raise ConfigError(f"journal URI {uri!r}: bad journal id {jid!r} (must be non-empty, "
-                          f"without '/', not starting with '.')", uri=uri)
-
-
-def parse_qjournal_uri(uri: str) -> tuple[list[tuple[str, int]], str]:
-    """Split ``qjournal://h1:p1;h2:p2;h3:p3/<jid>`` into addresses and journal id.
-
-    Args:
-        uri: the journal URI (default port 8485 when a host has none).
-
-    Returns:
-        ([(host, port), ...] in URI order, jid).
-
-    Raises:
-        ConfigError: wrong scheme, no hosts, a bad port, a duplicate node or a bad jid.
-    """
-    parts = urlsplit(uri)
-    if parts.scheme != "qjournal":
-        raise ConfigError(f"journal URI {uri!r}: scheme must be qjournal://", uri=uri)
-    netloc = parts.netloc
-    jid = parts.path[1:] if parts.path.startswith("/") else parts.path
-    _check_jid(jid, uri)
-    addrs: list[tuple[str, int]] = []
-    for item in netloc.split(";"):
-        item = item.strip()
-        if not item:
-            continue
-        if item.startswith("["):  # [ipv6]:port
-            host, _, rest = item[1:].partition("]")
-            port_s = rest[1:] if rest.startswith(":") else ""
-        elif item.count(":") == 1:
-            host, port_s = item.split(":")
-        else:
-            host, port_s = item, ""
-        try:
-            port = int(port_s) if port_s else DEFAULT_PORT
-        except ValueError:
-            raise ConfigError(f"journal URI {uri!r}: bad port in {item!r}", uri=uri) from None
-        if not host or not 0 < port < 65536:
-            raise ConfigError(f"journal URI {uri!r}: bad JournalNode address {item!r}", uri=uri)
-        if (host, port) in addrs:
-            raise ConfigError(f"journal URI {uri!r}: JournalNode {host}:{port} listed twice", uri=uri)
-        addrs.append((host, port))
-    if not addrs:
-        raise ConfigError(f"journal URI {uri!r}: no JournalNode addresses", uri=uri)
-    return addrs, jid
 
 
 @dataclass(frozen=True, slots=True)

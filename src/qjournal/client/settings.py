@@ -13,11 +13,10 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from qjournal.config.keys import KEYS
+from qjournal.protocol.journal_uri import DEFAULT_PORT
 
 __all__ = ["QJMSettings", "DEFAULT_PORT"]
 
-#: JournalNode RPC port used when a qjournal:// URI omits it (Hadoop's 8485).
-DEFAULT_PORT = 8485
 
 # attribute -> (configuration key, getter kind, default)
 _KEYS: dict[str, tuple[str, str, int]] = {

@@ -175,6 +175,8 @@ define("dfs.namenode.edits.dir.required", "", "list",
        "journals whose failure fails the NameNode (a JournalSet 'required' journal)")
 define("dfs.namenode.shared.edits.dir", None, "str",
        "the shared journal of an HA pair, e.g. qjournal://h1:8485;h2:8485;h3:8485/mycluster")
+define("dfs.namenode.shared.edits.dir.<ns>", None, "str",
+       "the shared journal of nameservice <ns> (JournalNodes serving several nameservices read every one)")
 define("dfs.namenode.rpc-address", None, "address", "NameNode RPC address (non-HA)")
 define("dfs.namenode.http-address", "0.0.0.0:9870", "address", "NameNode HTTP address (non-HA)")
 define("dfs.namenode.rpc-address.<ns>.<nn>", None, "address", "RPC address of NameNode <nn> of <ns>")

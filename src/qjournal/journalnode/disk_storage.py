@@ -111,6 +111,10 @@ class DiskJournalStorage(JournalStorage):
     def size(self, name: str) -> int:
         return os.stat(self._path(name)).st_size
 
+    def file_stamp(self, name: str) -> tuple:
+        st = os.stat(self._path(name))
+        return (st.st_size, st.st_mtime_ns, st.st_ino)
+
     def read(self, name: str, offset: int = 0, length: int = -1) -> bytes:
         with open(self._path(name), "rb") as f:
             if offset:

@@ -196,13 +196,22 @@ class JournalNodeHttpServer:
                      "batches already known committed (written without fsync)"),
                     ("TxnsWritten", "txns_written", "transactions written"),
                     ("BytesWritten", "bytes_written", "bytes of records written"),
-                    ("NumEditLogsSynced", "edit_logs_synced", "batch fsyncs")]
+                    ("NumEditLogsSynced", "edit_logs_synced", "batch fsyncs"),
+                    ("SyncerRounds", "syncer_rounds", "JournalNodeSyncer rounds run"),
+                    ("SyncerRoundsFailed", "syncer_rounds_failed", "JournalNodeSyncer rounds that failed"),
+                    ("SyncerSegmentsSynced", "syncer_segments_synced", "finalized segments copied from peers"),
+                    ("SyncerBytesSynced", "syncer_bytes_synced", "bytes of segments copied from peers"),
+                    ("SyncerDownloadFailures", "syncer_download_failures", "segment copies that failed")]
         gauges = [("LastWriterEpoch", "last_writer_epoch", "epoch of the last writer"),
                   ("LastPromisedEpoch", "last_promised_epoch", "promised epoch"),
                   ("LastWrittenTxId", "last_written_txid", "highest txid written"),
                   ("CurrentLagTxns", "current_lag_txns", "committed txid minus highest written txid"),
                   ("Syncs60s99thPercentileLatencyMicros", "sync_60s_p99_micros",
-                   "99th percentile batch fsync time over 60 s")]
+                   "99th percentile batch fsync time over 60 s"),
+                  ("UnderReplicatedSegments", "under_replicated_segments",
+                   "finalized segments held by fewer than all JournalNodes of the journal"),
+                  ("SyncConflicts", "sync_conflicts",
+                   "segments whose finalized copies differ between this node and a peer")]
 
         class _Collector:
             def collect(self):  # noqa: ANN202 - prometheus collector protocol
@@ -228,8 +237,23 @@ class JournalNodeHttpServer:
         snap = await self.node.snapshot()
         e = html.escape
         rows = []
+        problems = []
         for jid, v in sorted(snap.items()):
             st = v["status"]
+            sync = st.get("sync")
+            if sync is None:
+                sync_cell = "off"
+            else:
+                under = sync["under_replicated_segments"]
+                sync_cell = (f"{sync['rounds']} rounds ({sync['rounds_failed']} failed), {sync['segments_synced']} "
+                             f"copied; under-replicated: {', '.join(map(str, under[-8:])) or 'none'}; "
+                             f"conflicts: {len(sync['conflict_segments'])}")
+                problems += [f"{jid}: {c}" for c in sync["conflicts"]]
+                if sync.get("last_error"):
+                    problems.append(f"{jid}: last sync round failed: {sync['last_error']}")
+            if st.get("rejoin_txid") is not None:
+                problems.append(f"{jid}: formatted from its peers; votes again once it holds every finalized "
+                                f"txid through {st['rejoin_txid']}")
             segs = ", ".join(f"{s}-{'…' if ip else t}" if ip else f"{s}-{t}"
                              for s, t, ip in st.get("segments", [])[-8:])
             rows.append(
@@ -237,7 +261,7 @@ class JournalNodeHttpServer:
                 f"<td>{e(str(st.get('namespace_id')))}/{e(str(st.get('cluster_id')))}</td>"
                 f"<td>{st.get('last_promised_epoch')}</td><td>{st.get('last_writer_epoch')}</td>"
                 f"<td>{st.get('highest_written_txid')}</td><td>{st.get('committed_txid')}</td>"
-                f"<td>{e(str(st.get('open_segment')))}</td><td>{e(segs)}</td></tr>")
+                f"<td>{e(str(st.get('open_segment')))}</td><td>{e(segs)}</td><td>{e(sync_cell)}</td></tr>")
         body = (
             "<!doctype html><html><head><meta charset='utf-8'><title>JournalNode</title></head><body>"
             f"<h1>JournalNode {e(self.node.name)}</h1>"
@@ -245,9 +269,11 @@ class JournalNodeHttpServer:
             f"edits dir {e(self.node.edits_dir)}</p>"
             "<table border='1' cellpadding='4'><tr><th>journal</th><th>formatted</th><th>namespace</th>"
             "<th>promised epoch</th><th>writer epoch</th><th>highest txid</th><th>committed txid</th>"
-            "<th>open segment</th><th>segments (last 8)</th></tr>"
+            "<th>open segment</th><th>segments (last 8)</th><th>syncer</th></tr>"
             + "".join(rows) + "</table>"
-            "<p><a href='/jmx'>/jmx</a> &middot; <a href='/metrics'>/metrics</a></p></body></html>")
+            + ("<h2>Problems</h2><ul>" + "".join(f"<li>{e(p)}</li>" for p in problems) + "</ul>"
+               if problems else "")
+            + "<p><a href='/jmx'>/jmx</a> &middot; <a href='/metrics'>/metrics</a></p></body></html>")
         return web.Response(text=body, content_type="text/html")
 
 

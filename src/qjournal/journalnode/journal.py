@@ -88,10 +88,11 @@ from typing import BinaryIO, Callable
 
 from qjournal.errors import (EpochError, InvalidRequestError, InvariantViolation, JournalError,
                              JournalAlreadyFormattedError, JournalNotFormattedError,
-                             JournalOutOfSyncError, NamespaceMismatchError, SegmentNotFoundError)
+                             JournalOutOfSyncError, JournalRejoiningError, NamespaceMismatchError,
+                             SegmentNotFoundError)
 from qjournal.journalnode.metrics import JournalMetrics
 from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage
-from qjournal.protocol import jn_rules
+from qjournal.protocol import jn_rules, sync_rules
 from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, NewEpochResponse,
                                         PersistedPaxosData, PrepareRecoveryResponse, RequestInfo,
                                         SegmentState)
@@ -108,6 +109,8 @@ VERSION_FILE = "VERSION"
 LAST_PROMISED_EPOCH = "last-promised-epoch"
 LAST_WRITER_EPOCH = "last-writer-epoch"
 COMMITTED_TXID = "committed-txid"
+PURGED_BELOW = "purged-below-txid"   # the highest min_txid_to_keep of a purge: the syncer never re-fetches below
+REJOIN_TXID = "sync-rejoin-txid"     # present while a node formatted from its peers has not caught up
 _COMMITTED = struct.Struct(">qqI")  # txid, epoch that reported it, crc32c of both
 
 
@@ -146,6 +149,7 @@ FAULT_POINTS = (
     "before_persist_paxos",
     "after_persist_paxos",      # commit point passed, tmp not yet renamed
     "after_accept_rename",      # renamed, directory not yet fsynced
+    "before_sync_rename",       # a segment copied by the syncer is durable as .sync.tmp, not yet renamed
 )
 
 
@@ -264,6 +268,10 @@ class Journal:
         self.highest_written_txid = 0
         self._cur: _OpenSegment | None = None
         self._extents: dict[str, _Extent] = {}
+        self.purged_below = 0
+        self.rejoin_txid: int | None = None
+        # finalized file name -> (file stamp, digest of its record bytes, problem found scanning it or None)
+        self._fin_checks: dict[str, tuple[tuple, int, str | None]] = {}
         self._closed = False
         storage.lock()
         try:
@@ -289,6 +297,9 @@ class Journal:
         self.last_promised_epoch = st.read_long(LAST_PROMISED_EPOCH, 0)
         self.last_writer_epoch = st.read_long(LAST_WRITER_EPOCH, 0)
         self.committed_txid, self.committed_epoch = decode_committed(st.read_small(COMMITTED_TXID))
+        self.purged_below = st.read_long(PURGED_BELOW, 0)
+        rejoin = st.read_long(REJOIN_TXID, -1)
+        self.rejoin_txid = None if rejoin < 0 else rejoin
         # Leftovers of write_atomic: the target still holds the old (valid) value.
         removed = False
         for sub in ("", PAXOS_DIR):
@@ -504,12 +515,24 @@ class Journal:
                 f"namespace {self.ns_info.namespace_id if self.ns_info else '?'}); use force to reformat",
                 jid=self.jid)
         log.info("journal %s: formatting %s with %s", self.jid, self.storage.where, ns_info)
+        self._format(ns_info, 0, None)
+
+    def _format(self, ns_info: NamespaceInfo, promised_epoch: int, rejoin_txid: int | None) -> None:
+        """Wipe, then the rejoin marker and the promise, then VERSION (the commit point: a crash
+        before it leaves an unformatted journal, never a formatted voter without its marker)."""
         self._cur = None
         self._extents.clear()
+        self._fin_checks.clear()
         self.storage.wipe()
+        if rejoin_txid is not None:
+            self.storage.write_durable_long(REJOIN_TXID, rejoin_txid)
+        if promised_epoch:
+            self.storage.write_durable_long(LAST_PROMISED_EPOCH, promised_epoch)
         self.storage.write_atomic(VERSION_FILE, encode_version(ns_info, "JOURNAL_NODE"))
         self.ns_info = ns_info
-        self.last_promised_epoch = 0
+        self.rejoin_txid = rejoin_txid
+        self.purged_below = 0
+        self.last_promised_epoch = promised_epoch
         self.last_writer_epoch = 0
         self.committed_txid = INVALID_TXID
         self.committed_epoch = 0
@@ -551,6 +574,7 @@ class Journal:
             JournalNotFormattedError, NamespaceMismatchError, EpochError
         """
         self.check_namespace(ns_info.namespace_id, ns_info.cluster_id)
+        self._refuse_vote_while_rejoining("new_epoch", epoch)
         jn_rules.check_new_epoch(self.jid, self.last_promised_epoch, epoch)
         log.info("journal %s: new epoch %d (last promise %d)", self.jid, epoch, self.last_promised_epoch)
         self.storage.write_durable_long(LAST_PROMISED_EPOCH, epoch)  # durable before reply [I1]
@@ -845,6 +869,9 @@ class Journal:
             EpochError, JournalOutOfSyncError, JournalNotFormattedError
         """
         self._check(req)
+        if min_txid_to_keep > self.purged_below:  # durable first: the syncer must never re-fetch below it
+            self.storage.write_durable_long(PURGED_BELOW, min_txid_to_keep)
+            self.purged_below = min_txid_to_keep
         segs = self._list_segments()
         newest = segs[-1][0] if segs else None
         deleted: list[str] = []
@@ -869,6 +896,7 @@ class Journal:
                 continue
             if doomed:
                 self._extents.pop(name, None)
+                self._fin_checks.pop(name, None)
                 self.storage.delete(name)
                 deleted.append(name)
         for name in self.storage.list_files(PAXOS_DIR):
@@ -883,13 +911,16 @@ class Journal:
 
     # --- read path ----------------------------------------------------------------------------
 
-    def get_edit_log_manifest(self, since_txid: int, in_progress_ok: bool) -> Manifest:
+    def get_edit_log_manifest(self, since_txid: int, in_progress_ok: bool,
+                              with_digests: bool = False) -> Manifest:
         """Segments holding txids >= ``since_txid``, sorted, the committed txid and the
         last writer epoch (a reader takes in-progress copies from the newest writer's nodes).
 
         Only the newest segment may be listed in progress (when ``in_progress_ok``),
         with its end at the highest acknowledged txid; an older in-progress file
-        (left by a missed finalize) is stale and never advertised.
+        (left by a missed finalize) is stale and never advertised. With ``with_digests``
+        (the syncer of a peer asks), each finalized segment carries the CRC32C of its
+        record bytes (computed once per file and cached against the file's stamp).
 
         Raises:
             JournalNotFormattedError
@@ -908,7 +939,8 @@ class Journal:
             else:
                 end_txid, ip = end, False
             if start >= since_txid or start <= since_txid <= end_txid:
-                out.append(SegmentState(start, end_txid, ip))
+                digest = self._check_finalized(name)[0] if with_digests and not ip else None
+                out.append(SegmentState(start, end_txid, ip, digest))
         return Manifest(tuple(out), self.committed_txid, self.last_writer_epoch)
 
     def open_segment_for_read(self, segment_txid: int, in_progress_ok: bool) -> ReadableSegment:
@@ -947,6 +979,7 @@ class Journal:
             InvariantViolation (on-disk segment differs from the accepted value).
         """
         self._check(req)
+        self._refuse_vote_while_rejoining("prepare_recovery", req.epoch)
         self._abort_cur("prepare recovery")
         self._roll_forward_accept(segment_txid)  # [I7]
         paxos = self._load_paxos(segment_txid)
@@ -1083,6 +1116,165 @@ class Journal:
         self._update_highest_after_recovery(s)
         log.info("journal %s: accepted recovery of segment %s in epoch %d", self.jid, s, plan.epoch)
 
+    # --- the JournalNodeSyncer's calls (protocol/sync_rules.py) ----------------------------
+
+    def _refuse_vote_while_rejoining(self, call: str, epoch: int) -> None:
+        """A node formatted from its peers takes no part in elections and recoveries until it
+        holds again every txid it may have lost (sync_rules.rejoin_complete)."""
+        if self.rejoin_txid is not None:
+            raise JournalRejoiningError(
+                f"journal {self.jid}: {call} in epoch {epoch} refused: this node was formatted from its "
+                f"peers and must hold every finalized txid through {self.rejoin_txid} again before it may "
+                f"vote (the syncer is copying them)", jid=self.jid, epoch=epoch, txid=self.rejoin_txid)
+
+    def _check_finalized(self, name: str) -> tuple[int, str | None]:
+        """``(digest, problem)`` of a finalized segment file: the CRC32C of its record bytes (as
+        ``_digest``) and what is wrong with it (None when its records hold exactly the txids of
+        its name and nothing follows them). Cached against the file's stamp."""
+        stamp = self.storage.file_stamp(name)
+        cached = self._fin_checks.get(name)
+        if cached is not None and cached[0] == stamp:
+            return cached[1], cached[2]
+        seg = parse_segment_file_name(name)
+        assert seg is not None and seg.end_txid is not None
+        data = self.storage.read(name)
+        res = scan_segment(data, expected_first_txid=seg.start_txid, max_record_bytes=self.max_record_bytes)
+        problem = None
+        if not res.header_ok:
+            problem = "bad segment header"
+        elif res.first_txid != seg.start_txid or res.last_txid != seg.end_txid or res.valid_length != len(data):
+            problem = (f"its records hold txids {res.first_txid}-{res.last_txid} in {res.valid_length} of "
+                       f"{len(data)} bytes"
+                       + (f" ({res.problems[0].detail})" if res.problems else ""))
+        digest = crc32c(memoryview(data)[HEADER_SIZE:])
+        self._fin_checks[name] = (stamp, digest, problem)
+        return digest, problem
+
+    def _local_segments(self, digest_starts: frozenset[int] = frozenset()) -> sync_rules.LocalSegments:
+        finalized: dict[int, SegmentState] = {}
+        in_progress: set[int] = set()
+        for start, end, name in self._list_segments():
+            if end is None:
+                in_progress.add(start)
+            else:
+                digest = self._check_finalized(name)[0] if start in digest_starts else None
+                finalized[start] = SegmentState(start, end, False, digest)
+        # an in-progress file hidden by a finalized one of the same start is not "in progress here"
+        return sync_rules.LocalSegments(finalized, frozenset(in_progress - set(finalized)),
+                                        self._cur.start_txid if self._cur is not None else None,
+                                        self.committed_txid, self.purged_below)
+
+    def sync_plan(self, peer: Manifest) -> sync_rules.SyncPlan:
+        """Which of a peer's finalized segments to copy, and which copies conflict (rules 1-5 of
+        :mod:`~qjournal.protocol.sync_rules`). A conflict's ``why`` says whether this node's own
+        copy fails its checksums.
+
+        Raises:
+            JournalNotFormattedError
+        """
+        self._require_formatted()
+        with_digest = frozenset(s.start_txid for s in peer.segments if s.digest is not None)
+        plan = sync_rules.plan_sync(self._local_segments(with_digest), peer)
+        if not plan.conflicts:
+            return plan
+        names = {start: name for start, end, name in self._list_segments() if end is not None}
+        conflicts = []
+        for c in plan.conflicts:
+            name = names.get(c.local.start_txid)
+            problem = self._check_finalized(name)[1] if name is not None else None
+            verdict = f"; our copy {name} is damaged: {problem}" if problem else f"; our copy {name} is valid"
+            conflicts.append(dataclasses.replace(c, why=c.why + verdict))
+        return dataclasses.replace(plan, conflicts=tuple(conflicts))
+
+    def install_synced_segment(self, state: SegmentState, peer_committed_txid: int, data: bytes) -> bool:
+        """Install a finalized segment copied from a peer: verified, then tmp file, fsync, rename,
+        fsync of the directory (a crash leaves the old directory or the whole segment; a leftover
+        ``.tmp`` is deleted on open). The rules are checked again first, as a writer, a recovery or
+        a purge may have run during the download.
+
+        Args:
+            state: the peer's finalized segment (with its digest when it sent one).
+            peer_committed_txid: the committed txid the peer reported with it.
+            data: the downloaded file (its transport checksum already verified).
+
+        Returns:
+            True when installed, False when the rules now skip it (nothing changed).
+
+        Raises:
+            JournalNotFormattedError
+            JournalError: the bytes do not hold exactly the segment's txids, or storing them failed.
+        """
+        self._require_formatted()
+        local = self._local_segments(frozenset([state.start_txid]) if state.digest is not None else frozenset())
+        plan = sync_rules.plan_sync(local, Manifest((state,), peer_committed_txid))
+        if state not in plan.fetch:
+            return False
+        res = scan_segment(data, expected_first_txid=state.start_txid, max_record_bytes=self.max_record_bytes)
+        if not res.header_ok or res.first_txid != state.start_txid or res.last_txid != state.end_txid \
+                or res.valid_length != len(data):
+            raise JournalError(
+                f"journal {self.jid}: the copy of finalized segment {state} from a peer holds txids "
+                f"{res.first_txid}-{res.last_txid} in {res.valid_length} of {len(data)} bytes (header "
+                f"{'ok' if res.header_ok else 'bad'}); not installed", jid=self.jid, txid=state.start_txid)
+        digest = crc32c(memoryview(data)[HEADER_SIZE:])
+        if state.digest is not None and digest != state.digest:
+            raise JournalError(f"journal {self.jid}: the copy of finalized segment {state} has digest "
+                               f"{digest:08x}; not installed", jid=self.jid, txid=state.start_txid)
+        target = segment_file_name(state.start_txid, state.end_txid)
+        tmp = f"{target}.sync.tmp"
+        st = self.storage
+        try:
+            st.create(tmp, data)
+            st.sync(tmp)
+            self._hook("before_sync_rename")
+            st.rename(tmp, target)
+            st.sync_dir()
+        except OSError as e:
+            st.delete(tmp)
+            raise JournalError(f"journal {self.jid}: installing finalized segment {state} failed: {e}",
+                               jid=self.jid, txid=state.start_txid) from e
+        stale = segment_file_name(state.start_txid)
+        if state.start_txid in local.in_progress and st.exists(stale):  # superseded (sync rule 4)
+            self._move_aside(stale, ".stale")
+        self._fin_checks[target] = (st.file_stamp(target), digest, None)
+        self.highest_written_txid = max(self.highest_written_txid, state.end_txid)
+        log.info("journal %s: installed finalized segment %s copied from a peer", self.jid, state)
+        return True
+
+    def format_from_peers(self, ns_info: NamespaceInfo, promised_epoch: int, rejoin_txid: int) -> None:
+        """Format an empty journal with the namespace its peers agree on (HDFS-16690), promise the
+        highest epoch they promised (an older writer is fenced here too), and refuse to vote until
+        the finalized segments through ``rejoin_txid`` are back (``finish_rejoin``).
+
+        Raises:
+            JournalAlreadyFormattedError: the journal holds data.
+        """
+        leftovers = [n for n in self.storage.list_files() if n not in (REJOIN_TXID, LAST_PROMISED_EPOCH)]
+        if self.ns_info is not None or leftovers:  # only a crashed format-from-peers may have left those two
+            raise JournalAlreadyFormattedError(
+                f"journal {self.jid}: {self.storage.where} already holds data; not formatting it from its "
+                f"peers", jid=self.jid)
+        self._format(ns_info, promised_epoch, rejoin_txid)
+        log.warning("journal %s: formatted from its peers with %s, promised epoch %d; takes no part in "
+                    "elections or recoveries until it holds every finalized txid through %d again",
+                    self.jid, ns_info, promised_epoch, rejoin_txid)
+
+    def finish_rejoin(self, first_needed: int) -> bool:
+        """Drop the rejoin marker once the finalized segments cover ``first_needed`` .. the rejoin
+        txid (``sync_rules.rejoin_complete``). Returns whether the node may vote."""
+        if self.rejoin_txid is None:
+            return True
+        local = self._local_segments()
+        if not sync_rules.rejoin_complete(local.finalized.values(), self.rejoin_txid,
+                                          max(first_needed, self.purged_below)):
+            return False
+        self.storage.delete(REJOIN_TXID)
+        self.storage.sync_dir()
+        log.info("journal %s: holds every finalized txid through %d again; votes again", self.jid,
+                 self.rejoin_txid)
+        self.rejoin_txid = None
+        return True
+
     # --- lifecycle / status ----------------------------------------------------------------
 
     def close(self) -> None:
@@ -1105,6 +1297,8 @@ class Journal:
             "committed_txid": self.committed_txid,
             "highest_written_txid": self.highest_written_txid,
             "open_segment": self._cur.start_txid if self._cur else None,
+            "purged_below": self.purged_below,
+            "rejoin_txid": self.rejoin_txid,
             "segments": [[s, e, e is None] for s, e, _ in segs],
         }
 

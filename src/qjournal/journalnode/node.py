@@ -45,6 +45,7 @@ import asyncio
 import functools
 import logging
 import os
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -61,13 +62,16 @@ from qjournal.journalnode.journal import Journal
 from qjournal.protocol.segment import validate_batch
 from qjournal.journalnode.disk_storage import DiskJournalStorage
 from qjournal.journalnode.storage import JournalStorage
+from qjournal.journalnode.syncer import JournalSyncer, SyncerSettings, syncer_targets
 from qjournal.protocol import jn_rules
 from qjournal.protocol.messages import (NamespaceInfo, RequestInfo, SegmentState, parse_storage_info,
                                         wire_bool, wire_int, wire_str)
 from qjournal.protocol.segment import DEFAULT_MAX_RECORD_BYTES, LAYOUT_VERSION, crc32c
 from qjournal.transport import RpcServer
+from qjournal.transport.rpc import memory_connector, tcp_connector
+from qjournal.util.tasks import cancel_and_wait, spawn
 from qjournal.transport.memory import UrlFetcher
-from qjournal.transport.tls import server_context_from_conf
+from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
 from qjournal.transport.http import http_client_context, http_server_context, https_enabled
 
 __all__ = ["JournalNode", "JournalNodeRpcHandler"]
@@ -191,6 +195,12 @@ class JournalNode:
         self.http_url: str = ""
         self._session: Any = None
         self.started_at = 0.0
+        self.sync_enabled = c.get_bool("dfs.journalnode.enable.sync")
+        self.sync_settings = SyncerSettings(
+            interval_s=c.get_duration_ms("dfs.journalnode.sync.interval") / 1000.0,
+            format_enabled=c.get_bool("dfs.journalnode.enable.sync.format"),
+            rpc_timeout_ms=c.get_duration_ms("dfs.qjournal.select-input-streams.timeout.ms"))
+        self.syncers: dict[str, tuple[JournalSyncer, asyncio.Task]] = {}
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -228,6 +238,7 @@ class JournalNode:
                     self.name = f"journalnode@{self.rpc_bound}"
             if not self.http_enabled and self.network is not None:
                 self.http_url = self.network.serve_http(self.name, self._serve_memory_http)
+            await self._start_syncers()
         except BaseException:
             await self.stop()
             raise
@@ -255,6 +266,11 @@ class JournalNode:
 
     async def stop(self) -> None:
         """Stop serving, close every journal. Idempotent."""
+        syncers, self.syncers = self.syncers, {}
+        for jid in sorted(syncers):
+            syncer, task = syncers[jid]
+            await cancel_and_wait(task)
+            await syncer.close()
         if self.rpc_server is not None:
             await self.rpc_server.stop()
             self.rpc_server = None
@@ -275,6 +291,70 @@ class JournalNode:
                 log.warning("journal %s: close failed: %s", jid, e)
             if slot.executor is not None:
                 slot.executor.shutdown(wait=False)
+
+    # --- the JournalNodeSyncer ---------------------------------------------------------------
+
+    def _shared_edits_uris(self) -> list[str]:
+        """Every configured journal URI: ``dfs.namenode.shared.edits.dir`` and its ``.<ns>`` forms."""
+        c = self.conf
+        uris = [c.get("dfs.namenode.shared.edits.dir")]
+        uris += [c.get(f"dfs.namenode.shared.edits.dir.{ns}") for ns in c.get_list("dfs.nameservices")]
+        return sorted({u for u in uris if u})
+
+    def _is_self(self, host: str, port: int) -> bool:
+        """Whether ``host:port`` in a journal URI is this node's RPC address."""
+        if self.network is not None:
+            return f"{host}:{port}" == self.rpc_bound
+        bound_host, _, bound_port = (self.rpc_bound or "").rpartition(":")
+        if not bound_port.isdigit() or int(bound_port) != port:
+            return False
+        if host == bound_host:
+            return True
+        try:
+            addrs = {ai[4][0] for ai in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)}
+        except OSError:
+            return False
+        if bound_host in ("0.0.0.0", "::", ""):
+            local = {"127.0.0.1", "::1"}
+            try:
+                local |= {ai[4][0] for ai in socket.getaddrinfo(socket.gethostname(), None)}
+            except OSError:
+                pass
+            return bool(addrs & local)
+        return bound_host in addrs
+
+    async def _start_syncers(self) -> None:
+        """One syncer per journal whose URI lists this node (``dfs.journalnode.enable.sync``)."""
+        if not self.sync_enabled:
+            log.info("JournalNode %s: the syncer is off (dfs.journalnode.enable.sync=false)", self.name)
+            return
+        uris = self._shared_edits_uris()
+        targets = syncer_targets(uris, self._is_self)
+        if not targets:
+            log.warning("JournalNode %s: no syncer: this node's RPC address %s is in no journal URI of "
+                        "dfs.namenode.shared.edits.dir (%s)", self.name, self.rpc_bound, ", ".join(uris) or "unset")
+            return
+        if self.network is not None:
+            connect = memory_connector(self.network, self.name, max_frame_bytes=self.max_frame_bytes)
+        else:
+            connect = tcp_connector(ssl=client_context_from_conf(self.conf),
+                                    connect_timeout_ms=self.conf.get_duration_ms("ipc.client.connect.timeout"),
+                                    max_frame_bytes=self.max_frame_bytes)
+        for jid, peers in sorted(targets.items()):
+            jn_rules.validate_jid(jid)
+
+            async def journal_call(method: str, *args: Any, _jid: str = jid) -> Any:
+                return await self.run(_jid, method, *args)
+
+            async def download(url: str, _jid: str = jid) -> bytes:
+                return await self.download_segment(url, _jid, why="the syncer",
+                                                   bytes_per_s=self.transfer_bytes_per_s)
+            syncer = JournalSyncer(jid, peers, journal_call, connect, download, self.sync_settings)
+            task = spawn(syncer.run(), name=f"journal-syncer-{jid}")
+            self.syncers[jid] = (syncer, task)
+            log.info("journal %s: syncer started, peers %s, every %.0f s%s", jid,
+                     ", ".join(f"{h}:{p}" for h, p in peers), self.sync_settings.interval_s,
+                     " (formats an empty journal from its peers)" if self.sync_settings.format_enabled else "")
 
     # --- journals ---------------------------------------------------------------------------
 
@@ -344,8 +424,15 @@ class JournalNode:
 
     # --- accept-recovery download -----------------------------------------------------------
 
-    async def download_segment(self, url: str, jid: str) -> bytes:
-        """Fetch a segment for accept-recovery and verify its CRC32C header.
+    async def download_segment(self, url: str, jid: str, *, why: str = "accept-recovery",
+                               bytes_per_s: int = 0) -> bytes:
+        """Fetch a segment (for accept-recovery, or the syncer) and verify its CRC32C header.
+
+        Args:
+            url: the peer's ``/getJournal`` URL.
+            jid: the journal id (in errors).
+            why: what the download is for (in errors).
+            bytes_per_s: throttle of an HTTP download (0: none).
 
         Raises:
             JournalError: the fetch failed, was too large, or the checksum does not match.
@@ -356,14 +443,14 @@ class JournalNode:
             elif url.startswith("mem://") and self.network is not None:
                 body, crc = await self.network.fetch(url)
             elif url.startswith(("http://", "https://")):
-                body, crc = await self._http_fetch(url, jid)
+                body, crc = await self._http_fetch(url, jid, bytes_per_s)
             else:
                 raise InvalidRequestError(f"journal {jid}: unsupported recovery URL {url[:200]!r}",
                                           jid=jid, url=url[:200])
         except (QJournalError, OSError) as e:
             if isinstance(e, InvalidRequestError):
                 raise
-            raise JournalError(f"journal {jid}: download of {url} for accept-recovery failed: {e}",
+            raise JournalError(f"journal {jid}: download of {url} for {why} failed: {e}",
                                jid=jid, url=url) from e
         if crc is None:
             raise JournalError(f"journal {jid}: {url} sent no X-Qjournal-Crc32c header", jid=jid, url=url)
@@ -373,7 +460,7 @@ class JournalNode:
                                f"body {actual:08x} ({len(body)} bytes)", jid=jid, url=url)
         return body
 
-    async def _http_fetch(self, url: str, jid: str) -> tuple[bytes, int | None]:
+    async def _http_fetch(self, url: str, jid: str, bytes_per_s: int = 0) -> tuple[bytes, int | None]:
         if self._session is None:
             client_ctx = http_client_context(self.conf)  # HTTPS_ONLY: present our certificate
             connector = aiohttp.TCPConnector(ssl=client_ctx) if client_ctx is not None else None
@@ -390,7 +477,7 @@ class JournalNode:
                     raise TransportError(
                         f"Content-Length {length} missing or over the limit of {self.download_max_bytes} "
                         f"bytes (qjournal.journalnode.recovery-download.max.bytes)", url=url)
-                body = await resp.content.readexactly(length) if length else b""
+                body = await _read_throttled(resp.content, length, bytes_per_s)
                 crc = resp.headers.get("X-Qjournal-Crc32c")
                 return body, (int(crc, 16) if crc else None)
         except (aiohttp.ClientError, asyncio.IncompleteReadError, ValueError) as e:
@@ -437,8 +524,33 @@ class JournalNode:
                 status, metrics = await slot.run(lambda j=slot.journal: (j.status(), j.metrics_snapshot()))
             except Exception as e:  # noqa: BLE001 - a page must render even if one journal fails
                 status, metrics = {"jid": jid, "error": str(e)}, {}
+            syncer = self.syncers.get(jid)
+            if syncer is not None:
+                status["sync"] = syncer[0].stats.to_status()
+                metrics.update(syncer[0].stats.to_metrics())
             out[jid] = {"status": status, "metrics": metrics}
         return out
+
+
+async def _read_throttled(content: Any, length: int, bytes_per_s: int) -> bytes:
+    """Read exactly ``length`` bytes of a response body, never faster than ``bytes_per_s`` (0: at once)."""
+    if not length:
+        return b""
+    if not bytes_per_s:
+        return await content.readexactly(length)
+    loop = asyncio.get_running_loop()
+    chunk = min(1 << 20, max(4096, bytes_per_s // 10))
+    parts: list[bytes] = []
+    got = 0
+    t0 = loop.time()
+    while got < length:
+        part = await content.readexactly(min(chunk, length - got))
+        parts.append(part)
+        got += len(part)
+        ahead = got / bytes_per_s - (loop.time() - t0)
+        if ahead > 0:  # a rate limit, not a synchronisation
+            await asyncio.sleep(ahead)
+    return b"".join(parts)
 
 
 class JournalNodeRpcHandler:
@@ -554,8 +666,10 @@ class JournalNodeRpcHandler:
         await self.node.run(r.jid, "purge_logs_older_than", r,
                             wire_int(min_txid_to_keep, "purge_logs", "min_txid_to_keep"))
 
-    async def rpc_get_edit_log_manifest(self, jid: Any, since_txid: Any, in_progress_ok: Any = False) -> dict:
-        """Returns ``{segments, committed_txid, last_writer_epoch}``.
+    async def rpc_get_edit_log_manifest(self, jid: Any, since_txid: Any, in_progress_ok: Any = False,
+                                        with_digests: Any = False) -> dict:
+        """Returns ``{segments, committed_txid, last_writer_epoch}``; with ``with_digests`` (a peer's
+        syncer) every finalized segment carries its digest.
 
         Raises:
             JournalNotFormattedError.
@@ -563,7 +677,8 @@ class JournalNodeRpcHandler:
         w = "get_edit_log_manifest"
         slot = await self.node.journal_slot(jid)
         m = await slot.run(slot.journal.get_edit_log_manifest, wire_int(since_txid, w, "since_txid"),
-                           wire_bool(in_progress_ok, w, "in_progress_ok"))
+                           wire_bool(in_progress_ok, w, "in_progress_ok"),
+                           wire_bool(with_digests, w, "with_digests"))
         return m.to_wire()
 
     async def rpc_prepare_recovery(self, req: Any, segment_txid: Any) -> dict:

@@ -89,6 +89,14 @@ class JournalStorage(abc.ABC):
     def size(self, name: str) -> int:
         """Size in bytes. Raises FileNotFoundError when absent."""
 
+    def file_stamp(self, name: str) -> tuple:
+        """A value that changes whenever the file's contents may have changed (a disk: size, mtime,
+        inode), so a digest of an immutable finalized segment can be cached against it.
+
+        Raises FileNotFoundError when absent.
+        """
+        return (self.size(name),)
+
     @abc.abstractmethod
     def read(self, name: str, offset: int = 0, length: int = -1) -> bytes:
         """Bytes ``[offset, offset+length)`` (to the end when length < 0).

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import crc32c as _crc32c
 
-from qjournal.client.qjm import parse_qjournal_uri
+from qjournal.protocol.journal_uri import parse_qjournal_uri
 from qjournal.errors import QJournalError
 from qjournal.protocol.segment import segment_file_name
 from qjournal.transport.rpc import RpcClient

@@ -1,0 +1,255 @@
+"""The JournalNodeSyncer between three real ``qjournal journalnode`` processes, under the real quorum
+writer: (a) a node that was down for one whole segment in the middle of the log gets it back from its
+peers; (d) a corrupted finalized copy is reported (log, /jmx, /metrics, status page), never
+overwritten; (b) a node whose journal directory was deleted comes back with
+``dfs.journalnode.enable.sync.format=true``, holds every finalized segment byte-identical to its
+peers, and refuses to vote until it does.
+
+Waits are conditions with deadlines; the syncer runs every 200 ms here."""
+
+import asyncio
+import glob
+import os
+import re
+import shutil
+import time
+
+import aiohttp
+import pytest
+
+from qjournal.client.qjm import QuorumJournalManager
+from qjournal.errors import JournalRejoiningError
+from qjournal.ha.zookeeper import free_ports
+from qjournal.protocol.segment import OP_DATA
+from qjournal.transport import RpcClient
+from qjournal.util.proc import qjournal_argv, start_daemon
+
+from .jn_helpers import NS
+
+pytestmark = pytest.mark.slow
+JID = "syncjid"
+DEADLINE_S = 60
+FINALIZED = re.compile(r"^edits_\d{19}-\d{19}$")
+
+
+class Cluster:
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.ports = free_ports(3)
+        self.uri = "qjournal://" + ";".join(f"127.0.0.1:{p}" for p in self.ports) + f"/{JID}"
+        self.daemons = [None, None, None]
+
+    def edits(self, i):
+        return self.tmp / f"jn{i}"
+
+    def start(self, i, *extra):
+        self.daemons[i] = start_daemon(f"jn{i}", qjournal_argv(
+            "-D", "qjournal.log.level=INFO", "-D", f"dfs.namenode.shared.edits.dir={self.uri}",
+            "-D", "dfs.journalnode.sync.interval=200ms", *extra, "journalnode",
+            "--edits-dir", str(self.edits(i)), "--rpc-address", f"127.0.0.1:{self.ports[i]}",
+            "--http-address", "127.0.0.1:0"), log_path=str(self.tmp / f"jn{i}.log"), ready_timeout_s=60)
+
+    def http(self, i):
+        return f"http://{self.daemons[i].ready['http']}"
+
+    def finalized(self, i):
+        """{file name: bytes} of the finalized segments of node i."""
+        out = {}
+        for p in sorted(glob.glob(str(self.edits(i) / JID / "current" / "edits_0*-0*"))):
+            if not FINALIZED.match(os.path.basename(p)):
+                continue  # a copy being installed (.sync.tmp), a moved-aside file
+            with open(p, "rb") as f:
+                out[os.path.basename(p)] = f.read()
+        return out
+
+    def close(self):
+        for d in self.daemons:
+            if d is not None:
+                d.kill()
+
+
+async def write_segment(q, first, n, finalize=True):
+    out = await q.start_log_segment(first)
+    for t in range(first, first + n):
+        out.write(t, b"op-%d" % t, OP_DATA)
+    out.mark()
+    await out.sync()
+    if finalize:
+        await out.close()
+        await q.finalize_log_segment(first, first + n - 1)
+    return out
+
+
+async def wait_for(what, cond, deadline_s=DEADLINE_S):
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_s
+    while True:
+        v = cond()
+        if asyncio.iscoroutine(v):
+            v = await v
+        if v:
+            return v
+        assert loop.time() < end, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def jmx_bean(url):
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"{url}/jmx?qry=Hadoop:service=JournalNode,name=Journal-{JID}") as r:
+            beans = (await r.json())["beans"]
+    return beans[0] if beans else {}
+
+
+async def fetch_text(url):
+    async with aiohttp.ClientSession() as s:
+        async with s.get(url) as r:
+            return await r.text()
+
+
+def test_missed_segment_is_copied_and_a_corrupt_copy_is_reported(tmp_path):
+    c = Cluster(tmp_path)
+    try:
+        for i in range(3):
+            c.start(i)
+
+        async def main():
+            q = QuorumJournalManager(c.uri, ns_info=NS)
+            try:
+                await q.format(NS)
+                await q.recover_unfinalized_segments()
+                await write_segment(q, 1, 10)
+                await wait_for("segment 1-10 on jn2", lambda: "edits_0000000000000000001-0000000000000000010"
+                               in c.finalized(2))
+                c.daemons[2].kill()                                   # (a) jn2 misses segment 11-20
+                await write_segment(q, 11, 10)
+                c.start(2)
+                await write_segment(q, 21, 10)
+                await write_segment(q, 31, 5, finalize=False)
+                await wait_for("jn2 copies segment 11-20 from its peers",
+                               lambda: len(c.finalized(2)) == 3)
+                assert c.finalized(2) == c.finalized(0) == c.finalized(1)
+                bean = await wait_for("the copy counted", lambda: _synced(c.http(2)))
+                assert bean["SyncerSegmentsSynced"] >= 1 and bean["SyncerBytesSynced"] > 0
+
+                # (d) a byte of jn1's finalized 1-10 rots in place
+                path = str(c.edits(1) / JID / "current" / "edits_0000000000000000001-0000000000000000010")
+                with open(path, "r+b") as f:
+                    f.seek(40)
+                    b = f.read(1)
+                    f.seek(40)
+                    f.write(bytes([b[0] ^ 0xFF]))
+                damaged = open(path, "rb").read()
+                bean = await wait_for("jn1 reports the conflict", lambda: _conflicts(c.http(1)))
+                rounds = bean["SyncerRounds"]
+                await wait_for("two more rounds", lambda: _rounds_past(c.http(1), rounds + 2))
+                assert open(path, "rb").read() == damaged             # never overwritten
+                page = await fetch_text(c.http(1) + "/")
+                assert "is damaged" in page
+                metrics = await fetch_text(c.http(1) + "/metrics")
+                assert f'qjournal_journalnode_sync_conflicts{{jid="{JID}"}} 1.0' in metrics
+                # the peers see a conflict too (their copy is valid, jn1's differs), and say so
+                bean0 = await wait_for("jn0 reports the conflict", lambda: _conflicts(c.http(0)))
+                assert bean0["SyncConflicts"] == 1
+            finally:
+                await q.close()
+        asyncio.run(main())
+        log1 = (tmp_path / "jn1.log").read_text()
+        assert "finalized copies disagree" in log1 and "is damaged" in log1
+    finally:
+        c.close()
+
+
+async def _synced(url):
+    bean = await jmx_bean(url)
+    return bean if bean.get("SyncerSegmentsSynced", 0) >= 1 else None
+
+
+async def _conflicts(url):
+    bean = await jmx_bean(url)
+    return bean if bean.get("SyncConflicts", 0) >= 1 else None
+
+
+async def _rounds_past(url, n):
+    return (await jmx_bean(url)).get("SyncerRounds", 0) >= n
+
+
+def test_a_wiped_node_formats_from_its_peers_and_votes_only_once_it_holds_the_log(tmp_path):
+    c = Cluster(tmp_path)
+    fmt = ("-D", "dfs.journalnode.enable.sync.format=true")
+    try:
+        for i in range(3):
+            c.start(i, *fmt)
+
+        async def main():
+            q = QuorumJournalManager(c.uri, ns_info=NS)
+            raw = None
+            try:
+                await q.format(NS)
+                await q.recover_unfinalized_segments()
+                for first in (1, 11, 21):
+                    await write_segment(q, first, 10)
+                out31 = await write_segment(q, 31, 5, finalize=False)
+                assert c.daemons[2].stop() == 0
+                shutil.rmtree(c.edits(2))                            # (b) the disk is replaced
+                c.start(2, *fmt)
+                await wait_for("jn2 holds every finalized segment again", lambda: len(c.finalized(2)) == 3)
+                assert c.finalized(2) == c.finalized(0)
+                raw = await RpcClient.connect_tcp("127.0.0.1", c.ports[2])
+                assert (await raw.call("get_journal_state", jid=JID))["ns_info"] == NS.to_wire()
+                # txids 31-35 were held by the peers when it was formatted: until segment 31 is
+                # finalized and copied, it must not vote
+                with pytest.raises(JournalRejoiningError, match="formatted from its peers"):
+                    await raw.call("new_epoch", jid=JID, ns_info=NS.to_wire(), epoch=99)
+                await out31.close()
+                await q.finalize_log_segment(31, 35)
+                await write_segment(q, 36, 5)
+                await wait_for("jn2 holds segment 31-35", lambda: len(c.finalized(2)) >= 4)
+
+                async def votes():
+                    try:
+                        await raw.call("new_epoch", jid=JID, ns_info=NS.to_wire(), epoch=99)
+                        return True
+                    except JournalRejoiningError:
+                        return False
+                await wait_for("jn2 votes again", votes)
+                assert c.finalized(2) == c.finalized(0) == c.finalized(1)
+            finally:
+                if raw is not None:
+                    await raw.close()
+                await q.close()
+        asyncio.run(main())
+        log2 = (tmp_path / "jn2.log").read_text()
+        assert "formatted from its peers" in log2 and "votes again" in log2
+    finally:
+        c.close()
+
+
+def test_sync_off_means_off(tmp_path):
+    """``dfs.journalnode.enable.sync=false``: the missed segment stays missing (no round runs)."""
+    c = Cluster(tmp_path)
+    off = ("-D", "dfs.journalnode.enable.sync=false")
+    try:
+        for i in range(3):
+            c.start(i, *off)
+
+        async def main():
+            q = QuorumJournalManager(c.uri, ns_info=NS)
+            try:
+                await q.format(NS)
+                await q.recover_unfinalized_segments()
+                c.daemons[2].kill()
+                await write_segment(q, 1, 10)
+                c.start(2, *off)
+                await write_segment(q, 11, 10)
+                await wait_for("jn2 gets 11-20 from the writer", lambda: len(c.finalized(2)) == 1)
+                t_end = time.monotonic() + 1.0   # five sync intervals of the other tests: 1-10 stays missing
+                while time.monotonic() < t_end:
+                    assert list(c.finalized(2)) == ["edits_0000000000000000011-0000000000000000020"]
+                    await asyncio.sleep(0.1)
+                assert (await jmx_bean(c.http(2))).get("SyncerRounds") is None
+            finally:
+                await q.close()
+        asyncio.run(main())
+        assert "the syncer is off" in (tmp_path / "jn2.log").read_text()
+    finally:
+        c.close()
