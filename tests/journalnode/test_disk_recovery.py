@@ -8,7 +8,7 @@ import os
 import pytest
 
 from qjournal.errors import JournalError, JournalOutOfSyncError
-from qjournal.journalnode.journal import FAULT_POINTS, Journal
+from qjournal.journalnode.journal import FAULT_POINTS, SYNC_FAULT_POINTS, Journal
 from qjournal.journalnode.disk_storage import DiskJournalStorage
 from qjournal.protocol.messages import PersistedPaxosData, SegmentState
 from qjournal.protocol.segment import encode_header
@@ -126,7 +126,7 @@ class Boom(Exception):
     pass
 
 
-@pytest.mark.parametrize("point", FAULT_POINTS)
+@pytest.mark.parametrize("point", FAULT_POINTS + SYNC_FAULT_POINTS)
 def test_every_fault_point_survivable_on_disk(tmp_path, point):
     def hook(p):
         if p == point:
@@ -141,7 +141,8 @@ def test_every_fault_point_survivable_on_disk(tmp_path, point):
              lambda: j.journal(w1.req(), 4, 4, 2, batch(4, 2)),
              lambda: j.new_epoch(NS, 2),
              lambda: j.accept_recovery_commit(j.accept_recovery_plan(w2.req(), SegmentState(4, 7, True)),
-                                              encode_header(1) + batch(4, 4))]
+                                              encode_header(1) + batch(4, 4)),
+             lambda: j.install_synced_segment(SegmentState(10, 12, False), 12, encode_header(1) + batch(10, 3))]
     fired = False
     for step in steps:
         try:

@@ -101,7 +101,7 @@ from qjournal.protocol.segment import (DEFAULT_MAX_RECORD_BYTES, HEADER_SIZE, IN
                                        segment_file_name, validate_batch)
 from qjournal.protocol.version_file import decode_version, encode_version
 
-__all__ = ["Journal", "AcceptRecoveryPlan", "ReadableSegment", "FAULT_POINTS"]
+__all__ = ["Journal", "AcceptRecoveryPlan", "ReadableSegment", "FAULT_POINTS", "SYNC_FAULT_POINTS"]
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,10 @@ FAULT_POINTS = (
     "before_persist_paxos",
     "after_persist_paxos",      # commit point passed, tmp not yet renamed
     "after_accept_rename",      # renamed, directory not yet fsynced
+)
+
+#: fault points of the syncer's calls (kept apart: the journal simulator arms FAULT_POINTS by seed)
+SYNC_FAULT_POINTS = (
     "before_sync_rename",       # a segment copied by the syncer is durable as .sync.tmp, not yet renamed
 )
 
