@@ -80,15 +80,20 @@ def test_log_cli_end_to_end(jns, capsys):
         assert r == {"txid": r["txid"], "length": 50, "crc32c": f"{crc32c(record_body(epoch, r['txid'], 50)):08x}"}
     rc, out, err = cli(capsys, "status", "--journal", u)
     assert rc == 0, err
-    st = [json.loads(x) for x in out.splitlines()]
+    *st, summary = [json.loads(x) for x in out.splitlines()]
     assert len(st) == 3 and all(s["answered"] and s["last_promised_epoch"] == 2 for s in st)
     assert all([10, 11, False] in s["segments"] for s in st)
+    assert summary["journalnodes"] == 3 and summary["answered"] == 3
+    assert summary["under_replicated"] == [] and summary["finalized_segments"] >= 1
     rc, out, err = cli(capsys, "read", "--journal", u, "--from", "1", "--to", "20")
     assert rc == 1 and "gap in transactions" in err
 
     jns.stop(0, 1)
     rc, out, err = cli(capsys, "status", "--journal", u)
     assert rc == 1 and "only 1 of 3" in err
+    summary = json.loads(out.splitlines()[-1])
+    assert summary["answered"] == 1 and summary["under_replicated"]   # held by 1 of the 3 that could be asked
+    assert "on fewer than all 3 JournalNodes" in err
     rc, out, err = cli(capsys, "write", "--journal", u, "--count", "1", "--size", "1")
     assert rc == 1 and err.startswith("qjournal log write: no quorum")
 

@@ -85,3 +85,12 @@ REJOIN = [
 @pytest.mark.parametrize("case,segs,rejoin_txid,first_needed,ok", REJOIN, ids=[c[0] for c in REJOIN])
 def test_rejoin_complete(case, segs, rejoin_txid, first_needed, ok):
     assert rejoin_complete(segs, rejoin_txid, first_needed) is ok, case
+
+
+def test_finalized_replicas_counts_the_window_every_node_still_covers():
+    from qjournal.protocol.sync_rules import finalized_replicas
+    a = Manifest((fin(1, 10), fin(11, 20), fin(21, 30), ip(31, 33)))
+    b = Manifest((fin(11, 20), fin(21, 30), ip(31, 35)))        # purged 1-10 already
+    c = Manifest((fin(11, 20), ip(21, 25)))                       # missed the finalize of 21-30
+    assert finalized_replicas([a, b, c]) == {(11, 20): 3, (21, 30): 2}
+    assert finalized_replicas([]) == {}

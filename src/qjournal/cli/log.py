@@ -12,7 +12,7 @@ Usage::
     qjournal log format --journal URI [--force]
     qjournal log write  --journal URI --count N --size BYTES [--batch K] [--roll-every T]
     qjournal log read   --journal URI --from TXID [--to TXID]
-    qjournal log status --journal URI
+    qjournal log status --journal URI   (a JSON line per node, then the replica count summary)
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from qjournal.errors import (EpochError, GapInTransactionsError, InvariantViolat
                              JournalNotFormattedError, QJournalError, QuorumError)
 from qjournal.protocol.messages import NamespaceInfo
 from qjournal.protocol.segment import crc32c
+from qjournal.protocol.sync_rules import finalized_replicas
 from qjournal.util.logs import setup_logging
 
 log = logging.getLogger(__name__)
@@ -189,6 +190,16 @@ def _cmd_status(args: argparse.Namespace) -> int:
         for name in sorted(st):
             answered += st[name].answered and st[name].error is None
             print(json.dumps(_status_row(st[name])), flush=True)
+        manifests = [st[name].manifest for name in sorted(st) if st[name].manifest is not None]
+        total = len(qjm.loggers)
+        replicas = finalized_replicas(manifests)
+        under = [[s, e, n] for (s, e), n in replicas.items() if n < total]
+        print(json.dumps({"finalized_segments": len(replicas), "journalnodes": total,
+                          "answered": len(manifests), "under_replicated": under}), flush=True)
+        if under:
+            print(f"qjournal log status: {len(under)} finalized segment(s) on fewer than all {total} "
+                  f"JournalNodes (start, end, copies): {under[:10]}{' ...' if len(under) > 10 else ''}",
+                  file=sys.stderr, flush=True)
         if answered < qjm.loggers.majority:
             print(f"qjournal log status: only {answered} of {len(qjm.loggers)} JournalNodes answered "
                   f"(a quorum is {qjm.loggers.majority})", file=sys.stderr, flush=True)

@@ -49,6 +49,7 @@ from qjournal.errors import QJournalError
 from qjournal.protocol.journal_uri import parse_qjournal_uri, segment_url
 from qjournal.protocol.messages import JournalState, Manifest, NamespaceInfo, SegmentState
 from qjournal.protocol.segment import INVALID_TXID
+from qjournal.protocol.sync_rules import finalized_replicas
 from qjournal.transport.rpc import RpcClient, RpcConnector
 
 __all__ = ["JournalSyncer", "SyncerSettings", "SyncerStats", "syncer_targets"]
@@ -310,13 +311,7 @@ class JournalSyncer:
         """Finalized segments held finalized by fewer than all nodes (unreachable peers count as not
         holding them), for the status page and metrics."""
         own: Manifest = await self._journal("get_edit_log_manifest", 0, False)
-        holders: dict[tuple[int, int], int] = {}
-        for m in [own, *manifests.values()]:
-            for s in m.segments:
-                if not s.in_progress:
-                    holders[(s.start_txid, s.end_txid)] = holders.get((s.start_txid, s.end_txid), 0) + 1
-        floor = max([m.segments[0].start_txid for m in [own, *manifests.values()] if m.segments], default=0)
+        replicas = finalized_replicas([own, *manifests.values()])
         total = len(self.peers) + 1
-        replicas = {start: n for (start, end), n in sorted(holders.items()) if end >= floor}
-        self.stats.replicas = replicas
-        self.stats.under_replicated = tuple(s for s, n in replicas.items() if n < total)
+        self.stats.replicas = {start: n for (start, _end), n in replicas.items()}
+        self.stats.under_replicated = tuple(start for (start, _end), n in replicas.items() if n < total)

@@ -31,7 +31,8 @@ from typing import Iterable
 from qjournal.protocol.messages import Manifest, SegmentState
 from qjournal.protocol.segment import INVALID_TXID
 
-__all__ = ["LocalSegments", "SyncConflict", "SyncPlan", "plan_sync", "known_committed", "rejoin_complete"]
+__all__ = ["LocalSegments", "SyncConflict", "SyncPlan", "plan_sync", "known_committed", "rejoin_complete",
+           "finalized_replicas"]
 
 
 @dataclass(frozen=True)
@@ -154,3 +155,20 @@ def rejoin_complete(finalized: Iterable[SegmentState], rejoin_txid: int, first_n
             return False
         need = seg.end_txid + 1
     return need > rejoin_txid
+
+
+def finalized_replicas(manifests: Iterable[Manifest]) -> dict[tuple[int, int], int]:
+    """``(start, end) -> how many of the manifests hold that finalized segment``, for the segments in
+    the retention window every manifest still covers (from the highest oldest start), sorted.
+
+    A segment below some node's oldest segment was purged there (or is about to be everywhere), so
+    it is not counted as missing; a node that did not answer is simply not among ``manifests``.
+    """
+    ms = list(manifests)
+    held: dict[tuple[int, int], int] = {}
+    for m in ms:
+        for s in m.segments:
+            if not s.in_progress:
+                held[(s.start_txid, s.end_txid)] = held.get((s.start_txid, s.end_txid), 0) + 1
+    floor = max((m.segments[0].start_txid for m in ms if m.segments), default=0)
+    return {k: n for k, n in sorted(held.items()) if k[1] >= floor}
