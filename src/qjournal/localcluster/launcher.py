@@ -180,6 +180,9 @@ class LocalCluster:
             "dfs.client.failover.max.attempts": "100",
             "ipc.client.connect.timeout": "1000",
             "qjournal.client.rpc-timeout.ms": "10000",
+            # a JournalNode whose directory was lost comes back by itself (docs/operations.md)
+            "dfs.journalnode.enable.sync.format": "true",
+            "dfs.journalnode.sync.interval": "5s",
         }
         for nn in NN_IDS:
             values[f"dfs.namenode.rpc-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'{nn}.rpc']}"
