@@ -124,7 +124,9 @@ def test_failed_journal_marks_out_of_sync_until_next_segment():
             if m == "journal" and fail["on"]:
                 raise TransportError("injected")
             return None
-        lg, rpc = make(beh, clock=lambda: now[0], out_of_sync_heartbeat_interval_ms=1000)
+        # catch_up_buffer_bytes=0: Hadoop's behaviour, the node waits for the next segment
+        lg, rpc = make(beh, clock=lambda: now[0], out_of_sync_heartbeat_interval_ms=1000,
+                       catch_up_buffer_bytes=0)
         lg.set_epoch(1)
         await lg.start_log_segment(1, 1)
         with pytest.raises(TransportError):
@@ -150,6 +152,82 @@ def test_failed_journal_marks_out_of_sync_until_next_segment():
         assert not lg.out_of_sync
         await lg.send_edits(5, 5, 1, b"e")
         assert lg.highest_acked_txid == 5
+    asyncio.run(main())
+
+
+class _Node:
+    """A fake JournalNode that tracks the end of its open segment, as a real one does."""
+
+    def __init__(self):
+        self.next_txid = 1
+        self.down = False
+        self.journaled = []
+
+    def __call__(self, m, kw):
+        if self.down and m in ("journal", "heartbeat", "get_edit_log_manifest"):
+            raise TransportError("node paused")
+        if m == "start_log_segment":
+            self.next_txid = kw["txid"]
+        if m == "journal":
+            if kw["first_txid"] != self.next_txid:
+                raise JournalOutOfSyncError(f"expecting nextTxId={self.next_txid}")
+            self.journaled.append((kw["first_txid"], kw["num_txns"], kw["records"]))
+            self.next_txid = kw["first_txid"] + kw["num_txns"]
+        if m == "get_edit_log_manifest":
+            segs = [[1, self.next_txid - 1, True]] if self.next_txid > 1 else []
+            return {"segments": segs, "committed_txid": self.next_txid - 1}
+        return None
+
+
+def test_an_out_of_sync_node_is_caught_up_inside_the_segment():
+    """Issue 12: after a pause the writer resends the batches the node missed (one call, from the
+    end of its open segment) at the next successful heartbeat, and the node is in the quorum again
+    without waiting for the roll."""
+    now = [100.0]
+
+    async def main():
+        node = _Node()
+        lg, rpc = make(node, clock=lambda: now[0], out_of_sync_heartbeat_interval_ms=1000)
+        lg.set_epoch(1)
+        await lg.start_log_segment(1, 1)
+        await lg.send_edits(1, 1, 2, b"ab")
+        node.down = True
+        for first in (3, 5):
+            with pytest.raises((TransportError, JournalOutOfSyncError)):
+                await lg.send_edits(1, first, 2, b"cd" if first == 3 else b"ef")
+        assert lg.out_of_sync
+        node.down = False
+        with pytest.raises(JournalOutOfSyncError):     # within the heartbeat interval: no attempt
+            await lg.send_edits(1, 7, 1, b"g")
+        now[0] += 1.5
+        await lg.send_edits(1, 8, 2, b"hi")             # heartbeat, manifest, resend 3-7, then 8-9
+        assert not lg.out_of_sync and lg.catch_ups == 1 and lg.highest_acked_txid == 9
+        assert node.journaled == [(1, 2, b"ab"), (3, 5, b"cdefg"), (8, 2, b"hi")]
+        assert node.next_txid == 10
+    asyncio.run(main())
+
+
+def test_no_catch_up_when_the_buffer_no_longer_holds_the_gap():
+    now = [100.0]
+
+    async def main():
+        node = _Node()
+        lg, rpc = make(node, clock=lambda: now[0], catch_up_buffer_bytes=4)
+        lg.set_epoch(1)
+        await lg.start_log_segment(1, 1)
+        await lg.send_edits(1, 1, 1, b"a")
+        node.down = True
+        for t in range(2, 8):
+            with pytest.raises((TransportError, JournalOutOfSyncError)):
+                await lg.send_edits(1, t, 1, b"x")
+        node.down = False
+        now[0] += 1.5
+        with pytest.raises(JournalOutOfSyncError):      # txids 2-3 were dropped from the 4-byte buffer
+            await lg.send_edits(1, 8, 1, b"y")
+        assert lg.out_of_sync and lg.catch_ups == 0 and node.next_txid == 2
+        await lg.start_log_segment(9, 1)                # the roll still brings it back
+        await lg.send_edits(9, 9, 1, b"z")
+        assert not lg.out_of_sync and node.next_txid == 10
     asyncio.run(main())
 
 

@@ -28,7 +28,18 @@ Theory of operation:
   :class:`JournalOutOfSyncError` without being sent, except for a
   ``heartbeat`` at most once per ``out_of_sync_heartbeat_interval_ms`` that
   keeps the node's committed txid fresh. ``start_log_segment`` succeeding
-  clears the flag: the node rejoins at the next segment, never mid-segment.
+  clears the flag: the node rejoins at the next segment at the latest.
+* Catch-up inside the segment (issue 12; Hadoop waits for the roll): the
+  logger keeps the most recent batches of the open segment it was given, up to
+  ``qjournal.qjm.catch-up.buffer.bytes``. When a heartbeat to an out-of-sync
+  node succeeds, it asks the node where its open segment ends and resends,
+  in one ``journal`` call, exactly the batches from there up to the batch it is
+  about to send; if that succeeds the node is back in sync and that batch goes
+  out normally. Safe because the node is only given, in order, records this
+  writer already sent to the others (all committed or about to be, or the
+  writer fails), through the same epoch-checked gate; a fenced writer gets an
+  ``EpochError``, a node that lost its open segment (a restart) refuses the
+  batch and waits for the next segment.
 * The connection is opened lazily and re-opened after a transport failure.
 * The logger is the codec boundary: calls take, and futures return, the
   message types of :mod:`qjournal.protocol.messages`. An answer is decoded
@@ -44,7 +55,9 @@ Invariants:
 3. ``queued_bytes`` is the sum of the sizes of the ``journal`` batches queued
    or in flight; it never exceeds the limit except by one batch that arrived
    when it was 0.
-4. While ``out_of_sync``, no ``journal`` batch is sent; ``finalize`` is refused.
+4. While ``out_of_sync``, no ``journal`` batch is sent except the catch-up batch
+   after a successful heartbeat (which must continue the node's open segment
+   exactly); ``finalize`` is refused.
 5. ``prepare_recovery`` and ``accept_recovery`` carry no committed txid
    (INVALID_TXID). The RequestInfo is built when a call is sent, so a recovery
    call that waited behind a slow one could otherwise carry a txid this writer
@@ -141,6 +154,11 @@ class AsyncLogger:
         self.queued_bytes = 0
         self.out_of_sync = False
         self._last_heartbeat_s: float | None = None
+        # catch-up buffer: (first txid, num txns, records) of the open segment, oldest first
+        self._recent: collections.deque[tuple[int, int, bytes]] = collections.deque()
+        self._recent_segment: int | None = None
+        self._recent_bytes = 0
+        self.catch_ups = 0
         self.http_url: str | None = None
         self.last_ack_s: float | None = None
         self.rpcs_sent = 0
@@ -357,8 +375,7 @@ class AsyncLogger:
         n = sum(o.num_txns for o in ops)
         last = first + n - 1
         try:
-            if self.out_of_sync:
-                await self._maybe_heartbeat()
+            if self.out_of_sync and not (await self._maybe_heartbeat() and await self._catch_up(seg, first)):
                 raise JournalOutOfSyncError(
                     f"journal {self.jid!r} on {self.name}: disabled until the next segment roll "
                     f"(not sending txids {first}-{last} of segment {seg})",
@@ -403,11 +420,13 @@ class AsyncLogger:
             if self.queued_bytes < 0:  # pragma: no cover - invariant 3
                 raise InvariantViolation(f"{self.name}: queued bytes went negative")
 
-    async def _maybe_heartbeat(self) -> None:
+    async def _maybe_heartbeat(self) -> bool:
+        """A heartbeat to the out-of-sync node, at most once per interval; True when one was sent and
+        the node accepted it (it is reachable and still takes this writer's epoch)."""
         now = self._now()
         interval = self.settings.out_of_sync_heartbeat_interval_ms / 1000.0
         if self._last_heartbeat_s is not None and now - self._last_heartbeat_s < interval:
-            return
+            return False
         self._last_heartbeat_s = now
         try:
             await self._rpc("heartbeat", self.settings.write_txns_timeout_ms, req=self._make_req())
@@ -415,6 +434,78 @@ class AsyncLogger:
             raise
         except Exception as e:  # noqa: BLE001 - a heartbeat is best effort
             log.debug("journal %r: heartbeat to out-of-sync %s failed: %s", self.jid, self.name, e)
+            return False
+        return True
+
+    def _remember(self, segment_txid: int, first_txid: int, num_txns: int, records: bytes) -> None:
+        """Keep a batch for catching up (the newest ``catch_up_buffer_bytes`` of the open segment)."""
+        limit = self.settings.catch_up_buffer_bytes
+        if limit <= 0:
+            return
+        if self._recent_segment != segment_txid:
+            self._recent.clear()
+            self._recent_bytes = 0
+            self._recent_segment = segment_txid
+        self._recent.append((first_txid, num_txns, records))
+        self._recent_bytes += len(records)
+        while self._recent_bytes > limit and len(self._recent) > 1:
+            self._recent_bytes -= len(self._recent.popleft()[2])
+
+    async def _catch_up(self, segment_txid: int, next_first: int) -> bool:
+        """Bring the out-of-sync node up to ``next_first`` inside ``segment_txid`` (invariant 4).
+
+        Returns:
+            True when the node now ends exactly at ``next_first - 1`` and is in sync again; False
+            (nothing changed, or a refused resend) when it must wait for the next segment.
+        """
+        if self._recent_segment != segment_txid or not self._recent:
+            return False
+        try:
+            res = await self._rpc("get_edit_log_manifest", self.settings.write_txns_timeout_ms, jid=self.jid,
+                                  since_txid=segment_txid, in_progress_ok=True)
+            m = self._decode("get_edit_log_manifest", Manifest.from_wire, res)
+        except InvariantViolation:
+            raise
+        except Exception as e:  # noqa: BLE001 - no catch-up this time
+            log.debug("journal %r: %s: no catch-up (manifest: %s)", self.jid, self.name, e)
+            return False
+        open_seg = [sg for sg in m.segments if sg.start_txid == segment_txid and sg.in_progress]
+        node_next = open_seg[0].end_txid + 1 if open_seg else segment_txid
+        if node_next > next_first:
+            return False
+        parts: list[bytes] = []
+        t = node_next
+        for first, n, records in self._recent:
+            if first >= next_first or t >= next_first:
+                break
+            if first + n - 1 < t:
+                continue
+            if first != t:
+                log.debug("journal %r: %s: no catch-up: its segment %d ends at txid %d, the buffer holds "
+                          "txids from %d", self.jid, self.name, segment_txid, node_next - 1, first)
+                return False
+            parts.append(records)
+            t = first + n
+        if t != next_first:
+            return False
+        if parts:
+            try:
+                await self._rpc("journal", self.settings.write_txns_timeout_ms, req=self._make_req(),
+                                segment_txid=segment_txid, first_txid=node_next, num_txns=next_first - node_next,
+                                records=b"".join(parts))
+            except InvariantViolation:
+                raise
+            except Exception as e:  # noqa: BLE001 - the node waits for the next segment
+                log.info("journal %r: catching %s up with txids %d-%d failed: %s", self.jid, self.name,
+                         node_next, next_first - 1, e)
+                return False
+        self.out_of_sync = False
+        self._last_heartbeat_s = None
+        self.highest_acked_txid = next_first - 1
+        self.catch_ups += 1
+        log.info("journal %r: %s caught up inside segment %d with txids %d-%d; back in sync", self.jid,
+                 self.name, segment_txid, node_next, next_first - 1)
+        return True
 
     # -- the QJournalProtocol calls ------------------------------------------------------
     def is_formatted(self) -> asyncio.Future:
@@ -485,6 +576,7 @@ class AsyncLogger:
         fut = asyncio.get_running_loop().create_future()
         size = len(records)
         limit = self.queue_size_limit_bytes
+        self._remember(segment_txid, first_txid, num_txns, records)  # also a batch refused here
         if self.queued_bytes > 0 and self.queued_bytes + size > limit:
             fut.set_exception(LoggerTooFarBehindError(
                 f"journal {self.jid!r}: {self.name} is too far behind: {self.queued_bytes} bytes "

@@ -37,6 +37,7 @@ _KEYS: dict[str, tuple[str, str, int]] = {
     "output_buffer_bytes": ("qjournal.qjm.output-buffer.bytes", "bytes", 512 * 1024),
     "out_of_sync_heartbeat_interval_ms": ("qjournal.qjm.out-of-sync.heartbeat.interval.ms", "duration", 1000),
     "coalesce_max_bytes": ("qjournal.qjm.coalesce.max.bytes", "bytes", 8 * 1024 * 1024),
+    "catch_up_buffer_bytes": ("qjournal.qjm.catch-up.buffer.bytes", "bytes", 16 * 1024 * 1024),
 }
 
 
@@ -61,6 +62,7 @@ class QJMSettings:
     output_buffer_bytes: int = 512 * 1024
     out_of_sync_heartbeat_interval_ms: int = 1000
     coalesce_max_bytes: int = 8 * 1024 * 1024
+    catch_up_buffer_bytes: int = 16 * 1024 * 1024
 
     @property
     def queue_size_limit_bytes(self) -> int:
