@@ -253,3 +253,60 @@ def test_sync_off_means_off(tmp_path):
         assert "the syncer is off" in (tmp_path / "jn2.log").read_text()
     finally:
         c.close()
+
+
+def test_a_paused_node_acknowledges_the_same_segment_again_after_sigcont(tmp_path):
+    """(c) A JournalNode stopped with SIGSTOP for 5 s during steady writes is marked out of sync (the
+    writer's call deadline here is 1 s); after SIGCONT the writer catches it up inside the open segment
+    and it acknowledges batches of that same segment again (no roll happens in this test, so without
+    the catch-up it never would). The time from SIGCONT to its first acknowledgement is printed."""
+    import signal
+
+    from qjournal.config import Configuration
+
+    c = Cluster(tmp_path)
+    try:
+        for i in range(3):
+            c.start(i)
+        conf = Configuration()
+        conf.set("dfs.qjournal.write-txns.timeout.ms", "1000")
+
+        async def main():
+            q = QuorumJournalManager(c.uri, conf=conf, ns_info=NS)
+            try:
+                await q.format(NS)
+                await q.recover_unfinalized_segments()
+                out = await q.start_log_segment(1)
+                lg2 = next(lg for lg in q.loggers.loggers if lg.name.endswith(f":{c.ports[2]}"))
+                txid = 0
+
+                async def write_for(seconds):
+                    nonlocal txid
+                    end = asyncio.get_running_loop().time() + seconds
+                    while asyncio.get_running_loop().time() < end:
+                        for _ in range(10):
+                            txid += 1
+                            out.write(txid, b"op-%d" % txid, OP_DATA)
+                        out.mark()
+                        await out.sync()
+                await write_for(0.5)
+                c.daemons[2].signal(signal.SIGSTOP)
+                await write_for(5.0)
+                assert lg2.out_of_sync, "the paused node was never marked out of sync"
+                paused_at = txid
+                c.daemons[2].signal(signal.SIGCONT)
+                t0 = asyncio.get_running_loop().time()
+                while lg2.highest_acked_txid <= paused_at:
+                    assert asyncio.get_running_loop().time() - t0 < 20, "the node never acknowledged again"
+                    await write_for(0.01)
+                took = asyncio.get_running_loop().time() - t0
+                print(f"SIGCONT to the first acknowledgement of the resumed node: {took * 1000:.0f} ms "
+                      f"(catch-ups {lg2.catch_ups}, segment still 1, txid {txid})")
+                assert lg2.catch_ups >= 1 and not lg2.out_of_sync
+                await out.close()
+                await q.finalize_log_segment(1, txid)
+            finally:
+                await q.close()
+        asyncio.run(main())
+    finally:
+        c.close()
