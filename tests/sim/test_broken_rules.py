@@ -76,3 +76,19 @@ def test_recovery_choosing_the_longest_log_regardless_of_epochs_is_caught(monkey
                                    "finalize_disagree", "finalized_vs_log", "failure"},
                                   SEGMENT_START_TAKEOVERS, MAX_SEEDS_RECOVERY, nodes=3)
     assert seed is not None, f"longest-log recovery went unnoticed in {MAX_SEEDS_RECOVERY} seeds"
+
+
+def test_a_syncer_that_skips_what_it_should_copy_is_caught(monkeypatch):
+    """Issue 12: the end-of-run check (after two syncer rounds on the healed cluster, every known
+    committed finalized segment is on every node) fails when the rule that picks what to copy is
+    broken."""
+    from qjournal.protocol import sync_rules
+    real = sync_rules.plan_sync
+
+    def broken_plan_sync(local, peer):
+        plan = real(local, peer)
+        return sync_rules.SyncPlan((), plan.conflicts, plan.skipped)   # BROKEN: copies nothing
+    monkeypatch.setattr(sync_rules, "plan_sync", broken_plan_sync)
+    seed, hits = _first_violation({"failure"})
+    assert seed is not None, f"a syncer that copies nothing went unnoticed in {MAX_SEEDS} seeds"
+    assert "NotHealed" in str(hits[0])

@@ -42,6 +42,9 @@ Cluster, per director step (see :mod:`qjournal.sim.workload`):
   it fences the old one, recovers, and writes.
 * ``writer_crash``: the current writer stops dead (no finalize, no close).
 * ``read``: a reader reads every finalized segment.
+* ``jn_sync``: one JournalNode runs a JournalNodeSyncer round (the real
+  :class:`~qjournal.journalnode.syncer.JournalSyncer`) against its peers, in the
+  background, under the same network faults.
 
 Invariants:
 
@@ -60,7 +63,7 @@ __all__ = ["FaultConfig", "NetworkFaults", "NETWORK_KINDS", "CLUSTER_KINDS"]
 
 NETWORK_KINDS = ["drop", "delay", "reorder", "duplicate"]
 CLUSTER_KINDS = ["partition", "isolate_old_writer", "takeover_at_segment_start", "heal", "jn_crash", "jn_crash_point",
-                 "jn_restart", "disk_full", "disk_free", "writer_takeover", "writer_crash", "read"]
+                 "jn_restart", "disk_full", "disk_free", "writer_takeover", "writer_crash", "read", "jn_sync"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ class FaultConfig:
     writer_takeover: float = 0.06
     writer_crash: float = 0.02
     read: float = 0.05
+    jn_sync: float = 0.05
     write_weight: float = 0.5
 
     def without(self, *kinds: str) -> "FaultConfig":

@@ -50,14 +50,15 @@ import crc32c
 from qjournal.client.qjm import QuorumJournalManager
 from qjournal.client.settings import QJMSettings
 from qjournal.errors import InvariantViolation, JournalError, QJournalError, TransportError
-from qjournal.journalnode.journal import FAULT_POINTS, Journal
+from qjournal.journalnode.journal import FAULT_POINTS, SYNC_FAULT_POINTS, Journal
+from qjournal.journalnode.syncer import JournalSyncer, SyncerSettings
 from qjournal.protocol.messages import Manifest, NamespaceInfo, RequestInfo, SegmentState
 from qjournal.protocol.segment import iter_records, parse_segment_file_name, segment_file_name
 from qjournal.sim.disk import SimFS, SimJournalStorage, SimulatedCrash
 from qjournal.sim.faults import FaultConfig, NetworkFaults
 from qjournal.sim.history import Accepted, Failure, Finalized, History, NodeSegment, Note, Promise
 from qjournal.transport import MemoryNetwork, RpcServer
-from qjournal.transport.rpc import current_peer
+from qjournal.transport.rpc import current_peer, memory_connector
 
 __all__ = ["SimCluster", "SimJournalNode", "JID", "NS_INFO", "STORAGE_POINTS", "sim_settings"]
 
@@ -68,7 +69,7 @@ NS_INFO = NamespaceInfo(4242, "simcluster")
 #: SimFS crash points a fault may arm (beyond the Journal's own FAULT_POINTS)
 STORAGE_POINTS = ["write", "before_fsync", "after_fsync", "rename", "before_fsync_dir"]
 #: every crash point, in a fixed order
-CRASH_POINTS = STORAGE_POINTS + [f"journal:{p}" for p in FAULT_POINTS]
+CRASH_POINTS = STORAGE_POINTS + [f"journal:{p}" for p in FAULT_POINTS + SYNC_FAULT_POINTS]
 #: relative weight of each crash point when one is armed: the window between a batch's
 #: append and its fsync (a torn last record) weighs more, it is where most repair logic is
 CRASH_POINT_WEIGHTS = [4 if p in ("journal:after_append", "before_fsync") else 1 for p in CRASH_POINTS]
@@ -110,6 +111,7 @@ class SimJournalNode:
         self.server: RpcServer | None = None
         self.armed_point: tuple[str, int] | None = None  # Journal fault point, countdown
         self.stats: dict[str, int] = {}
+        self._syncer: JournalSyncer | None = None  # of the current incarnation
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -117,6 +119,7 @@ class SimJournalNode:
         assert not self.alive, f"{self.name} is already running"
         self.incarnation += 1
         self.journals = {}
+        self._syncer = None
         self.server = RpcServer(self, name=self.name)
         await self.server.start_memory(self.cluster.network, self.name)
         self.alive = True
@@ -246,9 +249,10 @@ class SimJournalNode:
         self._call("purge_logs", lambda: self._journal(r.jid).purge_logs_older_than(
             r, int(min_txid_to_keep)))
 
-    async def rpc_get_edit_log_manifest(self, jid: str, since_txid: int, in_progress_ok: bool) -> dict:
+    async def rpc_get_edit_log_manifest(self, jid: str, since_txid: int, in_progress_ok: bool,
+                                        with_digests: bool = False) -> dict:
         m: Manifest = self._call("get_edit_log_manifest", lambda: self._journal(jid).get_edit_log_manifest(
-            int(since_txid), bool(in_progress_ok)))
+            int(since_txid), bool(in_progress_ok), bool(with_digests)))
         return m.to_wire()
 
     async def rpc_prepare_recovery(self, req: dict, segment_txid: int) -> dict:
@@ -304,6 +308,47 @@ class SimJournalNode:
         if bytes(ino.visible) != ino.durable:
             self.cluster.history.add(Note("accept_unsynced", self.name,
                                           f"segment {state.start_txid}"))
+
+    # -- the JournalNodeSyncer ---------------------------------------------------------------
+    def syncer(self) -> JournalSyncer:
+        """This incarnation's syncer (the real one): peers over the memory network, downloads
+        through the simulated HTTP, every journal call through ``_call`` (invariant 1)."""
+        if self._syncer is None:
+            inc = self.incarnation
+
+            async def journal_call(method: str, *args):
+                self._check_incarnation(inc, f"sync:{method}")
+                return self._call(f"sync:{method}", lambda: getattr(self._journal(JID), method)(*args))
+
+            async def download(url: str) -> bytes:
+                src, seg_txid = _parse_get_journal_url(url)
+                body, crc = await self.cluster.http_fetch(self.name, src, JID, seg_txid, False)
+                if crc is not None and crc32c.crc32c(body) != crc:
+                    raise TransportError(f"{self.name}: sync download of segment {seg_txid} from {src} "
+                                         f"failed its checksum", node=self.name)
+                return body
+            peers = [tuple(n.rsplit(":", 1)) for n in self.cluster.names if n != self.name]
+            s = self.cluster.settings
+            self._syncer = JournalSyncer(
+                JID, [(h, int(p)) for h, p in peers], journal_call,
+                memory_connector(self.cluster.network, self.name,
+                                 connect_timeout_ms=s.connect_timeout_ms),
+                download, SyncerSettings(interval_s=0.0, rpc_timeout_ms=s.select_input_streams_timeout_ms),
+                clock=asyncio.get_running_loop().time)
+        return self._syncer
+
+    async def sync_once(self) -> None:
+        """One syncer round (a failed round is counted in its stats, never raised)."""
+        if not self.alive:
+            return
+        syncer = self.syncer()
+        before = syncer.stats.segments_synced
+        await syncer.sync_once()
+        copied = syncer.stats.segments_synced - before
+        if copied:
+            self.stats["sync:segments_copied"] = self.stats.get("sync:segments_copied", 0) + copied
+        for text in syncer.stats.conflicts:
+            self.cluster.history.add(Failure(self.name, "SyncConflict", text))
 
     # -- /getJournal -----------------------------------------------------------------------
     def serve_segment(self, jid: str, segment_txid: int, in_progress_ok: bool) -> tuple[bytes, int]:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from qjournal.errors import InvariantViolation, QJournalError
 from qjournal.sim.checker import Violation, check
+from qjournal.journalnode.journal import SYNC_FAULT_POINTS
 from qjournal.sim.journalnodes import CRASH_POINTS, CRASH_POINT_WEIGHTS, JID, NS_INFO, SimCluster
 from qjournal.sim.faults import CLUSTER_KINDS, NETWORK_KINDS, FaultConfig
 from qjournal.sim.known_bugs import attribute
@@ -367,6 +368,11 @@ class _Run:
         elif action == "read":
             self.start_reader()
             self._fault("read")
+        elif action == "jn_sync":
+            node = cl.nodes[rng.choice(names)]
+            if node.alive:
+                cl.background.append(asyncio.get_running_loop().create_task(node.sync_once()))
+                self._fault("jn_sync", node.name)
 
     # -- the whole run -----------------------------------------------------------------------
     async def main(self) -> None:
@@ -430,6 +436,7 @@ class _Run:
                     break
                 bodies.append(body)
             self.history.add(FinalLog(first, tuple(bodies)))
+        await self._check_redundancy_heals()
         for ev in cl.disk_states():
             self.history.add(ev)
         for n in cl.names:
@@ -443,6 +450,46 @@ class _Run:
         self._stat("http_fetches", cl.http_fetches)
         self._stat("runs_tcp_fifo" if cl.fifo else "runs_unordered_network")
         await cl.stop()
+
+
+    async def _check_redundancy_heals(self) -> None:
+        """Issue 12, judged from the nodes' manifests (an oracle apart from ``sync_rules``): after two
+        syncer rounds on every node of the healed cluster, every finalized segment that is known
+        committed is on every node, with the same end and digest, except on a node that holds that
+        segment in progress as its newest (recovery decides it there)."""
+        cl = self.cluster
+        for _ in range(2):
+            for n in cl.names:
+                await cl.nodes[n].sync_once()
+        try:
+            ms = {n: cl.nodes[n]._journal(JID).get_edit_log_manifest(0, True, True) for n in cl.names}
+        except QJournalError as e:
+            self.history.add(Failure("syncer", "NotHealed", f"cannot read the manifests: {e}"))
+            return
+        committed = max(m.committed_txid for m in ms.values())
+        copies: dict[int, dict[str, object]] = {}
+        for n, m in ms.items():
+            for sg in m.segments:
+                if not sg.in_progress:
+                    copies.setdefault(sg.start_txid, {})[n] = sg
+        for start, held in sorted(copies.items()):
+            kinds = {(sg.end_txid, sg.digest) for sg in held.values()}
+            if len(kinds) > 1:
+                self.history.add(Failure("syncer", "SyncConflict", f"finalized copies of segment {start} "
+                                         f"differ: {sorted((k, str(v)) for k, v in held.items())}"))
+            seg = next(iter(held.values()))
+            if seg.end_txid > committed:
+                continue
+            for n, m in ms.items():
+                if n in held:
+                    continue
+                newest = max((sg.start_txid for sg in m.segments), default=None)
+                if any(sg.in_progress and sg.start_txid == start for sg in m.segments) and start == newest:
+                    continue
+                if seg.end_txid < cl.nodes[n]._journal(JID).purged_below:
+                    continue
+                self.history.add(Failure(n, "NotHealed", f"after two sync rounds it still lacks finalized "
+                                         f"segment {seg} held by {', '.join(sorted(held))}"))
 
 
 def run_seed(opts: SimOptions) -> RunResult:
@@ -565,9 +612,14 @@ class _CrashPointRun(_Run):
         h.add(WriterStarted("w1"))
         await w1.recover_unfinalized_segments()
         h.add(EpochGranted("w1", w1.epoch))
+        victim = cl.names[self.node]
+        sync_point = self.point.startswith("journal:") and self.point[len("journal:"):] in SYNC_FAULT_POINTS
+        if sync_point:  # the victim misses segment 1-3, for its syncer to copy through the crash point
+            cl.network.partition("w1", victim)
         s = await w1.start_log_segment(1)
         assert await self._write("w1", w1, s, [1, 2, 3])
         await w1.finalize_log_segment(1, 3)
+        cl.network.heal()
         s = await w1.start_log_segment(4)
         assert await self._write("w1", w1, s, [4, 5])
         cl.network.partition("w1", cl.names[1])
@@ -577,8 +629,10 @@ class _CrashPointRun(_Run):
         await w1.close()
         cl.network.heal()
         # the crash point, then the takeover that must recover through it
-        cl.nodes[cl.names[self.node]].arm(self.point, 0)
-        self._fault("jn_crash_point", f"{cl.names[self.node]} {self.point} after 0")
+        cl.nodes[victim].arm(self.point, 0)
+        self._fault("jn_crash_point", f"{victim} {self.point} after 0")
+        if sync_point:
+            await cl.nodes[victim].sync_once()
         holder: dict = {}
         w2 = cl.new_qjm("w2")
         holder["qjm"] = w2
