@@ -1154,6 +1154,17 @@ class Journal:
         self._fin_checks[name] = (stamp, digest, problem)
         return digest, problem
 
+    def finalized_digest(self, start_txid: int, end_txid: int) -> int | None:
+        """The digest of this node's finalized segment ``start_txid-end_txid`` (None when it holds no
+        such file). Unlike every other method this one may run on any thread: a finalized file never
+        changes [I10] (a damaged one changes its stamp), and the cache entry is replaced whole; the
+        daemon computes digests off the journal's thread so a peer's syncer never stalls the writer.
+        """
+        try:
+            return self._check_finalized(segment_file_name(start_txid, end_txid))[0]
+        except FileNotFoundError:
+            return None
+
     def _local_segments(self, digest_starts: frozenset[int] = frozenset()) -> sync_rules.LocalSegments:
         finalized: dict[int, SegmentState] = {}
         in_progress: set[int] = set()

@@ -294,6 +294,15 @@ class JournalNode:
 
     # --- the JournalNodeSyncer ---------------------------------------------------------------
 
+    async def finalized_digest(self, slot: _JournalSlot, seg: SegmentState) -> int | None:
+        """A finalized segment's digest, read off the journal's thread (a first read of a large
+        retention window must not stall the writer's calls queued on that thread)."""
+        fn = functools.partial(_call, slot.journal.jid, slot.journal.finalized_digest, seg.start_txid,
+                               seg.end_txid)
+        if not self.threaded:
+            return fn()
+        return await asyncio.get_running_loop().run_in_executor(None, fn)
+
     def _shared_edits_uris(self) -> list[str]:
         """Every configured journal URI: ``dfs.namenode.shared.edits.dir`` and its ``.<ns>`` forms."""
         c = self.conf
@@ -349,7 +358,10 @@ class JournalNode:
             async def download(url: str, _jid: str = jid) -> bytes:
                 return await self.download_segment(url, _jid, why="the syncer",
                                                    bytes_per_s=self.transfer_bytes_per_s)
-            syncer = JournalSyncer(jid, peers, journal_call, connect, download, self.sync_settings)
+            async def digest(seg: SegmentState, _jid: str = jid) -> None:
+                await self.finalized_digest(await self.journal_slot(_jid), seg)
+            syncer = JournalSyncer(jid, peers, journal_call, connect, download, self.sync_settings,
+                                   warm_digest=digest)
             task = spawn(syncer.run(), name=f"journal-syncer-{jid}")
             self.syncers[jid] = (syncer, task)
             log.info("journal %s: syncer started, peers %s, every %.0f s%s", jid,
@@ -677,8 +689,11 @@ class JournalNodeRpcHandler:
         w = "get_edit_log_manifest"
         slot = await self.node.journal_slot(jid)
         m = await slot.run(slot.journal.get_edit_log_manifest, wire_int(since_txid, w, "since_txid"),
-                           wire_bool(in_progress_ok, w, "in_progress_ok"),
-                           wire_bool(with_digests, w, "with_digests"))
+                           wire_bool(in_progress_ok, w, "in_progress_ok"))
+        if wire_bool(with_digests, w, "with_digests"):
+            m = replace(m, segments=tuple([
+                s if s.in_progress else replace(s, digest=await self.node.finalized_digest(slot, s))
+                for s in m.segments]))
         return m.to_wire()
 
     async def rpc_prepare_recovery(self, req: Any, segment_txid: Any) -> dict:

@@ -139,11 +139,14 @@ class JournalSyncer:
         download: fetches a ``/getJournal`` URL (checksum verified, throttled).
         settings: interval, format-from-peers, RPC deadline.
         clock: seconds (monotonic), for ``last_round_s``.
+        warm_digest: computes (and caches) this node's digest of a finalized segment off the journal's
+            thread before ``sync_plan`` needs it (None: ``sync_plan`` computes it inline).
     """
 
     def __init__(self, jid: str, peers: list[tuple[str, int]], journal_call: JournalCall,
                  connect: RpcConnector, download: SegmentDownload, settings: SyncerSettings,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 warm_digest: Callable[[SegmentState], Awaitable[None]] | None = None) -> None:
         self.jid = jid
         self.peers = list(peers)
         self._journal = journal_call
@@ -151,6 +154,7 @@ class JournalSyncer:
         self._download = download
         self.settings = settings
         self._clock = clock
+        self._warm_digest = warm_digest
         self._clients: dict[tuple[str, int], RpcClient] = {}
         self._next_peer = 0
         self._conflicts_logged: set[str] = set()
@@ -262,6 +266,10 @@ class JournalSyncer:
         conflicts: list[str] = []
         conflict_segments: set[int] = set()
         for peer in order:
+            if self._warm_digest is not None:
+                for seg in manifests[peer].segments:
+                    if seg.digest is not None and not seg.in_progress:
+                        await self._warm_digest(seg)
             plan = await self._journal("sync_plan", manifests[peer])
             for c in plan.conflicts:
                 text = f"with {peer[0]}:{peer[1]}: {c}"
