@@ -338,3 +338,23 @@ def test_bind_host_keys(tmp_path):
         finally:
             await node.stop()
     run(main())
+
+
+def test_a_per_nameservice_edits_dir_holds_that_journal(tmp_path):
+    """``dfs.journalnode.edits.dir.<ns>`` (Hadoop's per-nameservice form) is where journal <ns> lives."""
+    from qjournal.config import Configuration
+    conf = Configuration()
+    conf.set(f"dfs.journalnode.edits.dir.{JID}", str(tmp_path / "special"))
+
+    async def main():
+        node, c = await start_node(tmp_path, conf=conf)
+        try:
+            await c.call("format", jid=JID, ns_info=NS.to_wire(), force=False)
+            await c.call("format", jid="other", ns_info=NS.to_wire(), force=False)
+        finally:
+            await c.close()
+            await node.stop()
+    run(main())
+    assert (tmp_path / "special" / JID / "current" / "VERSION").exists()
+    assert not (tmp_path / "jn" / JID).exists()
+    assert (tmp_path / "jn" / "other" / "current" / "VERSION").exists()

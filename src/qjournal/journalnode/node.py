@@ -55,8 +55,8 @@ from urllib.parse import parse_qs, urlsplit
 import aiohttp
 
 from qjournal.config import Configuration
-from qjournal.errors import (InvalidRequestError, JournalError, QJournalError, SegmentNotFoundError,
-                             TransportError)
+from qjournal.errors import (ConfigError, InvalidRequestError, JournalError, QJournalError,
+                             SegmentNotFoundError, TransportError)
 from qjournal.journalnode.http import JournalNodeHttpServer
 from qjournal.journalnode.journal import Journal
 from qjournal.protocol.segment import validate_batch
@@ -251,6 +251,21 @@ class JournalNode:
         return {"role": "journalnode", "rpc": self.rpc_bound, "http": self.http_bound,
                 "http_url": self.http_url, "pid": os.getpid()}
 
+    def journal_dir(self, jid: str) -> str:
+        """The directory holding journal ``jid``: ``dfs.journalnode.edits.dir.<jid>`` when set (Hadoop's
+        per-nameservice form; a journal id is its nameservice's name), else the edits dir."""
+        try:
+            per = self.conf.get(f"dfs.journalnode.edits.dir.{jid}") if "." not in jid else None
+        except ConfigError:
+            per = None
+        if not per:
+            return self.edits_dir
+        if not os.path.isabs(per):
+            raise JournalError(f"dfs.journalnode.edits.dir.{jid} {per!r} is not an absolute path", path=per,
+                               jid=jid)
+        os.makedirs(per, exist_ok=True)
+        return per
+
     def _check_edits_dir(self) -> None:
         d = self.edits_dir
         if not os.path.isabs(d):
@@ -401,7 +416,7 @@ class JournalNode:
         slot = self.journals.get(jid)
         if slot is not None:
             return slot
-        if not create and self._disk_storage and not os.path.isdir(os.path.join(self.edits_dir, jid)):
+        if not create and self._disk_storage and not os.path.isdir(os.path.join(self.journal_dir(jid), jid)):
             raise SegmentNotFoundError(f"journal {jid}: no such journal on this node", jid=jid)
         if len(self.journals) >= self.max_journals:
             raise InvalidRequestError(
@@ -410,7 +425,7 @@ class JournalNode:
         executor = ThreadPoolExecutor(1, thread_name_prefix=f"jn-{jid}") if self.threaded else None
 
         def _open() -> Journal:
-            return Journal(jid, self.storage_factory(self.edits_dir, jid), clock=self.clock,
+            return Journal(jid, self.storage_factory(self.journal_dir(jid), jid), clock=self.clock,
                            fault_hook=self.fault_hook, max_record_bytes=self.max_record_bytes,
                            slow_sync_warn_s=self.slow_sync_warn_s)
         try:
