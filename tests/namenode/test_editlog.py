@@ -107,3 +107,54 @@ def test_fenced_sync_fails_every_waiter_and_later_calls():
         assert el.synced_txid == 1  # nothing after the START marker was acknowledged
 
     asyncio.run(main())
+
+
+SPIN_SCRIPT = r'''
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+from tests.namenode.fakes import MemoryJournal
+from qjournal.namenode.editlog import FSEditLog
+from qjournal.namenode.namespace import CallContext, Namespace
+
+async def main():
+    j = MemoryJournal()
+    el = FSEditLog(j, clock_ms=lambda: 1, user="nn")
+    ns = Namespace(superuser="nn")
+    await el.open_for_write(1)
+    j.gate = asyncio.Event()
+    txid, _ = await el.log_edit(lambda: ns.mkdirs(CallContext("nn", (), b"c" * 16, 1, ts=1), "/d"))
+    waiter = asyncio.ensure_future(el.log_sync(txid))
+    while el._sync_task is None:
+        await asyncio.sleep(0)
+    # what a teardown does: every task cancelled at once, the shared syncer among them
+    el._sync_task.cancel()
+    waiter.cancel()
+    res = await asyncio.gather(waiter, return_exceptions=True)
+    assert isinstance(res[0], asyncio.CancelledError), res
+    # and a caller that was not cancelled gets a new syncer instead of the cancelled one
+    j.gate.set()
+    other = asyncio.ensure_future(el.log_sync(txid))
+    await asyncio.sleep(0)
+    if el._sync_task is not None:
+        el._sync_task.cancel()
+    await asyncio.wait_for(other, 5)
+    assert el.synced_txid >= txid
+    print("ok")
+
+asyncio.run(main())
+'''
+
+
+def test_a_cancelled_syncer_never_makes_log_sync_spin(tmp_path):
+    """Found by the whole-cluster soak: a sync task cancelled before its first step never cleared
+    itself, and log_sync awaited it again and again without ever yielding (a NameNode's shutdown spun
+    at 100 % CPU). Run in a subprocess so the old behaviour fails by its deadline instead of hanging."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = tmp_path / "spin.py"
+    script.write_text(SPIN_SCRIPT)
+    r = subprocess.run([sys.executable, str(script), root], capture_output=True, text=True, timeout=20,
+                       cwd=root)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

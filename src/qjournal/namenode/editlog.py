@@ -200,6 +200,11 @@ class FSEditLog:
             if self.fatal is not None:
                 raise EditLogFatalError(f"edit log failed: {self.fatal}; txid {txid} is not durable",
                                         txid=txid, cause=str(self.fatal))
+            if self._sync_task is not None and self._sync_task.done():
+                # a syncer cancelled before its first step never ran its `finally`: start a new one
+                # (without this the loop below awaited the same cancelled task for ever, never
+                # yielding: the cluster soak's worker spun in a NameNode's shutdown)
+                self._sync_task = None
             if self._sync_task is None:
                 self._sync_task = asyncio.ensure_future(self._sync_once())
                 # its failure is the edit log's (self.fatal); waiters that left do not retrieve it
@@ -208,8 +213,9 @@ class FSEditLog:
             try:
                 await asyncio.shield(task)
             except asyncio.CancelledError:
-                if task.cancelled():
-                    continue
+                me = asyncio.current_task()
+                if task.cancelled() and not (me is not None and me.cancelling()):
+                    continue  # only the shared syncer was cancelled: wait for a new one
                 raise
             except Exception:
                 if self.fatal is None:
