@@ -34,3 +34,16 @@ def test_bad_fault_spec_is_a_usage_error_naming_the_kind():
     p = _run("--seed", "1", "--faults", "explode=0.5")
     assert p.returncode == 2
     assert "unknown fault kind 'explode'" in p.stderr
+
+
+def test_a_seed_that_spins_becomes_a_failing_seed_with_its_stack():
+    """The soak's watchdog: a seed that never yields is reported (with where it was), not waited on for ever."""
+    from qjournal.sim.__main__ import _wall_limited
+
+    def spin():
+        while True:
+            pass
+    seed, viols, counts = _wall_limited(7, 1, spin)
+    assert seed == 7 and counts == {"seed_wall_limit": 1}
+    assert viols[0].startswith("[wall_limit] seed 7 ran longer than 1 s") and "spin" in viols[0]
+    assert _wall_limited(8, 5, lambda: (8, [], {"ok": 1})) == (8, [], {"ok": 1})

@@ -24,8 +24,10 @@ import json
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 import time
+import traceback
 
 from qjournal.sim.faults import FaultConfig
 from qjournal.sim.ha_workload import HAFaults, HAOptions, run_ha_seed
@@ -54,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=int, default=150, dest="soak_steps")
     s.add_argument("--jobs", type=int, default=1, help="worker processes")
     s.add_argument("--report", default=None, help="write the soak summary as JSON to this file")
+    s.add_argument("--seed-wall-limit-s", type=int, default=300,
+                   help="a seed running longer (wall clock) is a failing seed: a spin or a hang")
     c = sub.add_parser("cluster", help="one whole-cluster run (NameNodes, ZKFCs, ZooKeeper, JournalNodes)")
     c.add_argument("--seed", type=int, default=0, dest="cluster_seed")
     c.add_argument("--steps", type=int, default=40, dest="cluster_steps")
@@ -67,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     cs.add_argument("--steps", type=int, default=40, dest="soak_steps")
     cs.add_argument("--jobs", type=int, default=1, help="worker processes")
     cs.add_argument("--report", default=None, help="write the soak summary as JSON to this file")
+    cs.add_argument("--seed-wall-limit-s", type=int, default=300,
+                    help="a seed running longer (wall clock) is a failing seed: a spin or a hang")
     return p
 
 
@@ -94,18 +100,47 @@ def _run_one(args) -> int:
     return 1
 
 
+class _SeedWallLimit(KeyboardInterrupt):
+    """Raised by the watchdog's SIGALRM in a seed that overran its wall-clock limit. A KeyboardInterrupt,
+    so neither the code under test (``except Exception``) nor asyncio's handlers swallow it."""
+
+
+def _wall_limited(seed: int, limit_s: int, run):
+    """``run()`` under a wall-clock watchdog: a seed that spins or hangs becomes a failing seed with the
+    stack where it was (the second 10,000-seed soak sat for 20 minutes on one that spun)."""
+    def on_alarm(signum, frame):
+        signal.alarm(max(1, limit_s // 10))  # the teardown of the interrupted run gets a little time too
+        where = "".join(traceback.format_stack(frame)[-8:])
+        raise _SeedWallLimit(f"seed {seed} ran longer than {limit_s} s of wall clock; it was in:\n{where}")
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(limit_s)
+    try:
+        return run()
+    except _SeedWallLimit as e:
+        return seed, [f"[wall_limit] {e}"], {"seed_wall_limit": 1}
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def _soak_worker(item):
-    seed, steps, nodes = item
-    opts = SimOptions(seed=seed, steps=steps, nodes=nodes, faults=FaultConfig())
-    r = run_seed(opts)
-    return seed, [str(v) for v in r.unexplained], r.counts()
+    seed, steps, nodes, limit_s = item
+
+    def run():
+        opts = SimOptions(seed=seed, steps=steps, nodes=nodes, faults=FaultConfig())
+        r = run_seed(opts)
+        return seed, [str(v) for v in r.unexplained], r.counts()
+    return _wall_limited(seed, limit_s, run)
 
 
 def _cluster_worker(item):
-    seed, steps = item
+    seed, steps, limit_s = item
     logging.disable(logging.CRITICAL)   # the daemons' logs of a soak go nowhere; the checker judges
-    r = run_ha_seed(HAOptions(seed=seed, steps=steps))
-    return seed, [str(v) for v in r.violations], {k: v for k, v in r.counts().items() if isinstance(v, int)}
+
+    def run():
+        r = run_ha_seed(HAOptions(seed=seed, steps=steps))
+        return seed, [str(v) for v in r.violations], {k: v for k, v in r.counts().items() if isinstance(v, int)}
+    return _wall_limited(seed, limit_s, run)
 
 
 def _soak_loop(args, worker, items) -> tuple[dict, list]:
@@ -136,7 +171,8 @@ def _soak_loop(args, worker, items) -> tuple[dict, list]:
 
 def _soak(args) -> int:
     seeds = list(range(args.first, args.first + args.seeds))
-    _, failing = _soak_loop(args, _soak_worker, [(s, args.soak_steps, 5 if s % 4 == 3 else 3) for s in seeds])
+    _, failing = _soak_loop(args, _soak_worker, [(s, args.soak_steps, 5 if s % 4 == 3 else 3,
+                                                  args.seed_wall_limit_s) for s in seeds])
     if failing:
         seed = failing[0][0]
         nodes = 5 if seed % 4 == 3 else 3
@@ -163,7 +199,7 @@ def _run_cluster(args) -> int:
 
 def _cluster_soak(args) -> int:
     seeds = range(args.first, args.first + args.seeds)
-    _, failing = _soak_loop(args, _cluster_worker, [(s, args.soak_steps) for s in seeds])
+    _, failing = _soak_loop(args, _cluster_worker, [(s, args.soak_steps, args.seed_wall_limit_s) for s in seeds])
     if failing:
         opts = HAOptions(seed=failing[0][0], steps=args.soak_steps)
         print(f"first failing seed: python -m qjournal.sim cluster --seed {opts.seed} --steps {opts.steps}")
