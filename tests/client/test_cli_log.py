@@ -80,6 +80,11 @@ def test_log_cli_end_to_end(jns, capsys):
         assert r == {"txid": r["txid"], "length": 50, "crc32c": f"{crc32c(record_body(epoch, r['txid'], 50)):08x}"}
     rc, out, err = cli(capsys, "status", "--journal", u)
     assert rc == 0, err
+    # without --journal: the configured shared edits dir, the same answer
+    rc2 = cli_main(["-D", "ipc.client.connect.timeout=2000", "-D", f"dfs.namenode.shared.edits.dir={u}",
+                    "log", "status"])
+    out2, _ = capsys.readouterr()
+    assert rc2 == 0 and len(out2.splitlines()) == len(out.splitlines())
     *st, summary = [json.loads(x) for x in out.splitlines()]
     assert len(st) == 3 and all(s["answered"] and s["last_promised_epoch"] == 2 for s in st)
     assert all([10, 11, False] in s["segments"] for s in st)
@@ -101,3 +106,5 @@ def test_log_cli_end_to_end(jns, capsys):
 def test_log_cli_bad_uri(capsys):
     rc, out, err = cli(capsys, "status", "--journal", "qjournal://h:notaport/j")
     assert rc == 1 and "bad port" in err
+    rc, out, err = cli(capsys, "status")
+    assert rc == 1 and "no --journal URI and no dfs.namenode.shared.edits.dir" in err

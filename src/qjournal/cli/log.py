@@ -27,7 +27,7 @@ from typing import Any
 
 from qjournal.client.qjm import NodeStatus, QuorumJournalManager
 from qjournal.config import Configuration
-from qjournal.errors import (EpochError, GapInTransactionsError, InvariantViolation,
+from qjournal.errors import (ConfigError, EpochError, GapInTransactionsError, InvariantViolation,
                              JournalNotFormattedError, QJournalError, QuorumError)
 from qjournal.protocol.messages import NamespaceInfo
 from qjournal.protocol.segment import crc32c
@@ -75,8 +75,9 @@ def register(subparsers: Any) -> None:
     r.add_argument("--to", dest="to_txid", type=int, default=None, metavar="TXID")
     r.set_defaults(func=_cmd_read)
 
-    s = sub.add_parser("status", help="per JournalNode: epochs, segments, committed txid")
-    s.add_argument("--journal", required=True, metavar="URI")
+    s = sub.add_parser("status", help="per JournalNode: epochs, segments, committed txid; replica counts")
+    s.add_argument("--journal", default=None, metavar="URI",
+                   help="default: dfs.namenode.shared.edits.dir of the configuration (--conf)")
     s.set_defaults(func=_cmd_status)
 
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
@@ -105,7 +106,10 @@ def _run(args: argparse.Namespace, coro_fn: Any) -> int:
     what = f"qjournal log {args.log_command}"
     try:
         conf = _setup(args)
-        qjm = QuorumJournalManager(args.journal, conf)
+        uri = args.journal or conf.get("dfs.namenode.shared.edits.dir")
+        if not uri:
+            raise ConfigError("no --journal URI and no dfs.namenode.shared.edits.dir in the configuration")
+        qjm = QuorumJournalManager(uri, conf)
     except QJournalError as e:
         print(f"{what}: {_reason(e)}", file=sys.stderr, flush=True)
         return 1
