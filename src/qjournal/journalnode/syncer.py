@@ -232,7 +232,10 @@ class JournalSyncer:
             if st.ns_info is not None:
                 votes[st.ns_info] = votes.get(st.ns_info, 0) + 1
         best = max(votes.items(), key=lambda kv: kv[1], default=None)
-        if best is None or best[1] * 2 <= len(self.peers):
+        if best is None:
+            log.debug("journal %s: not formatting from peers: none of them is formatted", self.jid)
+            return False
+        if best[1] * 2 <= len(self.peers):
             log.warning("journal %s: not formatting from peers: no namespace is reported by a majority of "
                         "the %d peers (%s)", self.jid, len(self.peers),
                         ", ".join(f"{ns}: {n}" for ns, n in sorted(votes.items(), key=str)) or "none answered")
