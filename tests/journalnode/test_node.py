@@ -358,3 +358,43 @@ def test_a_per_nameservice_edits_dir_holds_that_journal(tmp_path):
     assert (tmp_path / "special" / JID / "current" / "VERSION").exists()
     assert not (tmp_path / "jn" / JID).exists()
     assert (tmp_path / "jn" / "other" / "current" / "VERSION").exists()
+
+
+def test_a_throttled_download_never_runs_ahead_of_its_rate():
+    """dfs.edit.log.transfer.bandwidthPerSec on the syncer's side: on the simulator's virtual clock, reading
+    1 MB at 100 kB/s takes at least 10 virtual seconds (and the bytes arrive whole, in order)."""
+    from qjournal.journalnode.node import _read_throttled
+    from qjournal.sim.loop import run_simulation
+
+    body = bytes(range(256)) * 4096
+
+    class Content:
+        def __init__(self):
+            self.pos = 0
+
+        async def readexactly(self, n):
+            chunk = body[self.pos:self.pos + n]
+            self.pos += n
+            return chunk
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        data = await _read_throttled(Content(), len(body), 100_000)
+        return data, loop.time() - t0
+    data, elapsed = run_simulation(main, 0)
+    assert data == body
+    assert elapsed >= len(body) / 100_000 - 0.2
+    data, elapsed = run_simulation(lambda: _unthrottled(body), 0)
+    assert data == body and elapsed == 0
+
+
+async def _unthrottled(body):
+    from qjournal.journalnode.node import _read_throttled
+
+    class Content:
+        async def readexactly(self, n):
+            return body[:n]
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    return await _read_throttled(Content(), len(body), 0), loop.time() - t0
