@@ -461,9 +461,7 @@ class AsyncLogger:
         if self._recent_segment != segment_txid or not self._recent:
             return False
         try:
-            res = await self._rpc("get_edit_log_manifest", self.settings.write_txns_timeout_ms, jid=self.jid,
-                                  since_txid=segment_txid, in_progress_ok=True)
-            m = self._decode("get_edit_log_manifest", Manifest.from_wire, res)
+            m = await self.get_edit_log_manifest(segment_txid, True)
         except InvariantViolation:
             raise
         except Exception as e:  # noqa: BLE001 - no catch-up this time

@@ -79,8 +79,6 @@ log = logging.getLogger(__name__)
 __all__ = ["NodeStatus", "QuorumJournalManager", "parse_qjournal_uri"]
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class NodeStatus:
     """One JournalNode's answers, for ``qjournal log status``.

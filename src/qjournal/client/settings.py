@@ -17,7 +17,6 @@ from qjournal.protocol.journal_uri import DEFAULT_PORT
 
 __all__ = ["QJMSettings", "DEFAULT_PORT"]
 
-
 # attribute -> (configuration key, getter kind, default)
 _KEYS: dict[str, tuple[str, str, int]] = {
     "start_segment_timeout_ms": ("dfs.qjournal.start-segment.timeout.ms", "duration", 20000),

@@ -255,11 +255,11 @@ define("qjournal.qjm.out-of-sync.heartbeat.interval.ms", 1000, "duration",
        "heartbeat interval to a JournalNode that is out of sync until the next roll", unit="ms")
 define("qjournal.qjm.coalesce.max.bytes", 8 * MiB, "bytes",
        "largest journal call made by coalescing the queued batches of a lagging JournalNode")
-
-# --- HA: NameNode pair, tailing, fencing (reference §4.7, §5.1, §7.3; seed 004) --------
 define("qjournal.qjm.catch-up.buffer.bytes", 16 * MiB, "bytes",
        "recent batches of the open segment each logger keeps, to bring a node that fell out of sync back "
        "inside the segment (0: it waits for the next segment, as Hadoop)")
+
+# --- HA: NameNode pair, tailing, fencing (reference §4.7, §5.1, §7.3; seed 004) --------
 define("dfs.ha.namenodes.<ns>", None, "list", "NameNode ids of nameservice <ns>")
 define("dfs.ha.namenode.id", None, "str", "id of this NameNode within its nameservice")
 define("dfs.ha.automatic-failover.enabled", False, "bool", "ZKFC-driven failover")

@@ -38,7 +38,7 @@ from qjournal.errors import (InvalidRequestError, JournalNotFormattedError, Name
 from qjournal.protocol.jn_rules import validate_jid
 from qjournal.protocol.messages import parse_storage_info
 from qjournal.protocol.segment import crc32c
-from qjournal.transport.http import jmx_response, start_site
+from qjournal.transport.http import Throttle, jmx_response, start_site
 
 __all__ = ["JournalNodeHttpServer", "ServedNode", "CHUNK_BYTES"]
 
@@ -141,21 +141,14 @@ class JournalNodeHttpServer:
             await resp.prepare(request)
             rs.stream.seek(0)
             left = rs.length
-            rate = self.node.transfer_bytes_per_s  # dfs.edit.log.transfer.bandwidthPerSec, 0 = none
-            chunk_bytes = min(CHUNK_BYTES, max(4096, rate // 10)) if rate else CHUNK_BYTES
-            t0 = loop.time()
-            sent = 0
+            throttle = Throttle(self.node.transfer_bytes_per_s, CHUNK_BYTES)
             while left > 0:
-                chunk = await loop.run_in_executor(None, rs.stream.read, min(chunk_bytes, left))
+                chunk = await loop.run_in_executor(None, rs.stream.read, min(throttle.chunk_bytes, left))
                 if not chunk:
                     raise OSError(f"{rs.file_name}: file shrank while being served ({left} bytes missing)")
                 await resp.write(chunk)
                 left -= len(chunk)
-                sent += len(chunk)
-                if rate:  # throttle: never ahead of the configured rate (not a synchronisation)
-                    ahead = sent / rate - (loop.time() - t0)
-                    if ahead > 0:
-                        await asyncio.sleep(ahead)
+                await throttle.account(len(chunk))
             await resp.write_eof()
             return resp
         finally:

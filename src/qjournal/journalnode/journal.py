@@ -1141,18 +1141,23 @@ class Journal:
             return cached[1], cached[2]
         seg = parse_segment_file_name(name)
         assert seg is not None and seg.end_txid is not None
-        data = self.storage.read(name)
-        res = scan_segment(data, expected_first_txid=seg.start_txid, max_record_bytes=self.max_record_bytes)
+        digest, problem = self._judge_finalized(self.storage.read(name), seg.start_txid, seg.end_txid)
+        self._fin_checks[name] = (stamp, digest, problem)
+        return digest, problem
+
+    def _judge_finalized(self, data: bytes, start_txid: int, end_txid: int) -> tuple[int, str | None]:
+        """``(digest, problem)`` of the bytes of a finalized segment ``start_txid-end_txid``: the CRC32C
+        of its record bytes, and what is wrong (None when the records hold exactly those txids and
+        nothing follows them)."""
+        res = scan_segment(data, expected_first_txid=start_txid, max_record_bytes=self.max_record_bytes)
         problem = None
         if not res.header_ok:
             problem = "bad segment header"
-        elif res.first_txid != seg.start_txid or res.last_txid != seg.end_txid or res.valid_length != len(data):
-            problem = (f"its records hold txids {res.first_txid}-{res.last_txid} in {res.valid_length} of "
+        elif res.first_txid != start_txid or res.last_txid != end_txid or res.valid_length != len(data):
+            problem = (f"the file holds txids {res.first_txid}-{res.last_txid} in {res.valid_length} of "
                        f"{len(data)} bytes"
                        + (f" ({res.problems[0].detail})" if res.problems else ""))
-        digest = crc32c(memoryview(data)[HEADER_SIZE:])
-        self._fin_checks[name] = (stamp, digest, problem)
-        return digest, problem
+        return crc32c(memoryview(data)[HEADER_SIZE:]), problem
 
     def finalized_digest(self, start_txid: int, end_txid: int) -> int | None:
         """The digest of this node's finalized segment ``start_txid-end_txid`` (None when it holds no
@@ -1224,14 +1229,10 @@ class Journal:
         plan = sync_rules.plan_sync(local, Manifest((state,), peer_committed_txid))
         if state not in plan.fetch:
             return False
-        res = scan_segment(data, expected_first_txid=state.start_txid, max_record_bytes=self.max_record_bytes)
-        if not res.header_ok or res.first_txid != state.start_txid or res.last_txid != state.end_txid \
-                or res.valid_length != len(data):
-            raise JournalError(
-                f"journal {self.jid}: the copy of finalized segment {state} from a peer holds txids "
-                f"{res.first_txid}-{res.last_txid} in {res.valid_length} of {len(data)} bytes (header "
-                f"{'ok' if res.header_ok else 'bad'}); not installed", jid=self.jid, txid=state.start_txid)
-        digest = crc32c(memoryview(data)[HEADER_SIZE:])
+        digest, problem = self._judge_finalized(data, state.start_txid, state.end_txid)
+        if problem is not None:
+            raise JournalError(f"journal {self.jid}: the copy of finalized segment {state} from a peer: "
+                               f"{problem}; not installed", jid=self.jid, txid=state.start_txid)
         if state.digest is not None and digest != state.digest:
             raise JournalError(f"journal {self.jid}: the copy of finalized segment {state} has digest "
                                f"{digest:08x}; not installed", jid=self.jid, txid=state.start_txid)

@@ -55,8 +55,8 @@ from urllib.parse import parse_qs, urlsplit
 import aiohttp
 
 from qjournal.config import Configuration
-from qjournal.errors import (ConfigError, InvalidRequestError, JournalError, QJournalError,
-                             SegmentNotFoundError, TransportError)
+from qjournal.errors import (InvalidRequestError, JournalError, QJournalError, SegmentNotFoundError,
+                             TransportError)
 from qjournal.journalnode.http import JournalNodeHttpServer
 from qjournal.journalnode.journal import Journal
 from qjournal.protocol.segment import validate_batch
@@ -72,7 +72,7 @@ from qjournal.transport.rpc import memory_connector, tcp_connector
 from qjournal.util.tasks import cancel_and_wait, spawn
 from qjournal.transport.memory import UrlFetcher
 from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
-from qjournal.transport.http import http_client_context, http_server_context, https_enabled
+from qjournal.transport.http import Throttle, http_client_context, http_server_context, https_enabled
 
 __all__ = ["JournalNode", "JournalNodeRpcHandler"]
 
@@ -254,16 +254,12 @@ class JournalNode:
     def journal_dir(self, jid: str) -> str:
         """The directory holding journal ``jid``: ``dfs.journalnode.edits.dir.<jid>`` when set (Hadoop's
         per-nameservice form; a journal id is its nameservice's name), else the edits dir."""
-        try:
-            per = self.conf.get(f"dfs.journalnode.edits.dir.{jid}") if "." not in jid else None
-        except ConfigError:
-            per = None
+        per = self.conf.get(f"dfs.journalnode.edits.dir.{jid}") if "." not in jid else None
         if not per:
             return self.edits_dir
         if not os.path.isabs(per):
             raise JournalError(f"dfs.journalnode.edits.dir.{jid} {per!r} is not an absolute path", path=per,
                                jid=jid)
-        os.makedirs(per, exist_ok=True)
         return per
 
     def _check_edits_dir(self) -> None:
@@ -565,18 +561,14 @@ async def _read_throttled(content: Any, length: int, bytes_per_s: int) -> bytes:
         return b""
     if not bytes_per_s:
         return await content.readexactly(length)
-    loop = asyncio.get_running_loop()
-    chunk = min(1 << 20, max(4096, bytes_per_s // 10))
+    throttle = Throttle(bytes_per_s)
     parts: list[bytes] = []
     got = 0
-    t0 = loop.time()
     while got < length:
-        part = await content.readexactly(min(chunk, length - got))
+        part = await content.readexactly(min(throttle.chunk_bytes, length - got))
         parts.append(part)
         got += len(part)
-        ahead = got / bytes_per_s - (loop.time() - t0)
-        if ahead > 0:  # a rate limit, not a synchronisation
-            await asyncio.sleep(ahead)
+        await throttle.account(len(part))
     return b"".join(parts)
 
 

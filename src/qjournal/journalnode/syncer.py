@@ -205,9 +205,11 @@ class JournalSyncer:
                 return
             if not await self._format_from_peers(states, manifests):
                 return
-        await self._copy_missing(states, manifests)
+        status = await self._journal("status")
+        storage_info = NamespaceInfo(status["namespace_id"], status["cluster_id"]).storage_info
+        await self._copy_missing(states, manifests, storage_info)
         await self._count_replicas(manifests)
-        if manifests and (await self._journal("status")).get("rejoin_txid") is not None:
+        if manifests and status["rejoin_txid"] is not None:
             starts = [s.start_txid for m in manifests.values() for s in m.segments]
             await self._journal("finish_rejoin", min(starts) if starts else 1)
 
@@ -256,15 +258,13 @@ class JournalSyncer:
     # --- copying ------------------------------------------------------------------------------------
 
     async def _copy_missing(self, states: dict[tuple[str, int], JournalState],
-                            manifests: dict[tuple[str, int], Manifest]) -> None:
+                            manifests: dict[tuple[str, int], Manifest], storage_info: str) -> None:
         peers = [p for p in self.peers if p in manifests]
         if not peers:
             return
         k = self._next_peer % len(peers)
         self._next_peer += 1
         order = peers[k:] + peers[:k]
-        ns = (await self._journal("status"))
-        storage_info = f"{ns['namespace_id']}:{ns['cluster_id']}"
         done: set[int] = set()
         conflicts: list[str] = []
         conflict_segments: set[int] = set()

@@ -35,6 +35,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import json
 import ssl
@@ -47,7 +48,7 @@ from qjournal.transport.tls import client_context, server_context
 
 __all__ = ["HTTP_POLICIES", "http_policy", "https_enabled", "http_server_context", "http_client_context",
            "start_site", "parse_object_name", "filter_beans", "jmx_response", "prometheus_response",
-           "scheme"]
+           "scheme", "Throttle"]
 
 #: values of ``dfs.http.policy`` that qjournal serves
 HTTP_POLICIES = ("HTTP_ONLY", "HTTPS_ONLY")
@@ -288,3 +289,28 @@ def prometheus_response(registry: Any) -> web.Response:
 
     return web.Response(body=generate_latest(registry),
                         headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
+class Throttle:
+    """A transfer never faster than ``bytes_per_s`` (``dfs.edit.log.transfer.bandwidthPerSec``; 0 = no
+    limit), for both sides of a segment transfer: the JournalNode serving ``/getJournal`` and the
+    syncer downloading from a peer. Chunks are a tenth of a second's worth (4 KiB to ``max_chunk``)."""
+
+    def __init__(self, bytes_per_s: int, max_chunk: int = 1 << 20) -> None:
+        self.bytes_per_s = bytes_per_s
+        self.chunk_bytes = min(max_chunk, max(4096, bytes_per_s // 10)) if bytes_per_s else max_chunk
+        self._done = 0
+        self._t0: float | None = None
+
+    async def account(self, n: int) -> None:
+        """Count ``n`` more bytes moved; sleep while ahead of the rate (a rate limit, not a wait for
+        anything)."""
+        if not self.bytes_per_s:
+            return
+        loop = asyncio.get_running_loop()
+        if self._t0 is None:
+            self._t0 = loop.time()
+        self._done += n
+        ahead = self._done / self.bytes_per_s - (loop.time() - self._t0)
+        if ahead > 0:
+            await asyncio.sleep(ahead)
