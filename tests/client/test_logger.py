@@ -179,6 +179,15 @@ class _Node:
         return None
 
 
+async def _writing_to_node(now, **settings):
+    """A logger of epoch 1 with segment 1 open on a fake node that tracks its segment's end."""
+    node = _Node()
+    lg, _ = make(node, clock=lambda: now[0], **settings)
+    lg.set_epoch(1)
+    await lg.start_log_segment(1, 1)
+    return node, lg
+
+
 def test_an_out_of_sync_node_is_caught_up_inside_the_segment():
     """Issue 12: after a pause the writer resends the batches the node missed (one call, from the
     end of its open segment) at the next successful heartbeat, and the node is in the quorum again
@@ -186,10 +195,7 @@ def test_an_out_of_sync_node_is_caught_up_inside_the_segment():
     now = [100.0]
 
     async def main():
-        node = _Node()
-        lg, rpc = make(node, clock=lambda: now[0], out_of_sync_heartbeat_interval_ms=1000)
-        lg.set_epoch(1)
-        await lg.start_log_segment(1, 1)
+        node, lg = await _writing_to_node(now, out_of_sync_heartbeat_interval_ms=1000)
         await lg.send_edits(1, 1, 2, b"ab")
         node.down = True
         for first in (3, 5):
@@ -211,10 +217,7 @@ def test_no_catch_up_when_the_buffer_no_longer_holds_the_gap():
     now = [100.0]
 
     async def main():
-        node = _Node()
-        lg, rpc = make(node, clock=lambda: now[0], catch_up_buffer_bytes=4)
-        lg.set_epoch(1)
-        await lg.start_log_segment(1, 1)
+        node, lg = await _writing_to_node(now, catch_up_buffer_bytes=4)
         await lg.send_edits(1, 1, 1, b"a")
         node.down = True
         for t in range(2, 8):
