@@ -90,6 +90,12 @@ class JournalRejoiningError(JournalError):
     until it holds again every committed txid it may have lost with its disk."""
 
 
+class CacheMissError(JournalError):
+    """``get_journaled_edits`` cannot answer from the JournalNode's edit cache (disabled, empty,
+    or the asked txid is older than what it holds); the reader falls back to streaming
+    segments. ``fields`` carry ``since_txid`` and the cache's ``lowest_txid``."""
+
+
 class GapInTransactionsError(JournalError):
     """A requested txid range crosses a hole in the log."""
 

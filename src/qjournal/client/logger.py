@@ -80,9 +80,9 @@ from urllib.parse import urlsplit
 from qjournal.client.settings import QJMSettings
 from qjournal.errors import (InvalidRequestError, InvariantViolation, JournalOutOfSyncError,
                              LoggerTooFarBehindError, ProtocolError, QJournalError, TransportError)
-from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, NewEpochResponse,
-                                        PrepareRecoveryResponse, RequestInfo, SegmentState,
-                                        wire_bool)
+from qjournal.protocol.messages import (JournaledEdits, JournalState, Manifest, NamespaceInfo,
+                                        NewEpochResponse, PrepareRecoveryResponse, RequestInfo,
+                                        SegmentState, wire_bool)
 from qjournal.protocol.journal_uri import segment_url
 from qjournal.protocol.segment import INVALID_TXID
 
@@ -103,6 +103,13 @@ Decoder = Callable[[Any], Any]
 
 def _decode_bool(v: Any) -> bool:
     return wire_bool(v, "is_formatted", "result")
+
+
+def _consume_notice_result(fut: asyncio.Future) -> None:
+    """A committed-txid notice's outcome is not awaited; retrieve it so a failure is not
+    reported as lost (the next write meets the same failure and handles it)."""
+    if not fut.cancelled() and fut.exception() is not None:
+        log.debug("committed-txid notice failed: %s", fut.exception())
 
 
 #: calls whose kwargs carry a RequestInfo (epoch-checked on the JournalNode)
@@ -150,6 +157,8 @@ class AsyncLogger:
         self.epoch: int | None = None
         self.ipc_serial = 0
         self.committed_txid = INVALID_TXID
+        self._sent_committed_txid = INVALID_TXID  # the committed txid of the last request built
+        self.committed_notices = 0
         self.highest_acked_txid = INVALID_TXID
         self.queued_bytes = 0
         self.out_of_sync = False
@@ -220,6 +229,8 @@ class AsyncLogger:
             raise InvariantViolation(f"{self.name}: epoch-checked call before an epoch was set")
         self.ipc_serial += 1
         committed = self.committed_txid if with_committed else INVALID_TXID
+        if with_committed:
+            self._sent_committed_txid = committed
         return RequestInfo(self.jid, self.epoch, self.ipc_serial, committed).to_wire()
 
     # -- connection ------------------------------------------------------------------
@@ -592,6 +603,23 @@ class AsyncLogger:
         """Queue a ``heartbeat`` (carries the committed txid; fences like any epoch-checked call)."""
         return self._submit("heartbeat", self.settings.write_txns_timeout_ms, None)
 
+    def notify_committed(self) -> bool:
+        """Queue a ``heartbeat`` carrying the committed txid, unless the node already has it or a
+        queued call will carry it (so a tailer reading the node's edit cache sees the last batch
+        committed without waiting for the next write). Fire and forget: a failure is left to
+        the next write to find.
+
+        Returns:
+            Whether a heartbeat was queued.
+        """
+        if (self.epoch is None or self._closed or self._queue
+                or self.committed_txid == INVALID_TXID or self.committed_txid <= self._sent_committed_txid):
+            return False
+        fut = self.heartbeat()
+        fut.add_done_callback(_consume_notice_result)
+        self.committed_notices += 1
+        return True
+
     def finalize_log_segment(self, start_txid: int, end_txid: int) -> asyncio.Future:
         """Finalize; refused while out of sync (invariant 4), judged when the worker reaches the call:
         a ``start_log_segment`` queued before it may bring the node back in sync first."""
@@ -625,6 +653,22 @@ class AsyncLogger:
                               self.settings.select_input_streams_timeout_ms,
                               jid=self.jid, since_txid=since_txid, in_progress_ok=in_progress_ok)
         return self._decode("get_edit_log_manifest", Manifest.from_wire, res)
+
+    async def get_journaled_edits(self, since_txid: int, max_txns: int) -> JournaledEdits:
+        """Committed edits from the node's edit cache (a read call, outside the FIFO queue).
+
+        Raises:
+            CacheMissError: the node cannot serve ``since_txid`` from its cache.
+            ProtocolError: a malformed answer; TransportError, RpcTimeoutError, the node's error.
+        """
+        res = await self._rpc("get_journaled_edits", self.settings.select_input_streams_timeout_ms,
+                              jid=self.jid, since_txid=since_txid, max_txns=max_txns)
+        got = self._decode("get_journaled_edits", JournaledEdits.from_wire, res)
+        if got.first_txid != since_txid:
+            raise ProtocolError(f"journal {self.jid!r}: {self.name} answered get_journaled_edits from "
+                                f"txid {since_txid} with edits from txid {got.first_txid}",
+                                node=self.name, jid=self.jid, method="get_journaled_edits")
+        return got
 
     def segment_url(self, segment_txid: int, storage_info: str, in_progress_ok: bool = True) -> str:
         """The ``/getJournal`` URL of one segment on this node.

@@ -78,6 +78,11 @@ class AsyncLoggerSet:
         for lg in self.loggers:
             lg.set_committed_txid(txid)
 
+    def notify_committed(self) -> int:
+        """Send the committed txid to every node that has not got it and has nothing queued
+        that would carry it (:meth:`AsyncLogger.notify_committed`); returns how many."""
+        return sum(1 for lg in self.loggers if lg.notify_committed())
+
     # -- fan-out -----------------------------------------------------------------------
     def fan_out(self, op_name: str, fn: Callable[[AsyncLogger], Any]) -> QuorumCall:
         """Call ``fn(logger)`` for every logger, in order (invariant 3)."""

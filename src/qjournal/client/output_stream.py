@@ -10,8 +10,11 @@ earlier batch is being made durable. This stream is that double buffer
 Theory of operation: ``sync`` detaches the ready batches and enqueues them,
 synchronously and in txid order, on every logger (one ``journal`` call per
 batch; each logger sends its queue in order), then waits for a write quorum.
-Syncs may overlap (group commit); a lagging logger coalesces what queued up. Then it pushes the new committed txid into every logger (it rides on
-the next call). A slow or dead node adds no latency: the quorum call returns
+Syncs may overlap (group commit); a lagging logger coalesces what queued up.
+Then it pushes the new committed txid into every logger (it rides on the next
+call); when no call follows within ``qjournal.qjm.committed-txid.notify.delay.ms``
+a heartbeat carries it, so the JournalNodes' edit caches can serve the last
+batch to tailers (``get_journaled_edits`` never passes the committed txid). A slow or dead node adds no latency: the quorum call returns
 at the majority and the node's own queue absorbs (or rejects) the backlog.
 Any failure of a sync is final for the stream and for the writer (the QJM
 refuses further writes): a writer that lost its quorum may have been fenced.
@@ -93,6 +96,7 @@ class QuorumOutputStream(EditLogOutputStream):
         self._failed: BaseException | None = None
         self._inflight: list[asyncio.Future] = []  # one per sync waiting for its quorum
         self._max_batch_bytes = max(settings.max_frame_bytes - _FRAME_MARGIN_BYTES, 1)
+        self._notice: asyncio.TimerHandle | None = None
 
     # -- EditLogOutputStream ---------------------------------------------------------
     @property
@@ -246,11 +250,20 @@ class QuorumOutputStream(EditLogOutputStream):
                     self._last_synced = last
                     loggers.set_committed_txid(last)
                     self._on_synced(last)
+                    if self._notice is None:
+                        self._notice = asyncio.get_running_loop().call_later(
+                            self._settings.committed_notify_delay_ms / 1000.0, self._send_notice)
         except BaseException as e:
             if self._failed is None:
                 self._failed = e
             self._on_failure(e)
             raise
+
+    def _send_notice(self) -> None:
+        """The committed txid to every node that has nothing queued to carry it (module docstring)."""
+        self._notice = None
+        if self._failed is None:
+            self._loggers.notify_committed()
 
     async def close(self) -> None:
         """Sync what is marked, then release the stream (the segment stays open)."""
@@ -264,6 +277,9 @@ class QuorumOutputStream(EditLogOutputStream):
     async def abort(self) -> None:
         """Release the stream without syncing."""
         self._closed = True
+        if self._notice is not None:
+            self._notice.cancel()
+            self._notice = None
         self._cur, self._cur_bytes, self._cur_n = [], 0, 0
         self._ready, self._ready_bytes = [], 0
         self._on_closed(self)

@@ -30,6 +30,11 @@ Theory of operation (seed 000 §2, reference §4.1):
 4. **Read.** ``get_manifest`` merges the manifests of a quorum
    (:mod:`qjournal.client.reader`); ``open_segment`` streams a segment over HTTP
    from a replica, failing over to other replicas that are at least as long.
+   A tailer of the in-progress segment (``open_input`` with ``in_progress_ok``,
+   ``dfs.ha.tail-edits.in-progress``) first asks every node's edit cache
+   (``get_journaled_edits``) and takes the committed edits a majority holds
+   (:mod:`qjournal.client.rpc_reader`); when a majority cannot serve the txid
+   from memory it falls back to streaming the segments.
 
 Invariants (the correctness requirements of seed 000 §1.3.2 rest on them):
 
@@ -60,8 +65,9 @@ from qjournal.client.output_stream import QuorumOutputStream
 from qjournal.client.quorum_call import QuorumCall
 from qjournal.client.reader import (Fetcher, MergedManifest, QuorumSegmentInputStream, http_fetch,
                                     merge_manifests)
+from qjournal.client.rpc_reader import ChosenEdits, RpcEditLogInputStream, choose_journaled_edits
 from qjournal.client.settings import QJMSettings
-from qjournal.errors import (EpochError, InvariantViolation, JournalError,
+from qjournal.errors import (CacheMissError, EpochError, InvariantViolation, JournalError,
                              JournalNotFormattedError, QJournalError, QuorumError, TransportError)
 from qjournal.journalmanager.base import JournalManager
 from qjournal.journalmanager.streams import EditLogInputStream, SegmentInfo
@@ -169,6 +175,10 @@ class QuorumJournalManager(JournalManager):
         self.committed_txid: int | None = None
         self._bg: set[asyncio.Task] = set()
         self._reads_opened = 0
+        #: RPC tailing counters: rounds answered from the edit caches, rounds that fell back to streaming
+        self.rpc_reads = 0
+        self.rpc_fallbacks = 0
+        self.last_rpc_miss = ""
 
     @classmethod
     def from_uri(cls, uri: str, conf: Any = None) -> "QuorumJournalManager":
@@ -499,6 +509,59 @@ class QuorumJournalManager(JournalManager):
         """
         merged = await self.get_merged_manifest(since_txid, in_progress_ok)
         return [s for s in merged.segments if s.end_txid >= since_txid]
+
+    async def get_journaled_edits(self, since_txid: int) -> ChosenEdits:
+        """One round of ``get_journaled_edits`` on every node: the committed edits from
+        ``since_txid`` that a majority of the answering nodes hold (see
+        :func:`~qjournal.client.rpc_reader.choose_journaled_edits` for the rule).
+
+        Raises:
+            CacheMissError: no majority of the nodes could answer from their caches, or
+                committed edits exist that a majority's caches lack (stream instead).
+            InvariantViolation: two nodes hold different bytes for a committed txid.
+        """
+        max_txns = max(1, self.settings.tail_rpc_max_txns)
+        call = self.loggers.fan_out("get_journaled_edits",
+                                    lambda lg: lg.get_journaled_edits(since_txid, max_txns))
+        try:
+            res = await self.loggers.wait_for_quorum(call, self.settings.select_input_streams_timeout_ms)
+        except QJournalError as e:
+            raise CacheMissError(f"journal {self.jid!r}: no majority of edit caches answered from txid "
+                                 f"{since_txid}: {e}", jid=self.jid, since_txid=since_txid) from e
+        return choose_journaled_edits(res, since_txid, self.loggers.majority, max_txns, self.jid)
+
+    async def open_input(self, from_txid: int, to_txid: int | None = None,
+                         in_progress_ok: bool = False) -> EditLogInputStream:
+        """A stream from ``from_txid``: with ``in_progress_ok`` and
+        ``dfs.ha.tail-edits.in-progress``, the edits a majority of edit caches hold
+        (module docstring, step 4); otherwise, or on a miss, the segments streamed.
+
+        Raises:
+            GapInTransactionsError: the manifest has a hole inside the range.
+            QuorumError / RpcTimeoutError: no quorum answered the manifest.
+        """
+        if in_progress_ok and self.settings.tail_in_progress and (to_txid is None or to_txid >= from_txid):
+            try:
+                first = await self.get_journaled_edits(from_txid)
+            except CacheMissError as e:
+                self.rpc_fallbacks += 1
+                self.last_rpc_miss = str(e)
+                log.debug("journal %r: tailing from txid %d streams segments: %s", self.jid, from_txid, e)
+            else:
+                self.rpc_reads += 1
+                return RpcEditLogInputStream(self.jid, first, self._more_journaled_edits, to_txid)
+        return await super().open_input(from_txid, to_txid, in_progress_ok)
+
+    async def _more_journaled_edits(self, since_txid: int) -> ChosenEdits:
+        """The next round of a full answer; a miss there ends the stream (the next
+        ``open_input`` falls back to streaming)."""
+        try:
+            got = await self.get_journaled_edits(since_txid)
+        except CacheMissError as e:
+            self.last_rpc_miss = str(e)
+            return ChosenEdits(since_txid, since_txid - 1, b"", False)
+        self.rpc_reads += 1
+        return got
 
     async def _ensure_http_urls(self, names: tuple[str, ...]) -> None:
         missing = [self.loggers.by_name(n) for n in names if self.loggers.by_name(n).http_url is None]

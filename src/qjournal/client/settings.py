@@ -37,6 +37,9 @@ _KEYS: dict[str, tuple[str, str, int]] = {
     "out_of_sync_heartbeat_interval_ms": ("qjournal.qjm.out-of-sync.heartbeat.interval.ms", "duration", 1000),
     "coalesce_max_bytes": ("qjournal.qjm.coalesce.max.bytes", "bytes", 8 * 1024 * 1024),
     "catch_up_buffer_bytes": ("qjournal.qjm.catch-up.buffer.bytes", "bytes", 16 * 1024 * 1024),
+    "committed_notify_delay_ms": ("qjournal.qjm.committed-txid.notify.delay.ms", "duration", 5),
+    "tail_rpc_max_txns": ("dfs.ha.tail-edits.qjm.rpc.max-txns", "int", 5000),
+    "tail_in_progress": ("dfs.ha.tail-edits.in-progress", "bool", 1),
 }
 
 
@@ -62,6 +65,9 @@ class QJMSettings:
     out_of_sync_heartbeat_interval_ms: int = 1000
     coalesce_max_bytes: int = 8 * 1024 * 1024
     catch_up_buffer_bytes: int = 16 * 1024 * 1024
+    committed_notify_delay_ms: int = 5
+    tail_rpc_max_txns: int = 5000
+    tail_in_progress: int = 1  # a bool (1/0): every setting here is an int
 
     @property
     def queue_size_limit_bytes(self) -> int:
@@ -99,9 +105,16 @@ def _read(conf: Any, key: str, kind: str, default: int) -> int:
         return default
     if isinstance(conf, dict):
         v = conf.get(key)
-        return default if v is None else int(v)
+        if v is None:
+            return default
+        if kind == "bool":
+            return int(v if isinstance(v, bool) else str(v).strip().lower() == "true")
+        return int(v)
     if key not in KEYS:
         return default
+    if kind == "bool":
+        b = conf.get_bool(key)
+        return default if b is None else int(b)
     if kind == "duration":
         v = conf.get_duration_ms(key)
     elif kind == "bytes":

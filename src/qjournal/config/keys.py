@@ -222,7 +222,9 @@ define("dfs.journalnode.sync.interval", 120000, "duration", "JournalNodeSyncer p
 define("dfs.journalnode.enable.sync.format", False, "bool", "syncer formats a wiped journal (HDFS-16690)")
 define("dfs.edit.log.transfer.timeout", 30000, "duration", "HTTP segment transfer timeout", unit="ms")
 define("dfs.edit.log.transfer.bandwidthPerSec", 0, "bytes", "segment transfer throttle (0 = none)")
-define("dfs.journalnode.edit-cache-size.bytes", None, "bytes", "in-progress edits cache size")
+define("dfs.journalnode.edit-cache-size.bytes", 32 * MiB, "bytes",
+       "per journal: recent durable edits kept in memory for get_journaled_edits (RPC tailing); "
+       "the cache exists when dfs.ha.tail-edits.in-progress is true; 0 disables it")
 define("dfs.journalnode.handler.count", 5, "int", "RPC handler count (accepted for compatibility)")
 define("qjournal.journalnode.max-journals", 1024, "int",
        "journal ids one JournalNode serves (created lazily; a limit on everything)")
@@ -258,6 +260,10 @@ define("qjournal.qjm.coalesce.max.bytes", 8 * MiB, "bytes",
 define("qjournal.qjm.catch-up.buffer.bytes", 16 * MiB, "bytes",
        "recent batches of the open segment each logger keeps, to bring a node that fell out of sync back "
        "inside the segment (0: it waits for the next segment, as Hadoop)")
+define("qjournal.qjm.committed-txid.notify.delay.ms", 5, "duration",
+       "after a quorum acknowledged a batch and no later write followed within this delay, the "
+       "writer sends the committed txid to the JournalNodes (a heartbeat), so tailers reading "
+       "their edit caches see the batch as committed", unit="ms")
 
 # --- HA: NameNode pair, tailing, fencing (reference §4.7, §5.1, §7.3; seed 004) --------
 define("dfs.ha.namenodes.<ns>", None, "list", "NameNode ids of nameservice <ns>")
@@ -268,9 +274,13 @@ define("dfs.ha.fencing.methods", "", "str", "fencing methods tried in order, one
 define("dfs.ha.fencing.ssh.connect-timeout", 30000, "duration", "sshfence connect timeout", unit="ms")
 define("dfs.ha.fencing.ssh.private-key-files", "", "list", "sshfence keys")
 define("dfs.ha.tail-edits.period", 60, "duration", "standby tailer period", unit="s")
-define("dfs.ha.tail-edits.period.backoff-max", 0, "duration", "tailer back-off ceiling (0 = none)", unit="s")
-define("dfs.ha.tail-edits.in-progress", False, "bool", "tail in-progress segments (fast path)")
-define("dfs.ha.tail-edits.qjm.rpc.max-txns", 5000, "int", "max txns per in-progress fetch")
+define("dfs.ha.tail-edits.period.backoff-max", 0, "duration",
+       "after rounds that found no edit the tailer waits twice as long each time, up to this "
+       "(0 or not above the period: always the period)", unit="s")
+define("dfs.ha.tail-edits.in-progress", True, "bool",
+       "tail the in-progress segment: committed edits over RPC from the JournalNodes' edit caches "
+       "(HDFS-13150), else streamed from the segments; quorum journals only")
+define("dfs.ha.tail-edits.qjm.rpc.max-txns", 5000, "int", "max txns per get_journaled_edits answer")
 define("dfs.ha.log-roll.period", 120, "duration", "standby asks the active to roll this often", unit="s")
 define("dfs.ha.zkfc.port", 8019, "int", "ZKFC RPC port")
 define("dfs.ha.zkfc.nn.http.timeout.ms", 20000, "duration", "ZKFC -> NameNode HTTP timeout", unit="ms")

@@ -26,7 +26,9 @@ Theory of operation (HDFS-3077, seed 000 §2; reference §3):
   one, persisting the paxos data as the commit point).
 * Read path: ``get_edit_log_manifest`` and ``open_segment_for_read`` answer
   from an in-memory index of segment extents (valid length, last txid), so
-  no request rescans a segment (HDFS-16793).
+  no request rescans a segment (HDFS-16793). ``get_journaled_edits`` answers
+  a tailer from the edit cache (``edit_cache.py``, HDFS-13150), which every
+  durable batch enters after its fsync.
 
 Invariants (cited in the code as [In]):
 
@@ -86,16 +88,17 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO, Callable
 
-from qjournal.errors import (EpochError, InvalidRequestError, InvariantViolation, JournalError,
+from qjournal.errors import (CacheMissError, EpochError, InvalidRequestError, InvariantViolation, JournalError,
                              JournalAlreadyFormattedError, JournalNotFormattedError,
                              JournalOutOfSyncError, JournalRejoiningError, NamespaceMismatchError,
                              SegmentNotFoundError)
+from qjournal.journalnode.edit_cache import JournaledEditsCache
 from qjournal.journalnode.metrics import JournalMetrics
 from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage
 from qjournal.protocol import jn_rules, sync_rules
-from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, NewEpochResponse,
-                                        PersistedPaxosData, PrepareRecoveryResponse, RequestInfo,
-                                        SegmentState)
+from qjournal.protocol.messages import (JournaledEdits, JournalState, Manifest, NamespaceInfo,
+                                        NewEpochResponse, PersistedPaxosData, PrepareRecoveryResponse,
+                                        RequestInfo, SegmentState)
 from qjournal.protocol.segment import (DEFAULT_MAX_RECORD_BYTES, HEADER_SIZE, INVALID_TXID, crc32c,
                                        encode_header, parse_segment_file_name, scan_batch, scan_segment,
                                        segment_file_name, validate_batch)
@@ -244,6 +247,8 @@ class Journal:
         fault_hook: called with a name from :data:`FAULT_POINTS`; may raise to
             simulate a crash at that point.
         max_record_bytes: ceiling on one record's body (``dfs.namenode.max.op.size``).
+        edit_cache_bytes: capacity of the edit cache served by ``get_journaled_edits``
+            (``dfs.journalnode.edit-cache-size.bytes``); 0 disables it.
 
     Raises:
         InvalidRequestError: bad jid.
@@ -255,7 +260,8 @@ class Journal:
                  clock: Callable[[], float] | None = None,
                  fault_hook: Callable[[str], None] | None = None,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-                 slow_sync_warn_s: float = 1.0) -> None:
+                 slow_sync_warn_s: float = 1.0,
+                 edit_cache_bytes: int = 0) -> None:
         self.jid = jn_rules.validate_jid(jid)
         self.storage = storage
         self.clock = clock
@@ -277,6 +283,7 @@ class Journal:
         # finalized file name -> (file stamp, digest of its record bytes, problem found scanning it or None)
         self._fin_checks: dict[str, tuple[tuple, int, str | None]] = {}
         self._closed = False
+        self.edit_cache = JournaledEditsCache(self.jid, edit_cache_bytes) if edit_cache_bytes > 0 else None
         storage.lock()
         try:
             self._load()
@@ -527,6 +534,8 @@ class Journal:
         self._cur = None
         self._extents.clear()
         self._fin_checks.clear()
+        if self.edit_cache is not None:
+            self.edit_cache.clear()
         self.storage.wipe()
         if rejoin_txid is not None:
             self.storage.write_durable_long(REJOIN_TXID, rejoin_txid)
@@ -712,6 +721,8 @@ class Journal:
         ext.last_txid = last
         cur.next_txid = last + 1
         self.highest_written_txid = last
+        if self.edit_cache is not None:  # durable now (HDFS-17710: never before)
+            self.edit_cache.store(req.epoch, first_txid, last, records, cur.layout_version)
         m = self.metrics
         m.batches_written += 1
         m.txns_written += num_txns
@@ -946,6 +957,37 @@ class Journal:
                 digest = self._check_finalized(name)[0] if with_digests and not ip else None
                 out.append(SegmentState(start, end_txid, ip, digest))
         return Manifest(tuple(out), self.committed_txid, self.last_writer_epoch)
+
+    def get_journaled_edits(self, since_txid: int, max_txns: int, max_bytes: int) -> JournaledEdits:
+        """Committed edits from ``since_txid`` out of the edit cache (HDFS-13150).
+
+        Never returns a txid above the committed txid this node knows, and only edits
+        of the writer that reported it (``edit_cache.py`` says why that is safe).
+
+        Raises:
+            JournalNotFormattedError
+            CacheMissError: the cache is disabled, or cannot serve ``since_txid`` (the
+                reader streams the segments instead).
+            InvalidRequestError: ``since_txid`` < 1 or ``max_txns`` < 1.
+        """
+        self._require_formatted()
+        if since_txid < 1 or max_txns < 1:
+            raise InvalidRequestError(f"journal {self.jid}: get_journaled_edits since txid {since_txid} "
+                                      f"for {max_txns} txns", jid=self.jid, txid=since_txid)
+        if self.edit_cache is None:
+            raise CacheMissError(f"journal {self.jid}: the edit cache is disabled on this JournalNode "
+                                 f"(dfs.journalnode.edit-cache-size.bytes is 0)", jid=self.jid,
+                                 since_txid=since_txid, lowest_txid=INVALID_TXID)
+        got = self.edit_cache.retrieve(since_txid, max_txns, max_bytes, self.committed_txid,
+                                       self.committed_epoch)
+        m = self.metrics
+        m.journaled_edits_calls += 1
+        m.journaled_edits_txns += got.num_txns
+        m.journaled_edits_bytes += len(got.records)
+        if got.num_txns == 0:
+            m.rpc_empty_responses += 1
+        return JournaledEdits(got.first_txid, got.num_txns, got.records, got.layout_version,
+                              self.committed_txid, got.writer_epoch)
 
     def open_segment_for_read(self, segment_txid: int, in_progress_ok: bool) -> ReadableSegment:
         """Open the segment starting at ``segment_txid`` for ``/getJournal``.
@@ -1320,8 +1362,14 @@ class Journal:
 
     def metrics_snapshot(self) -> dict:
         """The ``Journal-<jid>`` bean (Hadoop metric names)."""
-        return self.metrics.snapshot(last_writer_epoch=self.last_writer_epoch,
-                                     last_promised_epoch=self.last_promised_epoch,
-                                     last_written_txid=self.highest_written_txid,
-                                     committed_txid=self.committed_txid, now_s=self._now())
+        out = self.metrics.snapshot(last_writer_epoch=self.last_writer_epoch,
+                                    last_promised_epoch=self.last_promised_epoch,
+                                    last_written_txid=self.highest_written_txid,
+                                    committed_txid=self.committed_txid, now_s=self._now())
+        c = self.edit_cache
+        if c is not None:
+            out.update({"EditCacheBytes": c.size_bytes, "EditCacheCapacityBytes": c.capacity_bytes,
+                        "EditCacheLowestTxId": c.lowest_txid, "EditCacheHighestTxId": c.highest_txid,
+                        "RpcRequestCacheMiss": c.misses, "EditCacheResets": c.resets})
+        return out
 

@@ -55,8 +55,8 @@ from urllib.parse import parse_qs, urlsplit
 import aiohttp
 
 from qjournal.config import Configuration
-from qjournal.errors import (InvalidRequestError, JournalError, QJournalError, SegmentNotFoundError,
-                             TransportError)
+from qjournal.errors import (ConfigError, InvalidRequestError, JournalError, QJournalError,
+                             SegmentNotFoundError, TransportError)
 from qjournal.journalnode.http import JournalNodeHttpServer
 from qjournal.journalnode.journal import Journal
 from qjournal.protocol.segment import validate_batch
@@ -179,6 +179,12 @@ class JournalNode:
         self.max_record_bytes = c.get_bytes("dfs.namenode.max.op.size") or DEFAULT_MAX_RECORD_BYTES
         self.max_frame_bytes = c.get_bytes("ipc.maximum.data.length")
         self.slow_sync_warn_s = c.get_duration_ms("qjournal.journalnode.slow-sync.warn.ms") / 1000.0
+        # HDFS-13150: the edit cache exists where in-progress tailing is on (as in Hadoop)
+        cache_bytes = c.get_bytes("dfs.journalnode.edit-cache-size.bytes") or 0
+        if cache_bytes < 0:
+            raise ConfigError(f"dfs.journalnode.edit-cache-size.bytes must not be negative, got {cache_bytes}",
+                              key="dfs.journalnode.edit-cache-size.bytes")
+        self.edit_cache_bytes = cache_bytes if c.get_bool("dfs.ha.tail-edits.in-progress") else 0
         self.download_max_bytes = c.get_bytes("qjournal.journalnode.recovery-download.max.bytes")
         self.transfer_timeout_s = c.get_duration_ms("dfs.edit.log.transfer.timeout") / 1000.0
         self.transfer_bytes_per_s = c.get_bytes("dfs.edit.log.transfer.bandwidthPerSec")
@@ -423,7 +429,8 @@ class JournalNode:
         def _open() -> Journal:
             return Journal(jid, self.storage_factory(self.journal_dir(jid), jid), clock=self.clock,
                            fault_hook=self.fault_hook, max_record_bytes=self.max_record_bytes,
-                           slow_sync_warn_s=self.slow_sync_warn_s)
+                           slow_sync_warn_s=self.slow_sync_warn_s,
+                           edit_cache_bytes=self.edit_cache_bytes)
         try:
             if executor is None:
                 journal = _call(jid, _open)
@@ -576,7 +583,7 @@ class JournalNodeRpcHandler:
     """QJournalProtocol over :class:`~qjournal.transport.RpcServer` (one method per table row)."""
 
     #: read-only calls that need not queue behind a connection's writes
-    rpc_concurrent = ("get_edit_log_manifest", "get_journal_state", "is_formatted")
+    rpc_concurrent = ("get_edit_log_manifest", "get_journal_state", "is_formatted", "get_journaled_edits")
 
     def __init__(self, node: JournalNode) -> None:
         self.node = node
@@ -702,6 +709,19 @@ class JournalNodeRpcHandler:
                 s if s.in_progress else replace(s, digest=await self.node.finalized_digest(slot, s))
                 for s in m.segments]))
         return m.to_wire()
+
+    async def rpc_get_journaled_edits(self, jid: Any, since_txid: Any, max_txns: Any) -> dict:
+        """Committed edits from ``since_txid`` out of the edit cache (HDFS-13150); a JournaledEdits
+        wire map, at most ``max_txns`` txns and about half an RPC frame of bytes.
+
+        Raises:
+            CacheMissError (the reader streams segments instead), JournalNotFormattedError.
+        """
+        w = "get_journaled_edits"
+        slot = await self.node.journal_slot(jid)
+        got = await slot.run(slot.journal.get_journaled_edits, wire_int(since_txid, w, "since_txid"),
+                             wire_int(max_txns, w, "max_txns"), self.node.max_frame_bytes // 2)
+        return got.to_wire()
 
     async def rpc_prepare_recovery(self, req: Any, segment_txid: Any) -> dict:
         """Paxos phase 1b; returns a PrepareRecoveryResponse wire map.

@@ -30,7 +30,8 @@ from qjournal.protocol.segment import INVALID_TXID, LAYOUT_VERSION
 
 __all__ = [
     "NamespaceInfo", "parse_storage_info", "RequestInfo", "SegmentState", "PersistedPaxosData",
-    "PrepareRecoveryResponse", "NewEpochResponse", "JournalState", "Manifest", "INVALID_TXID",
+    "PrepareRecoveryResponse", "NewEpochResponse", "JournalState", "Manifest", "JournaledEdits",
+    "INVALID_TXID",
 ]
 
 
@@ -397,3 +398,49 @@ class Manifest:
         committed = INVALID_TXID if committed is None else wire_int(committed, w, "committed_txid")
         return cls(tuple(SegmentState.from_wire(s) for s in segs), committed,
                    wire_opt_int(d.get("last_writer_epoch"), w, "last_writer_epoch"))
+
+
+@dataclass(frozen=True, slots=True)
+class JournaledEdits:
+    """Result of ``get_journaled_edits`` (HDFS-13150 GetJournaledEditsResponse).
+
+    ``records`` holds ``num_txns`` framed records (``segment`` format, no segment
+    header) with consecutive txids from ``first_txid``; every one of them is known
+    committed by the answering node (see ``journalnode/edit_cache.py``).
+    ``num_txns`` 0 means the node knows no committed edit at or after the asked
+    txid. ``committed_txid`` and ``writer_epoch`` (the epoch of the writer whose
+    edits the cache holds) are for the reader's checks and for diagnostics.
+    """
+
+    first_txid: int
+    num_txns: int
+    records: bytes
+    layout_version: int = LAYOUT_VERSION
+    committed_txid: int = INVALID_TXID
+    writer_epoch: int = 0
+
+    @property
+    def last_txid(self) -> int:
+        """The last txid returned (``first_txid - 1`` when none)."""
+        return self.first_txid + self.num_txns - 1
+
+    def to_wire(self) -> dict:
+        return {"first_txid": self.first_txid, "num_txns": self.num_txns, "records": self.records,
+                "layout_version": self.layout_version, "committed_txid": self.committed_txid,
+                "writer_epoch": self.writer_epoch}
+
+    @classmethod
+    def from_wire(cls, d: Any) -> "JournaledEdits":
+        """Raises: InvalidRequestError on a malformed map."""
+        w = "JournaledEdits"
+        records = _get(d, "records", w)
+        if not isinstance(records, (bytes, bytearray, memoryview)):
+            raise InvalidRequestError(f"{w}: 'records' must be bytes, got {type(records).__name__}",
+                                      where=w)
+        n = wire_int(_get(d, "num_txns", w), w, "num_txns")
+        if n < 0 or (n == 0) != (len(records) == 0):
+            raise InvalidRequestError(f"{w}: {n} txns in {len(records)} bytes", where=w)
+        return cls(wire_int(_get(d, "first_txid", w), w, "first_txid"), n, bytes(records),
+                   wire_int(d.get("layout_version", LAYOUT_VERSION), w, "layout_version"),
+                   wire_int(d.get("committed_txid", INVALID_TXID), w, "committed_txid"),
+                   wire_int(d.get("writer_epoch", 0), w, "writer_epoch"))

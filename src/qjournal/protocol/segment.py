@@ -44,7 +44,7 @@ from typing import Iterator
 
 import crc32c as _crc32c
 
-from qjournal.errors import CorruptRecordError, CorruptSegmentError, RecordTooLargeError
+from qjournal.errors import CorruptRecordError, CorruptSegmentError, InvariantViolation, RecordTooLargeError
 
 MAGIC = b"QJEDITS1"
 LAYOUT_VERSION = 1
@@ -243,6 +243,41 @@ def iter_records(buf: bytes | memoryview, offset: int = HEADER_SIZE, *,
         else:
             raise CorruptRecordError(f"{where}: at byte {offset}: {d.reason}",
                                      where=where, offset=offset, reason=d.reason)
+
+
+def record_span(buf: bytes | memoryview, first_txid: int, from_txid: int, to_txid: int) -> tuple[int, int]:
+    """Byte offsets ``[start, end)`` of the records ``from_txid..to_txid`` in a batch.
+
+    ``buf`` is a batch of framed records that was already validated (e.g. by
+    :func:`validate_batch`) and starts at ``first_txid``: only the record heads are
+    walked, no checksum is computed. ``from_txid > to_txid`` gives an empty span.
+
+    Raises:
+        InvariantViolation: the range is outside the batch, or a record head does not
+            carry the txid its position implies (the batch was not validated).
+    """
+    size = len(buf)
+    unpack = _REC_HEAD.unpack_from
+    off = 0
+    txid = first_txid
+    start = -1
+    if from_txid > to_txid:
+        return 0, 0
+    while off < size:
+        if txid == from_txid:
+            start = off
+        _op, length, rec_txid = unpack(buf, off)
+        if rec_txid != txid:
+            raise InvariantViolation(f"record_span: txid {rec_txid} at byte {off} where {txid} "
+                                     f"was expected (batch from txid {first_txid})")
+        off += REC_HEAD_SIZE + length + 4
+        if txid == to_txid:
+            if start < 0 or off > size:
+                break
+            return start, off
+        txid += 1
+    raise InvariantViolation(f"record_span: txids {from_txid}-{to_txid} are not inside the batch "
+                             f"starting at txid {first_txid} ({size} bytes)")
 
 
 def scan_batch(buf: bytes | memoryview, first_txid: int, num_txns: int, *,

@@ -1,0 +1,67 @@
+"""The rule that turns several JournalNodes' edit-cache answers into what a tailer may apply."""
+
+import pytest
+
+from qjournal.client.rpc_reader import choose_journaled_edits
+from qjournal.errors import CacheMissError, InvariantViolation
+from qjournal.protocol.messages import JournaledEdits
+from qjournal.protocol.segment import encode_records, iter_records
+
+
+def answer(since: int, last: int, committed: int | None = None, tag: bytes = b"a") -> JournaledEdits:
+    recs = encode_records([(t, 1, tag + b"%d" % t) for t in range(since, last + 1)])
+    return JournaledEdits(since, last - since + 1, recs, committed_txid=last if committed is None else committed)
+
+
+def txids(records: bytes) -> list[int]:
+    return [r.txid for r in iter_records(records, 0)]
+
+
+@pytest.mark.parametrize("lasts, majority, want_last", [
+    ([20, 20, 20], 2, 20),
+    ([20, 15, 12], 2, 15),   # the highest txid two of three hold
+    ([20, 15], 2, 15),       # only a majority answered
+    ([30, 9, 25, 25, 9], 3, 25),
+    ([9, 9, 9], 2, 9),       # nothing new anywhere: empty
+])
+def test_majority_th_highest(lasts, majority, want_last):
+    answers = {f"jn{i}": answer(10, last) for i, last in enumerate(lasts)}
+    got = choose_journaled_edits(answers, 10, majority, 5000, "j")
+    assert got.last_txid == want_last
+    assert txids(got.records) == list(range(10, want_last + 1))
+
+
+def test_a_lagging_minority_never_adds_an_edit_a_majority_lacks():
+    # jn0 alone is far ahead: nothing past what jn1 and jn2 hold is returned
+    answers = {"jn0": answer(10, 500), "jn1": answer(10, 12), "jn2": answer(10, 11)}
+    assert choose_journaled_edits(answers, 10, 2, 5000, "j").last_txid == 12
+
+
+def test_fewer_answers_than_a_majority_is_a_miss():
+    with pytest.raises(CacheMissError, match="a majority is 2"):
+        choose_journaled_edits({"jn0": answer(10, 20)}, 10, 2, 5000, "j")
+
+
+def test_committed_edits_a_majority_cannot_serve_are_a_miss():
+    # jn1 and jn2 know txids up to 40 are committed but their caches hold nothing from 10
+    answers = {"jn0": answer(10, 40), "jn1": answer(10, 9, committed=40), "jn2": answer(10, 9, committed=40)}
+    with pytest.raises(CacheMissError, match="committed"):
+        choose_journaled_edits(answers, 10, 2, 5000, "j")
+
+
+def test_different_bytes_for_a_committed_txid_is_a_broken_invariant():
+    answers = {"jn0": answer(10, 20, tag=b"a"), "jn1": answer(10, 20, tag=b"b")}
+    with pytest.raises(InvariantViolation, match="different bytes"):
+        choose_journaled_edits(answers, 10, 2, 5000, "j")
+
+
+def test_an_answer_from_another_txid_is_a_broken_invariant():
+    answers = {"jn0": answer(10, 20), "jn1": answer(11, 20)}
+    with pytest.raises(InvariantViolation, match="asked from 10"):
+        choose_journaled_edits(answers, 10, 2, 5000, "j")
+
+
+def test_full_answers_are_flagged():
+    answers = {"jn0": answer(10, 19), "jn1": answer(10, 19)}
+    assert choose_journaled_edits(answers, 10, 2, 10, "j").full
+    assert not choose_journaled_edits(answers, 10, 2, 11, "j").full
