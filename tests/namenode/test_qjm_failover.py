@@ -114,6 +114,9 @@ def test_sigkill_active_then_manual_failover_loses_no_acknowledged_op(cluster, t
             while await standby_txid() < active_txid:
                 assert asyncio.get_running_loop().time() < deadline, "standby never tailed in-progress edits"
                 await asyncio.sleep(0.05)
+            # ... from the JournalNodes' edit caches over RPC (HDFS-13150), not by re-downloading
+            tailer = (await probe.call("get_stats"))["tailer"]
+            assert tailer["rpc_reads"] >= 1, tailer
         nn1.kill()
         n_at_kill = len(acked)
         await asyncio.to_thread(cluster.run, "haadmin", "-transitionToActive", "nn2")

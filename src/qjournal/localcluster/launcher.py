@@ -166,7 +166,10 @@ class LocalCluster:
             "dfs.namenode.shared.edits.dir": f"qjournal://{jn_uri}/{NAMESERVICE}",
             "dfs.ha.automatic-failover.enabled": "true",
             "dfs.ha.fencing.methods": f"pidfence({self.run_dir})\nshell(/bin/true)",
-            "dfs.ha.tail-edits.period": "1s",
+            # RPC tailing from the JournalNodes' edit caches: every 10 ms under load, backing off
+            # to 200 ms when idle (docs/performance.md: standby lag)
+            "dfs.ha.tail-edits.period": "10ms",
+            "dfs.ha.tail-edits.period.backoff-max": "200ms",
             "dfs.ha.tail-edits.in-progress": "true",
             "ha.zookeeper.quorum": self.zk.connect_string,
             "ha.zookeeper.session-timeout.ms": str(self.session_timeout_ms),

@@ -145,12 +145,15 @@ class NameNode:
         # In-progress tailing only where a reader is bounded by the committed txid (the quorum
         # journal): a file:// shared dir would expose written-but-not-yet-synced edits.
         self.tail_in_progress = bool(conf.get_bool("dfs.ha.tail-edits.in-progress"))
-        if self.tail_in_progress and not (conf.get("dfs.namenode.shared.edits.dir") or "").startswith("qjournal://"):
-            log.warning("dfs.ha.tail-edits.in-progress needs a qjournal:// shared edits dir; "
-                        "tailing finalized segments only")
+        shared_dir = conf.get("dfs.namenode.shared.edits.dir") or ""
+        if self.tail_in_progress and not shared_dir.startswith("qjournal://"):
+            if shared_dir:
+                log.warning("dfs.ha.tail-edits.in-progress needs a qjournal:// shared edits dir; "
+                            "tailing finalized segments only")
             self.tail_in_progress = False
         self.roll_period_ms = int(conf.get_duration_ms("dfs.ha.log-roll.period") or 0)
         self.tail_period_ms = int(conf.get_duration_ms("dfs.ha.tail-edits.period") or 0)
+        self.tail_backoff_max_ms = int(conf.get_duration_ms("dfs.ha.tail-edits.period.backoff-max") or 0)
         ckpt_txns = int(conf.get_int("dfs.namenode.checkpoint.txns") or 0)
         mult = float(conf.get_float("dfs.namenode.edit.log.autoroll.multiplier.threshold") or 0)
         self.roll_txns = int(ckpt_txns * mult) if mult > 0 else 0
@@ -222,7 +225,8 @@ class NameNode:
         self.last_checkpoint_txid = info.txid
         self.tailer = EditLogTailer(self.namespace, self.retry_cache, self.ns_lock, info.txid,
                                     self.clock_ms, self.tail_period_ms,
-                                    in_progress_ok=self.tail_in_progress, on_crash=self._on_fatal)
+                                    in_progress_ok=self.tail_in_progress, on_crash=self._on_fatal,
+                                    backoff_max_ms=self.tail_backoff_max_ms)
         log.info("loaded image", extra={"path": path, "txid": info.txid, "inodes": len(self.namespace)})
         if self.ha_enabled:
             _local, self.shared_reader = open_journals(self.conf, self.ns_info, self.journal_opener)
@@ -473,7 +477,18 @@ class NameNode:
                 "editlog": self.editlog.stats() if self.editlog is not None else None,
                 "retry_cache_entries": len(self.retry_cache), "retry_cache_hits": self.retry_cache.hits,
                 "last_checkpoint_txid": self.last_checkpoint_txid,
-                "tailer_last_error": self.tailer.last_error if self.tailer else ""}
+                "tailer_last_error": self.tailer.last_error if self.tailer else "",
+                "tailer": self._tailer_stats()}
+
+    def _tailer_stats(self) -> dict:
+        """The tailer's rounds and where its edits came from (edit caches over RPC, or streamed)."""
+        t, r = self.tailer, self.shared_reader
+        if t is None:
+            return {}
+        return {"rounds": t.rounds, "applied_total": t.applied_total, "sleep_ms": t.sleep_ms,
+                "in_progress": t.in_progress_ok, "rpc_reads": getattr(r, "rpc_reads", 0),
+                "rpc_fallbacks": getattr(r, "rpc_fallbacks", 0),
+                "last_rpc_miss": getattr(r, "last_rpc_miss", "")}
 
 
 __all__ = ["NameNode", "RpcHandlers"]

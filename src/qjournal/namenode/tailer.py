@@ -11,9 +11,13 @@ shared journal for the *finalized* segments after the last applied txid
 every ``dfs.ha.log-roll.period``, so finalized segments keep appearing), and
 applies each op to the namespace and to the retry cache. With
 ``dfs.ha.tail-edits.in-progress`` and a quorum journal it also reads the
-in-progress segment, which the quorum reader cuts at the committed txid, so
-the standby never applies an edit that recovery could still drop (it
-re-downloads the in-progress segment each round: simple, not cheap). The same routine
+in-progress segment: the committed edits after its last txid that a majority
+of the JournalNodes' edit caches hold, over RPC (HDFS-13150,
+``client/rpc_reader.py``), or, when the caches cannot serve that txid, the
+segments streamed and cut at the committed txid; either way the standby never
+applies an edit that recovery could still drop. After a round that found
+nothing the wait doubles, up to ``dfs.ha.tail-edits.period.backoff-max``, and
+goes back to the period as soon as a round applies an edit. The same routine
 (``catch_up``) is used at start-up replay and, after fencing, by
 transition-to-active to read every remaining edit.
 
@@ -55,6 +59,8 @@ class EditLogTailer:
         last_applied_txid: txid already in the namespace (image txid + replayed).
         clock_ms: "now" for retry cache entries.
         period_ms: ``dfs.ha.tail-edits.period``.
+        backoff_max_ms: ``dfs.ha.tail-edits.period.backoff-max`` (0 or not above the period:
+            no back-off).
         in_progress_ok: also tail the in-progress segment (``dfs.ha.tail-edits.in-progress``;
             only for journals whose readers stop at the committed txid, i.e. the quorum journal).
         on_crash: told if the tailing loop dies of an unexpected error (a bug: the NameNode fails
@@ -64,7 +70,8 @@ class EditLogTailer:
     def __init__(self, namespace: Namespace, retry_cache: RetryCache, lock: asyncio.Lock,
                  last_applied_txid: int, clock_ms: Callable[[], int], period_ms: int,
                  in_progress_ok: bool = False,
-                 on_crash: Callable[[BaseException], None] | None = None) -> None:
+                 on_crash: Callable[[BaseException], None] | None = None,
+                 backoff_max_ms: int = 0) -> None:
         self.namespace = namespace
         self.on_crash = on_crash
         self.retry_cache = retry_cache
@@ -72,6 +79,9 @@ class EditLogTailer:
         self.last_applied_txid = last_applied_txid
         self.clock_ms = clock_ms
         self.period_ms = period_ms
+        self.backoff_max_ms = backoff_max_ms
+        #: the wait before the next round (the period, or more after empty rounds)
+        self.sleep_ms = period_ms
         self.in_progress_ok = in_progress_ok
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
@@ -154,11 +164,19 @@ class EditLogTailer:
         """Tail now instead of at the end of the period."""
         self._wake.set()
 
+    def next_sleep_ms(self, applied: int) -> int:
+        """The wait after a round that applied ``applied`` edits (Hadoop's back-off): the
+        period after progress, else twice the last wait, at most ``backoff_max_ms``."""
+        if applied > 0 or self.backoff_max_ms <= self.period_ms:
+            return self.period_ms
+        return min(self.backoff_max_ms, max(2 * self.sleep_ms, self.period_ms, 1))
+
     async def _run(self) -> None:
         while True:
+            applied = 0
             try:
                 assert self.journal is not None
-                await self.catch_up(self.journal, self.in_progress_ok)
+                applied = await self.catch_up(self.journal, self.in_progress_ok)
                 self.last_error = ""
                 self.gap = False
             except GapInTransactionsError as e:
@@ -173,8 +191,9 @@ class EditLogTailer:
                 self.last_error = str(e)
                 log.warning("edit log tailing failed (I/O), will retry: %s", e)
             self.rounds += 1
+            self.sleep_ms = self.next_sleep_ms(applied)
             try:
-                await asyncio.wait_for(self._wake.wait(), self.period_ms / 1000.0)
+                await asyncio.wait_for(self._wake.wait(), self.sleep_ms / 1000.0)
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
