@@ -513,6 +513,11 @@ class _HARun:
             z = cl.hosts[name].zkfc
             if z is not None:
                 self.stat("became_active", sum(1 for e in z.events if e[1] == "transition_to_active_done"))
+            nn = cl.hosts[name].nn
+            reader = nn.shared_reader if nn is not None else None
+            if reader is not None:  # how the standby tailed: edit caches over RPC, or streamed
+                self.stat("tail_rpc_reads", getattr(reader, "rpc_reads", 0))
+                self.stat("tail_rpc_fallbacks", getattr(reader, "rpc_fallbacks", 0))
         for k, v in cl.counts.items():
             self.stat(k, v)
 

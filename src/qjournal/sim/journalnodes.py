@@ -75,6 +75,13 @@ CRASH_POINTS = STORAGE_POINTS + [f"journal:{p}" for p in FAULT_POINTS + SYNC_FAU
 CRASH_POINT_WEIGHTS = [4 if p in ("journal:after_append", "before_fsync") else 1 for p in CRASH_POINTS]
 
 
+#: edit cache capacities a run draws from (get_journaled_edits, HDFS-13150): disabled, tiny
+#: (evicts within a segment, so tailers miss and stream), small, and the production default
+EDIT_CACHE_CHOICES = (0, 2048, 64 * 1024, 32 * 1024 * 1024)
+#: bytes in one get_journaled_edits answer beyond its first batch (the daemon: half an RPC frame)
+EDIT_CACHE_MAX_ANSWER_BYTES = 4096
+
+
 def sim_settings() -> QJMSettings:
     """Client timeouts scaled for the simulation (virtual seconds cost nothing, but a
     run should see several timeouts per writer, not one)."""
@@ -99,7 +106,7 @@ class SimJournalNode:
         name: the node's network name (``host:port``, as written in the URI).
     """
 
-    rpc_concurrent = ("get_edit_log_manifest", "get_journal_state")
+    rpc_concurrent = ("get_edit_log_manifest", "get_journal_state", "get_journaled_edits")
 
     def __init__(self, cluster: "SimCluster", name: str) -> None:
         self.cluster = cluster
@@ -168,7 +175,7 @@ class SimJournalNode:
                 on_crash=lambda: self.crash_now("storage crash point"),
                 on_note=lambda kind, detail: self.cluster.history.add(Note(kind, self.name, detail)))
             j = Journal(jid, storage, clock=asyncio.get_running_loop().time,
-                        fault_hook=self._fault_point)
+                        fault_hook=self._fault_point, edit_cache_bytes=self.cluster.edit_cache_bytes)
             self.journals[jid] = j
         return j
 
@@ -254,6 +261,10 @@ class SimJournalNode:
         m: Manifest = self._call("get_edit_log_manifest", lambda: self._journal(jid).get_edit_log_manifest(
             int(since_txid), bool(in_progress_ok), bool(with_digests)))
         return m.to_wire()
+
+    async def rpc_get_journaled_edits(self, jid: str, since_txid: int, max_txns: int) -> dict:
+        return self._call("get_journaled_edits", lambda: self._journal(jid).get_journaled_edits(
+            int(since_txid), int(max_txns), EDIT_CACHE_MAX_ANSWER_BYTES)).to_wire()
 
     async def rpc_prepare_recovery(self, req: dict, segment_txid: int) -> dict:
         r = RequestInfo.from_wire(req)
@@ -420,6 +431,8 @@ class SimCluster:
         self.nodes = {n: SimJournalNode(self, n) for n in self.names}
         self.uri = "qjournal://" + ";".join(self.names) + f"/{JID}"
         self.settings = sim_settings()
+        #: every node's edit cache capacity this run (0: disabled, small ones evict and miss often)
+        self.edit_cache_bytes = rng.choice(EDIT_CACHE_CHOICES)
         self.background: list[asyncio.Task] = []
         self.http_fetches = 0
 

@@ -158,6 +158,7 @@ class _Run:
         self.readers: list[asyncio.Task] = []
         self.n_writers = 0
         self.n_readers = 0
+        self.stop_tailing = False
         self.last_reader_error = ""
         self.stats: dict[str, int] = {}
 
@@ -287,6 +288,38 @@ class _Run:
             await qjm.close()
         return None
 
+    async def _tailer(self, name: str) -> None:
+        """A reader that follows the log for the whole run, in-progress segment included
+        (the standby's path: edit caches over RPC, streaming on a miss); every record it is
+        handed is a ``Read`` that the checker holds against the final log (rules 2, 3)."""
+        qjm = self.cluster.new_qjm(name)
+        next_txid = 1
+        try:
+            while not self.stop_tailing:
+                try:
+                    stream = await qjm.open_input(next_txid, None, True)
+                    try:
+                        while (rec := await stream.read_next()) is not None:
+                            if rec.txid != next_txid:
+                                self.history.add(Failure(name, "TailGap", f"expected txid {next_txid}, "
+                                                         f"read {rec.txid}"))
+                                return
+                            self.history.add(Read(name, rec.txid, rec.body))
+                            next_txid += 1
+                    finally:
+                        await stream.close()
+                except InvariantViolation as e:
+                    self.history.add(Failure(name, type(e).__name__, str(e)))
+                    return
+                except QJournalError as e:
+                    self._stat(f"tailer_error:{type(e).__name__}")
+                await asyncio.sleep(self.rng.uniform(0.01, 1.0))
+        finally:
+            self._stat("tailer_txns", next_txid - 1)
+            self._stat("tailer_rpc_reads", qjm.rpc_reads)
+            self._stat("tailer_rpc_fallbacks", qjm.rpc_fallbacks)
+            await qjm.close()
+
     def start_reader(self) -> None:
         self.n_readers += 1
         self.readers.append(self.loop.create_task(self._reader(f"r{self.n_readers}")))
@@ -385,6 +418,7 @@ class _Run:
         await fmt.close()
         cl.net_faults.enabled = True
         self.start_writer()
+        self.readers.append(self.loop.create_task(self._tailer("tailer")))
         for _ in range(self.opts.steps):
             await asyncio.sleep(self.rng.expovariate(1 / STEP_MEAN_S))
             await self.step()
@@ -398,6 +432,7 @@ class _Run:
             await self.kill_writer(w, f"{w[0]} (end of run)", fault=False)
         for _, _, holder in self.writers:
             await self._close_qjm(holder)
+        self.stop_tailing = True
         await asyncio.gather(*self.readers, return_exceptions=True)
         cl.network.heal()
         cl.net_faults.enabled = False
