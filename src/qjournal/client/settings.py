@@ -37,6 +37,8 @@ _KEYS: dict[str, tuple[str, str, int]] = {
     "out_of_sync_heartbeat_interval_ms": ("qjournal.qjm.out-of-sync.heartbeat.interval.ms", "duration", 1000),
     "coalesce_max_bytes": ("qjournal.qjm.coalesce.max.bytes", "bytes", 8 * 1024 * 1024),
     "catch_up_buffer_bytes": ("qjournal.qjm.catch-up.buffer.bytes", "bytes", 16 * 1024 * 1024),
+    "transfer_chunk_bytes": ("qjournal.segment-transfer.chunk.bytes", "bytes", 1024 * 1024),
+    "max_record_bytes": ("dfs.namenode.max.op.size", "bytes", 50 * 1024 * 1024),
 }
 
 
@@ -62,6 +64,8 @@ class QJMSettings:
     out_of_sync_heartbeat_interval_ms: int = 1000
     coalesce_max_bytes: int = 8 * 1024 * 1024
     catch_up_buffer_bytes: int = 16 * 1024 * 1024
+    transfer_chunk_bytes: int = 1024 * 1024
+    max_record_bytes: int = 50 * 1024 * 1024
 
     @property
     def queue_size_limit_bytes(self) -> int:
