@@ -1,6 +1,8 @@
-"""The read side: manifest merge table (pure) and replica failover of a segment stream."""
+"""The read side: manifest merge table (pure), replica failover of a segment stream, and reading a
+segment far larger than the chunk size in bounded memory."""
 
 import asyncio
+import tracemalloc
 
 import pytest
 
@@ -9,6 +11,7 @@ from qjournal.errors import JournalError, TransportError
 from qjournal.journalmanager.streams import SegmentInfo
 from qjournal.protocol.messages import Manifest, SegmentState
 from qjournal.protocol.segment import INVALID_TXID, OP_DATA, crc32c, encode_header, encode_records
+from qjournal.transport.download import SegmentDownload, memory_download
 
 
 def M(*segs, committed=INVALID_TXID):
@@ -90,7 +93,7 @@ def test_failover_skips_corrupt_and_short_copies_and_never_repeats_txids():
         if name == "down":
             raise TransportError("connection refused")
         body = {"corrupt": bytes(corrupt), "short": short, "good": good, "badcrc": good}[name]
-        return body, (0 if name == "badcrc" else crc32c(body))
+        return memory_download(body, (0 if name == "badcrc" else crc32c(body)), 7)
 
     async def main():
         s = QuorumSegmentInputStream("j", SegmentInfo(1, 5, False),
@@ -113,10 +116,11 @@ def test_no_replica_left_names_every_error():
     assert "a is down" in str(ei.value) and "b is down" in str(ei.value) and "txid 1" in str(ei.value)
 
 
-def test_copy_damaged_in_its_tail_is_rejected_before_any_record():
+def test_copy_damaged_in_its_tail_yields_its_good_records_and_the_rest_from_the_next_replica():
     good = segment_bytes(1, 6)
     # the first replica's copy is damaged in its last record and has no whole-body checksum:
-    # the copy is scanned before anything is returned, found short of txid 6, and skipped
+    # its records before the damage verify and are returned, txid 6 fails its record checksum
+    # and comes from the next replica
     damaged = bytearray(good)
     damaged[-10] ^= 0x01
     calls = []
@@ -124,10 +128,128 @@ def test_copy_damaged_in_its_tail_is_rejected_before_any_record():
     async def fetch(name, seg, ipok):
         calls.append(name)
         body = bytes(damaged) if name == "a" else good
-        return body, None  # no whole-body checksum: the damage is found record by record
+        return memory_download(body, None, 5)  # no whole-body checksum: found record by record
 
     async def main():
         s = QuorumSegmentInputStream("j", SegmentInfo(1, 6, False), ("a", "b"), fetch)
         return [r.txid async for r in s]
     assert asyncio.run(main()) == [1, 2, 3, 4, 5, 6]
     assert calls == ["a", "b"]
+
+
+# --- streaming: bounded memory, failover mid-stream, a damaged tail -------------------------------
+
+def _record_stream(first: int, n: int, body_bytes: int):
+    """The bytes of a segment ``first .. first+n-1``, produced one record at a time (never whole)."""
+    yield encode_header()
+    for t in range(first, first + n):
+        yield encode_records([(t, OP_DATA, (b"%d:" % t).ljust(body_bytes, b"x"))])
+
+
+def _streamed(first: int, n: int, body_bytes: int, chunk: int, *, fail_after_chunks: int | None = None,
+              sizes: list | None = None) -> SegmentDownload:
+    """A download of that segment in chunks of ``chunk`` bytes, its CRC32C computed by a first pass;
+    it raises TransportError after ``fail_after_chunks`` chunks (a replica dying mid-stream)."""
+    crc = 0
+    for part in _record_stream(first, n, body_bytes):
+        crc = crc32c(part, crc)
+
+    async def chunks():
+        pending = bytearray()
+        sent = 0
+        for part in _record_stream(first, n, body_bytes):
+            pending += part
+            while len(pending) >= chunk:
+                if fail_after_chunks is not None and sent == fail_after_chunks:
+                    raise TransportError("connection reset by peer")
+                out = bytes(pending[:chunk])
+                del pending[:chunk]
+                sent += 1
+                if sizes is not None:
+                    sizes.append(len(out))
+                yield out
+        if pending:
+            yield bytes(pending)
+    return SegmentDownload(chunks(), crc)
+
+
+def test_a_segment_far_larger_than_the_chunk_streams_in_bounded_memory():
+    n, body, chunk = 6000, 1000, 32 * 1024   # a 6 MB segment in 32 KiB chunks
+    seg_size = 16 + n * (body + 17)
+    sizes: list[int] = []
+
+    async def fetch(name, seg, ipok):
+        return _streamed(1, n, body, chunk, sizes=sizes)
+
+    async def main():
+        s = QuorumSegmentInputStream("j", SegmentInfo(1, n, False), ("a",), fetch)
+        count, last = 0, 0
+        async for r in s:
+            assert r.txid == last + 1 and r.body.startswith(b"%d:" % r.txid)
+            last = r.txid
+            count += 1
+        return count
+    tracemalloc.start()
+    try:
+        assert asyncio.run(main()) == n
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert max(sizes) == chunk and len(sizes) > 100
+    assert peak < seg_size / 10, f"peak {peak} bytes for a {seg_size}-byte segment"
+
+
+def test_a_replica_dying_mid_stream_fails_over_without_repeating_or_skipping_a_txid():
+    n, body, chunk = 400, 100, 1024
+    fetched = []
+
+    async def fetch(name, seg, ipok):
+        fetched.append(name)
+        if name == "a":
+            return _streamed(1, n, body, chunk, fail_after_chunks=10)
+        if name == "b":
+            return _streamed(1, n, body, chunk, fail_after_chunks=30)
+        return _streamed(1, n, body, chunk)
+
+    async def main():
+        s = QuorumSegmentInputStream("j", SegmentInfo(1, n, False), ("a", "b", "c"), fetch, from_txid=5)
+        got = []
+        async for r in s:
+            got.append(r.txid)
+            if len(got) == 1:
+                assert fetched == ["a"]  # records come while the first replica still streams
+        return got
+    assert asyncio.run(main()) == list(range(5, n + 1))
+    assert fetched == ["a", "b", "c"]
+
+
+def test_a_damaged_tail_chunk_is_detected_and_the_rest_read_from_the_next_replica():
+    good = segment_bytes(1, 8) + b"\x00" * 64        # padded after the last record
+    # a: a flipped bit in the padding of the last chunk; every record verifies, only the
+    #    whole-body CRC32C catches it, before txid 8 (the last) is returned
+    # b: a flipped bit in the last record's body (no whole-body checksum): its record checksum fails
+    padded = bytearray(good)
+    padded[-3] = 0xFF
+    torn = bytearray(segment_bytes(1, 8))
+    torn[-6] ^= 0x10
+    torn = bytes(torn) + b"\x00" * 64
+    served = []
+
+    async def fetch(name, seg, ipok):
+        body = {"a": (bytes(padded), crc32c(good)), "b": (torn, None), "c": (good, crc32c(good))}[name]
+        chunks = []
+        d = memory_download(*body, 16)
+
+        async def tracking():
+            async for c in d:
+                chunks.append(len(c))
+                yield c
+        served.append((name, chunks))
+        return SegmentDownload(tracking(), d.crc)
+
+    async def main():
+        s = QuorumSegmentInputStream("j", SegmentInfo(1, 8, False), ("a", "b", "c"), fetch)
+        return [r.txid async for r in s]
+    assert asyncio.run(main()) == list(range(1, 9))
+    assert [name for name, _ in served] == ["a", "b", "c"]
+    assert sum(served[0][1]) == len(good)  # a's body was read to its end to check its CRC32C

@@ -1,5 +1,6 @@
 """Small builders shared by the JournalNode tests."""
 
+from qjournal.journalnode.journal import synced_tmp_name
 from qjournal.protocol.messages import NamespaceInfo
 from qjournal.protocol.messages import RequestInfo
 from qjournal.protocol.segment import INVALID_TXID, OP_DATA, encode_records
@@ -28,3 +29,23 @@ class Writer:
         r = RequestInfo(self.jid, self.epoch, self.serial, self.committed)
         self.serial += 1
         return r
+
+
+def write_download(j, tmp_name: str, data: bytes, chunk_bytes: int = 7) -> None:
+    """Write ``data`` to a journal's download tmp file in chunks, as the daemon streams a download."""
+    j.begin_download(tmp_name)
+    for i in range(0, len(data), chunk_bytes):
+        j.append_download(tmp_name, data[i:i + chunk_bytes])
+
+
+def commit_download(j, plan, data: bytes | None) -> None:
+    """accept-recovery's commit after the daemon streamed ``data`` (when the plan downloads)."""
+    if plan.download and data is not None:
+        write_download(j, plan.tmp_name, data)
+    j.accept_recovery_commit(plan)
+
+
+def install_download(j, state, peer_committed_txid: int, data: bytes) -> bool:
+    """The syncer's install after the daemon streamed ``data`` into the segment's tmp file."""
+    write_download(j, synced_tmp_name(state), data)
+    return j.install_synced_segment(state, peer_committed_txid)

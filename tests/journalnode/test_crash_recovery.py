@@ -16,7 +16,7 @@ from qjournal.protocol.messages import SegmentState
 from qjournal.protocol.segment import encode_header, iter_records, parse_segment_file_name, scan_segment
 
 from .crash_storage import Crash, CrashStorage
-from .jn_helpers import NS, Writer, batch
+from .jn_helpers import NS, Writer, batch, commit_download
 
 JID = "crashj"
 
@@ -37,7 +37,7 @@ def script():
 
     def accept(j):
         plan = j.accept_recovery_plan(w[2].req(), SegmentState(7, 10, True))
-        j.accept_recovery_commit(plan, encode_header(1) + batch(7, 4))
+        commit_download(j, plan, encode_header(1) + batch(7, 4))
 
     return [
         ("format", lambda j: j.format(NS), ()),
@@ -144,7 +144,7 @@ def test_restart_after_crash(crash_at, tail):
         if state.in_progress:
             plan = j.accept_recovery_plan(w.req(), state)
             assert not plan.download, ctx
-            j.accept_recovery_commit(plan, None)
+            commit_download(j, plan, None)
         j.finalize_log_segment(w.req(), state.start_txid, state.end_txid)
         next_txid = state.end_txid + 1
     j.start_log_segment(w.req(), next_txid, 1)

@@ -14,7 +14,7 @@ from qjournal.protocol.messages import PersistedPaxosData, SegmentState
 from qjournal.protocol.segment import encode_header
 
 from .crash_storage import CrashStorage
-from .jn_helpers import NS, Writer, batch
+from .jn_helpers import NS, Writer, batch, commit_download, install_download
 
 JID = "diskj"
 SEG1 = "edits_inprogress_0000000000000000001"
@@ -75,7 +75,7 @@ def test_damage_followed_by_records_is_left_alone(tmp_path):
         j.new_epoch(NS, 2)
         state = j.prepare_recovery(w.req(), 1).segment_state
         assert state.end_txid == 5
-        j.accept_recovery_commit(j.accept_recovery_plan(w.req(), state), None)
+        commit_download(j, j.accept_recovery_plan(w.req(), state), None)
         j.finalize_log_segment(w.req(), 1, 5)
         with open(cur(tmp_path, "edits_0000000000000000001-0000000000000000005"), "rb") as f:
             assert f.read() == good
@@ -140,9 +140,9 @@ def test_every_fault_point_survivable_on_disk(tmp_path, point):
              lambda: j.start_log_segment(w1.req(), 4, 1),
              lambda: j.journal(w1.req(), 4, 4, 2, batch(4, 2)),
              lambda: j.new_epoch(NS, 2),
-             lambda: j.accept_recovery_commit(j.accept_recovery_plan(w2.req(), SegmentState(4, 7, True)),
+             lambda: commit_download(j, j.accept_recovery_plan(w2.req(), SegmentState(4, 7, True)),
                                               encode_header(1) + batch(4, 4)),
-             lambda: j.install_synced_segment(SegmentState(10, 12, False), 12, encode_header(1) + batch(10, 3))]
+             lambda: install_download(j, SegmentState(10, 12, False), 12, encode_header(1) + batch(10, 3))]
     fired = False
     for step in steps:
         try:
@@ -160,7 +160,7 @@ def test_every_fault_point_survivable_on_disk(tmp_path, point):
         if last is not None:
             st = j.prepare_recovery(w.req(), last).segment_state
             if st.in_progress:
-                j.accept_recovery_commit(j.accept_recovery_plan(w.req(), st), None)
+                commit_download(j, j.accept_recovery_plan(w.req(), st), None)
             j.finalize_log_segment(w.req(), st.start_txid, st.end_txid)
     finally:
         j.close()

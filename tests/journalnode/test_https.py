@@ -177,7 +177,8 @@ def test_recovery_download_by_a_node_without_https_keys_fails(tmp_path, certs):
             url = f"{src.http_url}/getJournal?jid={JID}&segmentTxId=1"
             from qjournal.errors import JournalError
             with pytest.raises(JournalError, match="download of https://"):
-                await plain.download_segment(url, JID)
+                await plain.download_segment(url, await plain.journal_slot(JID),
+                                             "edits_inprogress_0000000000000000001.epoch=1")
         finally:
             await plain.stop()
             await src.stop()

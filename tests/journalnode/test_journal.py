@@ -14,7 +14,7 @@ from qjournal.journalnode.disk_storage import DiskJournalStorage
 from qjournal.protocol.messages import SegmentState
 from qjournal.protocol.segment import HEADER_SIZE, INVALID_TXID, encode_header, scan_segment
 
-from .jn_helpers import NS, OTHER_NS, Writer, batch
+from .jn_helpers import NS, OTHER_NS, Writer, batch, commit_download
 
 JID = "test-journal"
 
@@ -310,7 +310,7 @@ def test_prepare_and_accept_recovery(jdir, j):
     # accept the same length: no download
     plan = j.accept_recovery_plan(w1.req(), SegmentState(1, 1, True))
     assert not plan.download
-    j.accept_recovery_commit(plan, None)
+    commit_download(j, plan, None)
     j.new_epoch(NS, 2)
     w2 = Writer(JID, 2)
     resp = j.prepare_recovery(w2.req(), 1)
@@ -336,8 +336,8 @@ def test_accept_recovery_downloads_a_longer_segment(jdir, j):
     plan = j.accept_recovery_plan(w2.req(), SegmentState(1, 5, True))
     assert plan.download and plan.tmp_name.endswith(".epoch=2")
     with pytest.raises(Exception, match="holds txids 1-4"):
-        j.accept_recovery_commit(plan, source_segment(1, 4))
-    j.accept_recovery_commit(plan, source_segment(1, 7))  # bytes after the agreed end are dropped
+        commit_download(j, plan, source_segment(1, 4))
+    commit_download(j, plan, source_segment(1, 7))  # bytes after the agreed end are dropped
     assert j.highest_written_txid == 5
     resp = j.prepare_recovery(w2.req(), 1)
     assert resp.segment_state == SegmentState(1, 5, True) and resp.accepted_in_epoch == 2
@@ -365,7 +365,7 @@ def test_accept_recovery_bad_paxos_transition(j):
     write_segment(j, w1, 1, 2, finalize=False)
     j.new_epoch(NS, 3)
     w3 = Writer(JID, 3)
-    j.accept_recovery_commit(j.accept_recovery_plan(w3.req(), SegmentState(1, 2, True)), None)
+    commit_download(j, j.accept_recovery_plan(w3.req(), SegmentState(1, 2, True)), None)
     # A request of epoch 2 cannot pass the gate any more; forge the state to reach the assertion.
     j.last_promised_epoch, j.current_ipc_serial = 2, -1
     with pytest.raises(InvariantViolation, match="Bad paxos transition"):
@@ -389,7 +389,7 @@ def test_accept_recovery_fenced_during_download(j):
     plan = j.accept_recovery_plan(Writer(JID, 1).req(), SegmentState(1, 3, True))
     j.new_epoch(NS, 2)
     with pytest.raises(EpochError, match="downloading"):
-        j.accept_recovery_commit(plan, source_segment(1, 3))
+        commit_download(j, plan, source_segment(1, 3))
 
 
 def test_empty_in_progress_counts_as_absent(jdir, j):

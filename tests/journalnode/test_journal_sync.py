@@ -13,7 +13,7 @@ from qjournal.journalnode.journal import Journal
 from qjournal.protocol.messages import Manifest, SegmentState
 from qjournal.protocol.segment import encode_header
 
-from .jn_helpers import NS, Writer, batch
+from .jn_helpers import NS, Writer, batch, install_download
 
 JID = "sync-journal"
 
@@ -56,13 +56,13 @@ def test_install_verifies_then_installs_and_a_second_install_is_skipped(j, tmp_p
     write(j, w, 21, 10)
     seg = SegmentState(11, 20, False)
     with pytest.raises(JournalError, match="holds txids 11-19"):
-        j.install_synced_segment(seg, 30, seg_bytes(11, 9))          # a short copy
+        install_download(j, seg, 30, seg_bytes(11, 9))          # a short copy
     with pytest.raises(JournalError, match="digest"):
-        j.install_synced_segment(SegmentState(11, 20, False, 0x1234), 30, seg_bytes(11, 10))
-    assert j.install_synced_segment(seg, 30, seg_bytes(11, 10)) is True
+        install_download(j, SegmentState(11, 20, False, 0x1234), 30, seg_bytes(11, 10))
+    assert install_download(j, seg, 30, seg_bytes(11, 10)) is True
     name = "edits_0000000000000000011-0000000000000000020"
     assert open(os.path.join(current(tmp_path), name), "rb").read() == seg_bytes(11, 10)
-    assert j.install_synced_segment(seg, 30, seg_bytes(11, 10)) is False  # already held
+    assert install_download(j, seg, 30, seg_bytes(11, 10)) is False  # already held
     assert [s.start_txid for s in j.get_edit_log_manifest(0, False).segments] == [1, 11, 21]
 
 
@@ -70,10 +70,10 @@ def test_install_rechecks_the_rules(j):
     w = Writer(JID, 1)
     write(j, w, 1, 10)
     # not known committed by anyone: skipped
-    assert j.install_synced_segment(SegmentState(11, 20, False), -12345, seg_bytes(11, 10)) is False
+    assert install_download(j, SegmentState(11, 20, False), -12345, seg_bytes(11, 10)) is False
     # a writer has it open here: skipped
     write(j, w, 11, 5, finalize=False)
-    assert j.install_synced_segment(SegmentState(11, 20, False), 20, seg_bytes(11, 10)) is False
+    assert install_download(j, SegmentState(11, 20, False), 20, seg_bytes(11, 10)) is False
 
 
 def test_a_crash_before_the_rename_leaves_nothing(tmp_path):
@@ -83,7 +83,7 @@ def test_a_crash_before_the_rename_leaves_nothing(tmp_path):
     j = open_journal(tmp_path, fault_hook=hook)
     j.format(NS)
     with pytest.raises(Crash):
-        j.install_synced_segment(SegmentState(1, 10, False), 10, seg_bytes(1, 10))
+        install_download(j, SegmentState(1, 10, False), 10, seg_bytes(1, 10))
     j.close()
     assert any(n.endswith(".sync.tmp") for n in os.listdir(current(tmp_path)))
     j = open_journal(tmp_path)
@@ -98,7 +98,7 @@ def test_a_stale_in_progress_copy_is_superseded_and_moved_aside(j, tmp_path):
     w = Writer(JID, 1)
     write(j, w, 1, 5, finalize=False)      # a finalize this node missed
     write(j, w, 11, 10)                     # (a later segment started here: 1 is stale)
-    assert j.install_synced_segment(SegmentState(1, 10, False), 20, seg_bytes(1, 10)) is True
+    assert install_download(j, SegmentState(1, 10, False), 20, seg_bytes(1, 10)) is True
     names = sorted(os.listdir(current(tmp_path)))
     assert "edits_inprogress_0000000000000000001.stale" in names
     assert [(s.start_txid, s.end_txid) for s in j.get_edit_log_manifest(0, True).segments] == [(1, 10), (11, 20)]
@@ -144,13 +144,13 @@ def test_format_from_peers_refuses_votes_until_caught_up(tmp_path):
         w = Writer(JID, 7)
         # it still takes writes of the current writer (a replica of new segments)
         write(j, w, 21, 5)
-        assert j.install_synced_segment(SegmentState(1, 10, False), 25, seg_bytes(1, 10))
+        assert install_download(j, SegmentState(1, 10, False), 25, seg_bytes(1, 10))
         assert j.finish_rejoin(1) is False                      # 11-20 still missing
         j.close()
         j = open_journal(tmp_path)                              # the marker is durable
         with pytest.raises(JournalRejoiningError):
             j.new_epoch(NS, 8)
-        assert j.install_synced_segment(SegmentState(11, 20, False), 25, seg_bytes(11, 10))
+        assert install_download(j, SegmentState(11, 20, False), 25, seg_bytes(11, 10))
         assert j.finish_rejoin(1) is True
         j.new_epoch(NS, 8)
         with pytest.raises(JournalAlreadyFormattedError):

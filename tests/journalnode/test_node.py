@@ -13,9 +13,12 @@ import pytest
 
 from qjournal.errors import (CorruptRecordError, EpochError, InvalidRequestError, JournalError,
                              JournalNotFormattedError, JournalOutOfSyncError)
+from qjournal.config import Configuration
 from qjournal.journalnode.node import JournalNode
 from qjournal.protocol.segment import crc32c, encode_header
+from qjournal.sim.loop import run_simulation
 from qjournal.transport import MemoryNetwork, RpcClient
+from qjournal.transport.download import memory_download
 
 from .jn_helpers import NS, Writer, batch
 
@@ -360,41 +363,33 @@ def test_a_per_nameservice_edits_dir_holds_that_journal(tmp_path):
     assert (tmp_path / "jn" / "other" / "current" / "VERSION").exists()
 
 
-def test_a_throttled_download_never_runs_ahead_of_its_rate():
-    """dfs.edit.log.transfer.bandwidthPerSec on the syncer's side: on the simulator's virtual clock, reading
-    1 MB at 100 kB/s takes at least 10 virtual seconds (and the bytes arrive whole, in order)."""
-    from qjournal.journalnode.node import _read_throttled
-    from qjournal.sim.loop import run_simulation
-
+def test_a_throttled_download_never_runs_ahead_of_its_rate(tmp_path):
+    """dfs.edit.log.transfer.bandwidthPerSec on the syncer's side: on the simulator's virtual clock,
+    streaming 1 MB at 100 kB/s into the journal's tmp file takes at least 10 virtual seconds (and the
+    bytes arrive whole, in order); unthrottled it takes no virtual time."""
     body = bytes(range(256)) * 4096
+    tmp_name = "edits_0000000000000000001-0000000000000000009.sync.tmp"
 
-    class Content:
-        def __init__(self):
-            self.pos = 0
+    async def fetch(url):
+        return memory_download(body, crc32c(body), 64 * 1024)
 
-        async def readexactly(self, n):
-            chunk = body[self.pos:self.pos + n]
-            self.pos += n
-            return chunk
-
-    async def main():
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
-        data = await _read_throttled(Content(), len(body), 100_000)
-        return data, loop.time() - t0
-    data, elapsed = run_simulation(main, 0)
-    assert data == body
+    def main(bytes_per_s):
+        async def run_it():
+            node = JournalNode(Configuration({"qjournal.journalnode.fsync": "false"}),
+                               edits_dir=str(tmp_path / f"jn{bytes_per_s}"), threaded=False,
+                               segment_fetcher=fetch)
+            slot = await node.journal_slot(JID)
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            got = await node.download_segment("mem://peer/getJournal", slot, tmp_name, why="the syncer",
+                                              bytes_per_s=bytes_per_s)
+            elapsed = loop.time() - t0
+            data = slot.journal.storage.read(tmp_name)
+            await node.stop()
+            return got, data, elapsed
+        return run_it
+    got, data, elapsed = run_simulation(main(100_000), 0)
+    assert got == len(body) and data == body
     assert elapsed >= len(body) / 100_000 - 0.2
-    data, elapsed = run_simulation(lambda: _unthrottled(body), 0)
+    got, data, elapsed = run_simulation(main(0), 0)
     assert data == body and elapsed == 0
-
-
-async def _unthrottled(body):
-    from qjournal.journalnode.node import _read_throttled
-
-    class Content:
-        async def readexactly(self, n):
-            return body[:n]
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    return await _read_throttled(Content(), len(body), 0), loop.time() - t0

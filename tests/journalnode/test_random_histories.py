@@ -28,7 +28,7 @@ from qjournal.protocol.segment import OP_DATA, encode_header, encode_records, it
     parse_segment_file_name, scan_segment
 
 from .crash_storage import Crash, CrashStorage
-from .jn_helpers import NS
+from .jn_helpers import NS, commit_download
 
 JID = "randj"
 SEEDS = [int(os.environ["QJ_SEED"])] if os.environ.get("QJ_SEED") else list(range(120))
@@ -135,7 +135,7 @@ def test_random_history(seed):
                 end = rng.randint(state.start_txid, state.end_txid)
                 data = st.read(f"edits_inprogress_{state.start_txid:019d}")
                 plan = j.accept_recovery_plan(w.req(), SegmentState(state.start_txid, end, True))
-                j.accept_recovery_commit(plan, data if plan.download else None)
+                commit_download(j, plan, data if plan.download else None)
                 for t in [t for t in acked if t > end]:
                     del acked[t]
                 for x in writers:

@@ -9,7 +9,7 @@ from qjournal.protocol.messages import SegmentState
 from qjournal.protocol.segment import OP_DATA, encode_header, encode_records
 
 from .crash_storage import CrashStorage
-from .jn_helpers import NS, Writer, batch
+from .jn_helpers import NS, Writer, batch, commit_download
 
 JID = "kbj"
 
@@ -46,7 +46,7 @@ def test_kb1_accept_without_download_makes_the_kept_copy_durable():
     state = j.prepare_recovery(w2.req(), 1).segment_state
     plan = j.accept_recovery_plan(w2.req(), state)
     assert not plan.download
-    j.accept_recovery_commit(plan, None)
+    commit_download(j, plan, None)
     j2 = Journal(JID, st.reboot("none"))
     j2.new_epoch(NS, 3)
     r = j2.prepare_recovery(Writer(JID, 3).req(), 1)  # no "paxos data says ... on-disk is None"
@@ -66,7 +66,7 @@ def test_kb2_late_accept_after_the_writer_committed_in_a_newer_segment():
     j.heartbeat(w2.req(committed=8))  # writer 2 already committed 6-8 elsewhere
     plan = j.accept_recovery_plan(w2.req(), SegmentState(1, 5, True))  # no InvariantViolation
     assert plan.download
-    j.accept_recovery_commit(plan, encode_header(1) + batch(1, 5))
+    commit_download(j, plan, encode_header(1) + batch(1, 5))
     assert j.prepare_recovery(w2.req(), 1).segment_state.end_txid == 5
 
 
@@ -102,7 +102,7 @@ def test_kb3_same_length_other_contents_is_replaced():
     w4 = Writer(JID, 4)
     plan = j.accept_recovery_plan(w4.req(), chosen)
     assert plan.download
-    j.accept_recovery_commit(plan, src)
+    commit_download(j, plan, src)
     j.finalize_log_segment(w4.req(), 1, 4)
     assert st.read("edits_0000000000000000001-0000000000000000004") == src
 
@@ -119,7 +119,7 @@ def test_kb3_finalize_refused_for_a_copy_this_epoch_neither_wrote_nor_accepted()
         j.finalize_log_segment(w2.req(), 1, 4)  # its accept never reached this node
     # after this epoch accepted it, the same finalize goes through
     state = j.prepare_recovery(w2.req(), 1).segment_state
-    j.accept_recovery_commit(j.accept_recovery_plan(w2.req(), state), None)
+    commit_download(j, j.accept_recovery_plan(w2.req(), state), None)
     j.finalize_log_segment(w2.req(), 1, 4)
 
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tracemalloc
 
 import crc32c
 from aiohttp import web
 
 from qjournal.pipeline.fetch import fetch_async, node_dir_name
 from qjournal.pipeline.generate import GenOptions, generate
-from qjournal.protocol.segment import parse_segment_file_name, segment_file_name
+from qjournal.protocol.segment import (OP_DATA, encode_header, encode_records, parse_segment_file_name,
+                                       segment_file_name)
 from qjournal.transport.rpc import RpcServer
 
 
@@ -96,3 +98,74 @@ def test_fetch_stages_verified_segments_and_reports_bad_nodes(tmp_path):
     assert os.listdir(liar_dir) == []  # nothing written when the checksum does not match
     assert sum("does not match X-Qjournal-Crc32c" in e for e in first.errors) == 3
     assert any(e.startswith(node_dir_name("127.0.0.1", p3)) for e in first.errors)
+
+
+class _StreamingJournalNode:
+    """Serves one finalized segment of ``n`` records that never exists whole in memory: generated
+    record by record, CRC32C computed by a first pass, the body written in 64 KiB pieces."""
+
+    def __init__(self, n: int, body_bytes: int) -> None:
+        self.n, self.body_bytes = n, body_bytes
+        self.http_port = 0
+
+    def parts(self):
+        yield encode_header()
+        for t in range(1, self.n + 1):
+            yield encode_records([(t, OP_DATA, bytes([t % 251]) * self.body_bytes)])
+
+    async def rpc_get_edit_log_manifest(self, jid, since_txid, in_progress_ok):
+        return {"segments": [[1, self.n, False]], "committed_txid": -12345}
+
+    async def rpc_get_journal_state(self, jid):
+        return {"last_promised_epoch": 1, "http_port": self.http_port,
+                "http_url": f"http://127.0.0.1:{self.http_port}"}
+
+    async def get_journal(self, request):
+        crc = size = 0
+        for p in self.parts():
+            crc, size = crc32c.crc32c(p, crc), size + len(p)
+        resp = web.StreamResponse(headers={"X-Qjournal-Crc32c": f"{crc:08x}"})
+        resp.content_length = size
+        await resp.prepare(request)
+        pending = bytearray()
+        for p in self.parts():
+            pending += p
+            if len(pending) >= 64 * 1024:
+                await resp.write(bytes(pending))
+                pending.clear()
+        await resp.write(bytes(pending))
+        await resp.write_eof()
+        return resp
+
+
+def test_fetch_streams_a_large_segment_to_disk_in_bounded_memory(tmp_path):
+    node = _StreamingJournalNode(4000, 2000)  # an 8 MB segment
+    size = sum(len(p) for p in node.parts())
+    staging = str(tmp_path / "staging")
+
+    async def scenario():
+        runner, rpc, port = await _serve(node)
+        try:
+            tracemalloc.start()
+            try:
+                res = await fetch_async(f"qjournal://127.0.0.1:{port}/qjournal", staging, timeout_ms=30_000,
+                                        chunk_bytes=32 * 1024)
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            return res, port, peak
+        finally:
+            await rpc.stop(); await runner.cleanup()
+    res, port, peak = asyncio.run(scenario())
+    assert res.fetched == 1 and not res.errors
+    path = os.path.join(staging, node_dir_name("127.0.0.1", port), "qjournal", "current",
+                        segment_file_name(1, node.n))
+    crc = 0
+    for p in node.parts():
+        crc = crc32c.crc32c(p, crc)
+    with open(path, "rb") as f:
+        got = 0
+        while chunk := f.read(1 << 16):
+            got = crc32c.crc32c(chunk, got)
+    assert os.path.getsize(path) == size and got == crc
+    assert peak < size / 8, f"peak {peak} bytes while staging a {size}-byte segment"

@@ -12,6 +12,7 @@ import pytest
 from qjournal.errors import RpcTimeoutError, TransportError
 from qjournal.sim.loop import run_simulation
 from qjournal.transport.frames import decode_frame_bytes
+from qjournal.transport.download import memory_download
 from qjournal.transport.memory import MemoryNetwork
 from qjournal.transport.rpc import RpcClient, RpcServer
 
@@ -499,11 +500,14 @@ def test_in_process_http_serves_registered_names_until_stopped_or_crashed():
 
         async def serve(url):
             got.append(url)
-            return b"body", 7
+            return memory_download(b"body", 7, 3)
+
+        async def body(download):
+            return b"".join([c async for c in download]), download.crc
 
         base = net.serve_http("jn1", serve)
         assert base == "mem://jn1"
-        assert await net.fetch(f"{base}/getJournal?segmentTxId=1") == (b"body", 7)
+        assert await body(await net.fetch(f"{base}/getJournal?segmentTxId=1")) == (b"body", 7)
         with pytest.raises(TransportError, match="already in use"):
             net.serve_http("jn1", serve)
         with pytest.raises(TransportError, match="connection refused.*'jn2'"):
@@ -515,10 +519,10 @@ def test_in_process_http_serves_registered_names_until_stopped_or_crashed():
             await net.fetch(f"{base}/x")
 
         async def restarted(url):
-            return b"new", None
+            return memory_download(b"new", None, 3)
         net.serve_http("jn1", restarted)
         net.stop_http("jn1", serve)  # the crashed incarnation's stop leaves the new one alone
-        assert await net.fetch("mem://jn1/x") == (b"new", None)
+        assert await body(await net.fetch("mem://jn1/x")) == (b"new", None)
         net.stop_http("jn1", restarted)
         net.stop_http("jn1", restarted)  # idempotent
         with pytest.raises(TransportError, match="connection refused"):

@@ -77,6 +77,7 @@ from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, N
                                         SegmentState)
 from qjournal.protocol.segment import LAYOUT_VERSION
 from qjournal.transport import RpcClient
+from qjournal.transport.download import SegmentDownload
 from qjournal.transport.tls import client_context_from_conf
 from qjournal.transport.http import http_client_context
 
@@ -576,9 +577,10 @@ class QuorumJournalManager(JournalManager):
             except QJournalError:
                 pass
 
-    async def _fetch(self, name: str, segment_txid: int, in_progress_ok: bool) -> tuple[bytes, int | None]:
+    async def _fetch(self, name: str, segment_txid: int, in_progress_ok: bool) -> SegmentDownload:
         """The default segment fetcher: one node's copy of a segment from its ``/getJournal``,
-        over HTTP(S), or through the memory network for a ``mem://`` URL.
+        over HTTP(S), or through the memory network for a ``mem://`` URL; the body streams in
+        chunks of at most ``qjournal.segment-transfer.chunk.bytes``.
 
         Raises:
             TransportError: the node's HTTP address is unknown, or the download failed.
@@ -598,7 +600,7 @@ class QuorumJournalManager(JournalManager):
                 connector=aiohttp.TCPConnector(ssl=client_ctx) if client_ctx is not None else None)
         s = self.settings
         return await http_fetch(self._http, url, (s.http_open_timeout_ms / 1000.0,
-                                                  s.http_read_timeout_ms / 1000.0))
+                                                  s.http_read_timeout_ms / 1000.0), s.transfer_chunk_bytes)
 
     async def open_segment(self, seg: SegmentInfo, from_txid: int | None = None) -> EditLogInputStream:
         """A stream over one segment of the last manifest, from any replica.
@@ -626,7 +628,8 @@ class QuorumJournalManager(JournalManager):
         k = self._reads_opened % len(replicas)
         order = tuple(replicas[k:] + replicas[:k])
         fetch = self._segment_fetcher or self._fetch
-        return QuorumSegmentInputStream(self.jid, seg, order, fetch, from_txid)
+        return QuorumSegmentInputStream(self.jid, seg, order, fetch, from_txid,
+                                        max_record_bytes=self.settings.max_record_bytes)
 
     # -- status / close ---------------------------------------------------------------------
     async def node_status(self) -> dict[str, NodeStatus]:

@@ -14,18 +14,25 @@ Theory of operation:
   reported, so a reader never sees a txid that recovery could still drop
   (requirement 3). Every node holding a copy at least as long as the chosen one
   is a *replica* of it.
-* :class:`QuorumSegmentInputStream` fetches the segment from one replica over
-  HTTP (``/getJournal``), verifies the whole-body CRC32C header and that the
-  copy holds every txid up to the chosen end, then yields records. On any
-  failure (connection, status, checksum, short copy, corrupt record) it moves
-  to the next replica and skips the txids it already returned.
+* :class:`QuorumSegmentInputStream` downloads the segment from one replica
+  over HTTP (``/getJournal``) as a :class:`~qjournal.transport.download.SegmentDownload`
+  and decodes it while it arrives (:class:`~qjournal.protocol.segment.SegmentDecoder`):
+  each record is returned once its own checksum verified, so memory holds one
+  chunk (``qjournal.segment-transfer.chunk.bytes``) and one record, whatever the
+  segment's size. The whole-body CRC32C header is computed over the chunks and
+  checked once the body ended, before the segment's last record is returned;
+  a body that ends before the chosen end txid is a short copy. On any failure
+  (connection, status, checksum, short copy, corrupt record, a txid out of
+  order) it moves to the next replica and skips the txids it already returned.
 
 Invariants:
 
 1. A replica is never shorter than the chosen copy of its segment: failover
    never goes to a shorter copy.
 2. Records are returned in consecutive txid order from ``from_txid`` to the
-   chosen end; each one passed its record checksum.
+   chosen end; each one passed its record checksum, and the replica's records
+   run consecutively from the segment's start. The last one is returned only
+   after the replica's whole body matched its CRC32C header.
 3. Replicas are tried in a fixed (sorted) order.
 4. In-progress copies come only from nodes whose last writer epoch is the newest
    among the holders (when the manifests report it), so an out-of-sync node's
@@ -48,14 +55,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
-import crc32c as _crc32c
-
-from qjournal.errors import (CorruptRecordError, CorruptSegmentError, InvariantViolation,
-                             JournalError, QJournalError, TransportError)
+from qjournal.errors import CorruptSegmentError, InvariantViolation, JournalError, QJournalError
 from qjournal.journalmanager.streams import EditLogInputStream, SegmentInfo
 from qjournal.protocol.messages import Manifest
-from qjournal.protocol.segment import (HEADER_SIZE, INVALID_TXID, EditRecord, decode_header,
-                                       iter_records, scan_segment)
+from qjournal.protocol.segment import (DEFAULT_MAX_RECORD_BYTES, INVALID_TXID, EditRecord, SegmentDecoder,
+                                       crc32c)
+from qjournal.transport.download import SegmentDownload, http_download
 
 log = logging.getLogger(__name__)
 
@@ -139,23 +144,25 @@ def merge_manifests(manifests: Mapping[str, Manifest], in_progress_ok: bool,
     return MergedManifest(tuple(segments), replicas, committed)
 
 
-#: fetch(node name, segment start txid, in_progress_ok) -> (body bytes, crc32c header or None)
-Fetcher = Callable[[str, int, bool], Awaitable[tuple[bytes, int | None]]]
+#: fetch(node name, segment start txid, in_progress_ok) -> the node's copy, as it streams in
+Fetcher = Callable[[str, int, bool], Awaitable[SegmentDownload]]
 
 
 class QuorumSegmentInputStream(EditLogInputStream):
-    """Records of one segment, read from any of its replicas.
+    """Records of one segment, read from any of its replicas while they stream in.
 
     Args:
         jid: journal id (messages).
         seg: the chosen copy (its end is the last txid returned).
         replicas: node names to read from, in order (invariant 3).
-        fetch: downloads a node's copy of the segment.
+        fetch: starts the download of a node's copy of the segment.
         from_txid: first txid to return (default: the segment start).
+        max_record_bytes: the largest record accepted (``dfs.namenode.max.op.size``).
     """
 
     def __init__(self, jid: str, seg: SegmentInfo, replicas: tuple[str, ...], fetch: Fetcher,
-                 from_txid: int | None = None) -> None:
+                 from_txid: int | None = None, *,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
         self.jid = jid
         self.seg = seg
         self.replicas = list(replicas)
@@ -165,7 +172,11 @@ class QuorumSegmentInputStream(EditLogInputStream):
             raise JournalError(f"journal {jid!r}: txid {self._next_txid} is outside segment "
                                f"{seg.start_txid}-{seg.end_txid}", jid=jid)
         self._from_txid = self._next_txid
-        self._iter: Any = None
+        self._max_record_bytes = max_record_bytes
+        self._download: SegmentDownload | None = None
+        self._decoder: SegmentDecoder | None = None
+        self._body_crc = 0
+        self._replica_txid = seg.start_txid  # the next txid the current replica must send
         self._replica_idx = -1
         self._errors: list[str] = []
         self.current_replica: str | None = None
@@ -178,6 +189,9 @@ class QuorumSegmentInputStream(EditLogInputStream):
     def last_txid(self) -> int:
         return self.seg.end_txid
 
+    def _where(self) -> str:
+        return f"segment {self.seg.start_txid} from {self.current_replica}"
+
     async def _open_next(self) -> None:
         while True:
             self._replica_idx += 1
@@ -189,86 +203,111 @@ class QuorumSegmentInputStream(EditLogInputStream):
                     jid=self.jid, txid=self._next_txid)
             name = self.replicas[self._replica_idx]
             try:
-                body, crc = await self._fetch(name, self.seg.start_txid, self.seg.in_progress)
-                self._iter = self._validate(name, body, crc)
-                self.current_replica = name
-                return
-            except QJournalError as e:
+                self._download = await self._fetch(name, self.seg.start_txid, self.seg.in_progress)
+            except (QJournalError, OSError) as e:  # aiohttp client errors derive from OSError
                 self._errors.append(f"{name}: {type(e).__name__}: {e}")
                 log.warning("journal %r: segment %d from %s failed: %s", self.jid,
                             self.seg.start_txid, name, e)
-            except OSError as e:  # aiohttp client errors derive from OSError or ClientError
-                self._errors.append(f"{name}: {type(e).__name__}: {e}")
+                continue
+            self.current_replica = name
+            self._decoder = SegmentDecoder(where=f"journal {self.jid!r}: {self._where()}",
+                                           max_record_bytes=self._max_record_bytes)
+            self._body_crc = 0
+            self._replica_txid = self.seg.start_txid
+            return
 
-    def _validate(self, name: str, body: bytes, crc: int | None):
-        where = f"segment {self.seg.start_txid} from {name}"
-        if crc is not None and _crc32c.crc32c(body) != crc:
-            raise CorruptSegmentError(f"journal {self.jid!r}: {where}: body checksum mismatch",
-                                      where=where)
-        decode_header(body, where)
-        scan = scan_segment(body, expected_first_txid=self.seg.start_txid,
-                            stop_after_txid=self.seg.end_txid)
-        if scan.num_records == 0 or scan.last_txid < self.seg.end_txid:
+    async def _drop_replica(self, why: str) -> None:
+        self._errors.append(f"{self.current_replica}: {why}")
+        log.warning("journal %r: %s failed at txid %d: %s", self.jid, self._where(), self._next_txid, why)
+        download, self._download, self._decoder = self._download, None, None
+        if download is not None:
+            await download.aclose()
+
+    async def _feed_next_chunk(self) -> bool:
+        """Feed the decoder the next chunk; False at the end of the body (whose CRC32C is then checked).
+
+        Raises:
+            TransportError, CorruptSegmentError.
+        """
+        assert self._download is not None and self._decoder is not None
+        chunk = await self._download.next_chunk()
+        if chunk is None:
+            self._check_body_crc()
+            return False
+        self._body_crc = crc32c(chunk, self._body_crc)
+        self._decoder.feed(chunk)
+        return True
+
+    def _check_body_crc(self) -> None:
+        assert self._download is not None
+        want = self._download.crc
+        if want is not None and self._body_crc != want:
             raise CorruptSegmentError(
-                f"journal {self.jid!r}: {where} ends at txid {scan.last_txid}, shorter than the "
-                f"expected end {self.seg.end_txid}", where=where)
-        return iter_records(memoryview(body)[:scan.valid_length], HEADER_SIZE, where=where)
+                f"journal {self.jid!r}: {self._where()}: body checksum mismatch (header {want:08x}, "
+                f"body {self._body_crc:08x})", where=self._where())
+
+    async def _drain(self) -> None:
+        """Read the rest of the body without decoding it, to check its CRC32C (invariant 2)."""
+        assert self._download is not None
+        while (chunk := await self._download.next_chunk()) is not None:
+            self._body_crc = crc32c(chunk, self._body_crc)
+        self._check_body_crc()
+
+    async def _next_from_replica(self) -> EditRecord | None:
+        """The current replica's next record (consecutive from the segment start), None at its end."""
+        assert self._decoder is not None
+        while True:
+            rec = self._decoder.next_record(expected_txid=self._replica_txid)
+            if rec is not None:
+                self._replica_txid += 1
+                return rec
+            if self._decoder.ended:
+                await self._drain()
+                return None
+            if not await self._feed_next_chunk():
+                return None
 
     async def read_next(self) -> EditRecord | None:
         """Next record, or None past the segment's chosen end (invariant 2)."""
         while True:
             if self._next_txid > self.seg.end_txid:
                 return None
-            if self._iter is None:
+            if self._download is None:
                 await self._open_next()
             try:
-                rec = next(self._iter, None)
-            except CorruptRecordError as e:
-                self._errors.append(f"{self.current_replica}: {e}")
-                self._iter = None
+                rec = await self._next_from_replica()
+                if rec is not None and rec.txid == self.seg.end_txid:
+                    await self._drain()  # the body's CRC32C before the last record (invariant 2)
+            except (QJournalError, OSError) as e:
+                await self._drop_replica(f"{type(e).__name__}: {e}")
                 continue
             if rec is None:
-                self._errors.append(f"{self.current_replica}: premature end of segment at txid "
-                                    f"{self._next_txid}")
-                self._iter = None
+                assert self._decoder is not None
+                problem = self._decoder.finish()
+                await self._drop_replica(f"premature end of segment at txid {self._next_txid}"
+                                         + (f" ({problem.kind}: {problem.detail})" if problem else ""))
                 continue
             if rec.txid < self._next_txid:
-                continue
-            if rec.txid != self._next_txid:
-                self._errors.append(f"{self.current_replica}: txid {rec.txid} where "
-                                    f"{self._next_txid} was expected")
-                self._iter = None
-                continue
+                continue  # returned already, from this replica or an earlier one
             self._next_txid += 1
+            if self._next_txid > self.seg.end_txid:
+                await self.close()
             return rec
 
     async def close(self) -> None:
-        """Drop the downloaded copy."""
-        self._iter = None
+        """Stop the current download."""
+        download, self._download, self._decoder = self._download, None, None
+        if download is not None:
+            await download.aclose()
 
 
-async def http_fetch(session: Any, url: str, timeout_s: tuple[float, float]) -> tuple[bytes, int | None]:
-    """GET a segment; returns the body and its ``X-Qjournal-Crc32c`` (None if absent).
+async def http_fetch(session: Any, url: str, timeout_s: tuple[float, float],
+                     chunk_bytes: int) -> SegmentDownload:
+    """Start a ``GET`` of a segment; its body streams in chunks of at most ``chunk_bytes``.
 
     Raises:
-        TransportError: a connection failure, a status other than 200, or a short body.
+        TransportError: a connection failure or a status other than 200 (a short body fails
+            while it is read).
     """
-    import aiohttp  # noqa: PLC0415 - imported where used to keep the module light
-
-    timeout = aiohttp.ClientTimeout(total=None, connect=timeout_s[0], sock_read=timeout_s[1])
-    try:
-        async with session.get(url, timeout=timeout) as resp:
-            if resp.status != 200:
-                text = (await resp.text())[:200]
-                raise TransportError(f"fetch of {url} failed with status {resp.status}: {text}",
-                                     url=url, status=resp.status)
-            body = await resp.read()
-            length = resp.headers.get("Content-Length")
-            if length is not None and int(length) != len(body):
-                raise TransportError(f"fetch of {url}: got {len(body)} of {length} bytes", url=url)
-            crc = resp.headers.get("X-Qjournal-Crc32c")
-            return body, (int(crc, 16) if crc else None)
-    except aiohttp.ClientError as e:
-        raise TransportError(f"fetch of {url} failed: {e}", url=url) from e
-    except TimeoutError as e:
-        raise TransportError(f"fetch of {url} timed out", url=url) from e
+    return await http_download(session, url, chunk_bytes=chunk_bytes, connect_timeout_s=timeout_s[0],
+                               read_timeout_s=timeout_s[1])

@@ -40,6 +40,8 @@ _KEYS: dict[str, tuple[str, str, int]] = {
     "committed_notify_delay_ms": ("qjournal.qjm.committed-txid.notify.delay.ms", "duration", 5),
     "tail_rpc_max_txns": ("dfs.ha.tail-edits.qjm.rpc.max-txns", "int", 5000),
     "tail_in_progress": ("dfs.ha.tail-edits.in-progress", "bool", 1),
+    "transfer_chunk_bytes": ("qjournal.segment-transfer.chunk.bytes", "bytes", 1024 * 1024),
+    "max_record_bytes": ("dfs.namenode.max.op.size", "bytes", 50 * 1024 * 1024),
 }
 
 
@@ -68,6 +70,8 @@ class QJMSettings:
     committed_notify_delay_ms: int = 5
     tail_rpc_max_txns: int = 5000
     tail_in_progress: int = 1  # a bool (1/0): every setting here is an int
+    transfer_chunk_bytes: int = 1024 * 1024
+    max_record_bytes: int = 50 * 1024 * 1024
 
     @property
     def queue_size_limit_bytes(self) -> int:

@@ -24,6 +24,11 @@ Theory of operation (HDFS-3077, seed 000 §2; reference §3):
   report accepted value or on-disk state), ``accept_recovery_plan`` /
   ``accept_recovery_commit`` (phase 2b: make the segment equal to the chosen
   one, persisting the paxos data as the commit point).
+* Downloads (accept-recovery's, the syncer's) never pass through memory whole:
+  the daemon writes them chunk by chunk to their tmp file (``begin_download``,
+  ``append_download``, ``discard_download``), and the commit
+  (``accept_recovery_commit``, ``install_synced_segment``) scans that file in
+  chunks of ``read_chunk_bytes`` before anything durable depends on it.
 * Read path: ``get_edit_log_manifest`` and ``open_segment_for_read`` answer
   from an in-memory index of segment extents (valid length, last txid), so
   no request rescans a segment (HDFS-16793). ``get_journaled_edits`` answers
@@ -86,7 +91,7 @@ import dataclasses
 import logging
 import struct
 from dataclasses import dataclass
-from typing import BinaryIO, Callable
+from typing import BinaryIO, Callable, Iterator
 
 from qjournal.errors import (CacheMissError, EpochError, InvalidRequestError, InvariantViolation, JournalError,
                              JournalAlreadyFormattedError, JournalNotFormattedError,
@@ -101,10 +106,11 @@ from qjournal.protocol.messages import (JournaledEdits, JournalState, Manifest, 
                                         RequestInfo, SegmentState)
 from qjournal.protocol.segment import (DEFAULT_MAX_RECORD_BYTES, HEADER_SIZE, INVALID_TXID, crc32c,
                                        encode_header, parse_segment_file_name, scan_batch, scan_segment,
-                                       segment_file_name, validate_batch)
+                                       scan_segment_chunks, segment_file_name, validate_batch)
 from qjournal.protocol.version_file import decode_version, encode_version
 
-__all__ = ["Journal", "AcceptRecoveryPlan", "ReadableSegment", "FAULT_POINTS", "SYNC_FAULT_POINTS"]
+__all__ = ["Journal", "AcceptRecoveryPlan", "ReadableSegment", "FAULT_POINTS", "SYNC_FAULT_POINTS",
+           "synced_tmp_name", "DEFAULT_READ_CHUNK_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +230,27 @@ def _tmp_accept_name(segment_txid: int, epoch: int) -> str:
     return f"{segment_file_name(segment_txid)}.epoch={epoch}"
 
 
+#: bytes read at a time when a downloaded tmp file or a finalized segment is scanned (the daemon
+#: passes ``qjournal.segment-transfer.chunk.bytes``)
+DEFAULT_READ_CHUNK_BYTES = 1 << 20
+
+_SYNC_TMP_SUFFIX = ".sync.tmp"
+
+
+def synced_tmp_name(state: SegmentState) -> str:
+    """The file the syncer's download of finalized segment ``state`` is written to before
+    :meth:`Journal.install_synced_segment` (a leftover ``.tmp`` is deleted on open)."""
+    return f"{segment_file_name(state.start_txid, state.end_txid)}{_SYNC_TMP_SUFFIX}"
+
+
+def _is_download_name(name: str) -> bool:
+    """Whether ``name`` is a download's tmp file (never a segment, never durable state)."""
+    if name.endswith(_SYNC_TMP_SUFFIX):
+        seg = parse_segment_file_name(name[:-len(_SYNC_TMP_SUFFIX)])
+        return seg is not None and not seg.in_progress
+    return _parse_tmp_accept_name(name) is not None
+
+
 def _parse_tmp_accept_name(name: str) -> tuple[int, int] | None:
     base, sep, epoch = name.partition(".epoch=")
     if not sep or not epoch.isdigit():
@@ -249,6 +276,8 @@ class Journal:
         max_record_bytes: ceiling on one record's body (``dfs.namenode.max.op.size``).
         edit_cache_bytes: capacity of the edit cache served by ``get_journaled_edits``
             (``dfs.journalnode.edit-cache-size.bytes``); 0 disables it.
+        read_chunk_bytes: bytes read at a time when scanning a downloaded or finalized segment
+            (``qjournal.segment-transfer.chunk.bytes``).
 
     Raises:
         InvalidRequestError: bad jid.
@@ -261,13 +290,15 @@ class Journal:
                  fault_hook: Callable[[str], None] | None = None,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
                  slow_sync_warn_s: float = 1.0,
-                 edit_cache_bytes: int = 0) -> None:
+                 edit_cache_bytes: int = 0,
+                 read_chunk_bytes: int = DEFAULT_READ_CHUNK_BYTES) -> None:
         self.jid = jn_rules.validate_jid(jid)
         self.storage = storage
         self.clock = clock
         self.fault_hook = fault_hook
         self.max_record_bytes = max_record_bytes
         self.slow_sync_warn_s = slow_sync_warn_s
+        self.read_chunk_bytes = read_chunk_bytes
         self.metrics = JournalMetrics()
         self.ns_info: NamespaceInfo | None = None
         self.last_promised_epoch = 0
@@ -1094,21 +1125,71 @@ class Journal:
                      self.jid, s, "length" if s.digest is None else "contents")
         return AcceptRecoveryPlan(s, req.epoch, download, _tmp_accept_name(s.start_txid, req.epoch))
 
-    def accept_recovery_commit(self, plan: AcceptRecoveryPlan, data: bytes | None) -> None:
-        """Paxos phase 2b: store the downloaded segment, persist the paxos data (the commit
+    # --- downloads (accept-recovery, the syncer): written by the daemon chunk by chunk -----
+
+    def _check_download_name(self, tmp_name: str) -> None:
+        if not _is_download_name(tmp_name):
+            raise InvalidRequestError(f"journal {self.jid}: {tmp_name!r} is not a download's tmp file",
+                                      jid=self.jid)
+
+    def begin_download(self, tmp_name: str) -> None:
+        """Create (or empty) the tmp file a download is written to: ``plan.tmp_name`` of
+        accept-recovery, or :func:`synced_tmp_name` of the syncer. Nothing is durable until the
+        commit (``accept_recovery_commit``, ``install_synced_segment``) syncs it; a crash leaves a
+        tmp file that opening deletes [I7].
+
+        Raises:
+            InvalidRequestError: not a download's tmp name. OSError: storage.
+        """
+        self._check_download_name(tmp_name)
+        self.storage.create(tmp_name, b"")
+
+    def append_download(self, tmp_name: str, chunk: bytes) -> None:
+        """Append the next chunk of a download to its tmp file.
+
+        Raises:
+            InvalidRequestError: not a download's tmp name.
+            OSError: storage; FileNotFoundError when the tmp file is gone (a later recovery of the
+                segment deleted it [I7]: the download is stale).
+        """
+        self._check_download_name(tmp_name)
+        self.storage.append(tmp_name, chunk)
+
+    def discard_download(self, tmp_name: str) -> None:
+        """Delete a failed download's tmp file (idempotent; a crash before the delete is durable
+        leaves it to opening)."""
+        self._check_download_name(tmp_name)
+        self.storage.delete(tmp_name)
+
+    def _read_chunks(self, name: str) -> Iterator[bytes]:
+        """The bytes of ``name`` in chunks of ``read_chunk_bytes`` (bounded memory)."""
+        off = 0
+        while True:
+            chunk = self.storage.read(name, off, self.read_chunk_bytes)
+            if not chunk:
+                return
+            yield chunk
+            off += len(chunk)
+
+    def accept_recovery_commit(self, plan: AcceptRecoveryPlan) -> None:
+        """Paxos phase 2b: check the downloaded segment, persist the paxos data (the commit
         point), then move the segment into place [I7].
 
         Args:
-            plan: from :meth:`accept_recovery_plan`.
-            data: the downloaded segment bytes (checksum already verified by the
-                caller) when ``plan.download``; ignored otherwise.
+            plan: from :meth:`accept_recovery_plan`. When ``plan.download``, the daemon has written
+                the download to ``plan.tmp_name`` (``begin_download``, ``append_download``; its
+                transport checksum verified); it is scanned here in chunks, cut to the agreed
+                txids, and deleted if refused.
 
         Raises:
             EpochError: a newer epoch was promised while downloading.
-            JournalError: the downloaded bytes do not hold the agreed txids.
+            JournalError: no downloaded copy, or it does not hold the agreed txids.
         """
         s = plan.segment_state
+        st = self.storage
         if self.last_promised_epoch > plan.epoch:
+            if plan.download:
+                st.delete(plan.tmp_name)
             raise EpochError(
                 f"journal {self.jid}: IPC's epoch {plan.epoch} is less than the last promised epoch "
                 f"{self.last_promised_epoch} (promised while accept-recovery of {s} was downloading)",
@@ -1116,26 +1197,28 @@ class Journal:
         target = segment_file_name(s.start_txid)
         ext = None
         if plan.download:
-            if data is None:
-                raise InvalidRequestError(f"journal {self.jid}: accept recovery of {s} needs the segment",
-                                          jid=self.jid)
-            res = scan_segment(data, expected_first_txid=s.start_txid, stop_after_txid=s.end_txid,
-                               max_record_bytes=self.max_record_bytes)
-            if not res.header_ok or res.first_txid != s.start_txid or res.last_txid != s.end_txid:
-                raise JournalError(
-                    f"journal {self.jid}: downloaded segment for {s} holds txids "
-                    f"{res.first_txid}-{res.last_txid} (header {'ok' if res.header_ok else 'bad'}), "
-                    f"expected {s.start_txid}-{s.end_txid}", jid=self.jid)
-            body = data[:res.valid_length] if res.valid_length < len(data) else data
-            if s.digest is not None:
-                got = crc32c(memoryview(body)[HEADER_SIZE:])
-                if got != s.digest:
-                    raise JournalError(
-                        f"journal {self.jid}: downloaded segment for {s} has digest {got:08x}, expected "
-                        f"{s.digest:08x}", jid=self.jid)
-            st = self.storage
+            if not st.exists(plan.tmp_name):
+                raise JournalError(f"journal {self.jid}: accept recovery of {s}: no downloaded copy in "
+                                   f"{plan.tmp_name}", jid=self.jid, txid=s.start_txid)
             try:
-                st.create(plan.tmp_name, body)
+                res, digest = scan_segment_chunks(self._read_chunks(plan.tmp_name),
+                                                  expected_first_txid=s.start_txid,
+                                                  stop_after_txid=s.end_txid,
+                                                  max_record_bytes=self.max_record_bytes,
+                                                  where=f"{st.where}/{plan.tmp_name}")
+                if not res.header_ok or res.first_txid != s.start_txid or res.last_txid != s.end_txid:
+                    st.delete(plan.tmp_name)
+                    raise JournalError(
+                        f"journal {self.jid}: downloaded segment for {s} holds txids "
+                        f"{res.first_txid}-{res.last_txid} (header {'ok' if res.header_ok else 'bad'}), "
+                        f"expected {s.start_txid}-{s.end_txid}", jid=self.jid, txid=s.start_txid)
+                if s.digest is not None and digest != s.digest:
+                    st.delete(plan.tmp_name)
+                    raise JournalError(
+                        f"journal {self.jid}: downloaded segment for {s} has digest {digest:08x}, expected "
+                        f"{s.digest:08x}", jid=self.jid, txid=s.start_txid)
+                if st.size(plan.tmp_name) > res.valid_length:
+                    st.truncate(plan.tmp_name, res.valid_length)  # only the agreed txids
                 st.sync(plan.tmp_name)
                 st.sync_dir()  # the tmp entry must be durable before the commit point [I7]
             except OSError as e:
@@ -1183,23 +1266,36 @@ class Journal:
             return cached[1], cached[2]
         seg = parse_segment_file_name(name)
         assert seg is not None and seg.end_txid is not None
-        digest, problem = self._judge_finalized(self.storage.read(name), seg.start_txid, seg.end_txid)
+        digest, problem = self._judge_finalized(name, seg.start_txid, seg.end_txid)
         self._fin_checks[name] = (stamp, digest, problem)
         return digest, problem
 
-    def _judge_finalized(self, data: bytes, start_txid: int, end_txid: int) -> tuple[int, str | None]:
-        """``(digest, problem)`` of the bytes of a finalized segment ``start_txid-end_txid``: the CRC32C
-        of its record bytes, and what is wrong (None when the records hold exactly those txids and
-        nothing follows them)."""
-        res = scan_segment(data, expected_first_txid=start_txid, max_record_bytes=self.max_record_bytes)
+    def _judge_finalized(self, name: str, start_txid: int, end_txid: int) -> tuple[int, str | None]:
+        """``(digest, problem)`` of the file ``name`` holding finalized segment ``start_txid-end_txid``,
+        read in chunks: the CRC32C of every byte after its header, and what is wrong (None when the
+        records hold exactly those txids and nothing follows them)."""
+        digest = 0
+        size = 0
+
+        def chunks() -> Iterator[bytes]:
+            nonlocal digest, size
+            for chunk in self._read_chunks(name):
+                digest = crc32c(memoryview(chunk)[max(0, HEADER_SIZE - size):], digest)
+                size += len(chunk)
+                yield chunk
+        it = chunks()
+        res, _ = scan_segment_chunks(it, expected_first_txid=start_txid, max_record_bytes=self.max_record_bytes,
+                                     where=f"{self.storage.where}/{name}")
+        for _ in it:  # the rest of the file, for the digest
+            pass
         problem = None
         if not res.header_ok:
             problem = "bad segment header"
-        elif res.first_txid != start_txid or res.last_txid != end_txid or res.valid_length != len(data):
+        elif res.first_txid != start_txid or res.last_txid != end_txid or res.valid_length != size:
             problem = (f"the file holds txids {res.first_txid}-{res.last_txid} in {res.valid_length} of "
-                       f"{len(data)} bytes"
+                       f"{size} bytes"
                        + (f" ({res.problems[0].detail})" if res.problems else ""))
-        return crc32c(memoryview(data)[HEADER_SIZE:]), problem
+        return digest, problem
 
     def finalized_digest(self, start_txid: int, end_txid: int) -> int | None:
         """The digest of this node's finalized segment ``start_txid-end_txid`` (None when it holds no
@@ -1248,41 +1344,53 @@ class Journal:
             conflicts.append(dataclasses.replace(c, why=c.why + verdict))
         return dataclasses.replace(plan, conflicts=tuple(conflicts))
 
-    def install_synced_segment(self, state: SegmentState, peer_committed_txid: int, data: bytes) -> bool:
-        """Install a finalized segment copied from a peer: verified, then tmp file, fsync, rename,
-        fsync of the directory (a crash leaves the old directory or the whole segment; a leftover
-        ``.tmp`` is deleted on open). The rules are checked again first, as a writer, a recovery or
-        a purge may have run during the download.
+    def install_synced_segment(self, state: SegmentState, peer_committed_txid: int) -> bool:
+        """Install a finalized segment copied from a peer: the download the daemon wrote to
+        :func:`synced_tmp_name` is verified (read in chunks), fsynced, renamed, and the directory
+        fsynced (a crash leaves the old directory or the whole segment; a leftover ``.tmp`` is
+        deleted on open). The rules are checked again first, as a writer, a recovery or a purge may
+        have run during the download. The tmp file is gone when this returns or raises, unless a
+        crash interrupted it.
 
         Args:
             state: the peer's finalized segment (with its digest when it sent one).
             peer_committed_txid: the committed txid the peer reported with it.
-            data: the downloaded file (its transport checksum already verified).
 
         Returns:
             True when installed, False when the rules now skip it (nothing changed).
 
         Raises:
             JournalNotFormattedError
-            JournalError: the bytes do not hold exactly the segment's txids, or storing them failed.
+            JournalError: no downloaded copy, the bytes do not hold exactly the segment's txids, or
+                storing them failed.
         """
+        tmp = synced_tmp_name(state)
+        st = self.storage
         self._require_formatted()
         local = self._local_segments(frozenset([state.start_txid]) if state.digest is not None else frozenset())
         plan = sync_rules.plan_sync(local, Manifest((state,), peer_committed_txid))
         if state not in plan.fetch:
+            st.delete(tmp)
             return False
-        digest, problem = self._judge_finalized(data, state.start_txid, state.end_txid)
+        if not st.exists(tmp):
+            raise JournalError(f"journal {self.jid}: no downloaded copy of finalized segment {state} in "
+                               f"{tmp}", jid=self.jid, txid=state.start_txid)
+        try:
+            digest, problem = self._judge_finalized(tmp, state.start_txid, state.end_txid)
+        except OSError as e:
+            st.delete(tmp)
+            raise JournalError(f"journal {self.jid}: reading the copy of finalized segment {state} failed: "
+                               f"{e}", jid=self.jid, txid=state.start_txid) from e
         if problem is not None:
+            st.delete(tmp)
             raise JournalError(f"journal {self.jid}: the copy of finalized segment {state} from a peer: "
                                f"{problem}; not installed", jid=self.jid, txid=state.start_txid)
         if state.digest is not None and digest != state.digest:
+            st.delete(tmp)
             raise JournalError(f"journal {self.jid}: the copy of finalized segment {state} has digest "
                                f"{digest:08x}; not installed", jid=self.jid, txid=state.start_txid)
         target = segment_file_name(state.start_txid, state.end_txid)
-        tmp = f"{target}.sync.tmp"
-        st = self.storage
         try:
-            st.create(tmp, data)
             st.sync(tmp)
             self._hook("before_sync_rename")
             st.rename(tmp, target)

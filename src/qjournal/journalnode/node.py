@@ -19,8 +19,13 @@ Theory of operation:
   the calls of one connection in FIFO order (write ordering of one writer);
   read-only calls are listed in ``rpc_concurrent``.
 * ``accept_recovery`` is split: ``accept_recovery_plan`` on the journal's
-  thread, the download on the event loop (verifying the ``X-Qjournal-Crc32c``
-  header), then ``accept_recovery_commit`` on the journal's thread.
+  thread, the download on the event loop, then ``accept_recovery_commit`` on
+  the journal's thread. A download (accept-recovery's, the syncer's) streams:
+  each chunk of at most ``qjournal.segment-transfer.chunk.bytes`` is appended
+  to the journal's tmp file on its thread (``Journal.append_download``) before
+  the next is read, the ``X-Qjournal-Crc32c`` header is checked over the
+  chunks at the end, and a failed download's tmp file is deleted; one download
+  per tmp file at a time.
 * On a :class:`~qjournal.transport.MemoryNetwork` without HTTP (tests), the
   node serves ``/getJournal`` through the network (``mem://<name>`` URLs) and
   downloads ``mem://`` URLs through it, so no test-only path reaches into the
@@ -59,6 +64,7 @@ from qjournal.errors import (ConfigError, InvalidRequestError, JournalError, QJo
                              SegmentNotFoundError, TransportError)
 from qjournal.journalnode.http import JournalNodeHttpServer
 from qjournal.journalnode.journal import Journal
+from qjournal.transport.download import SegmentDownload, http_download
 from qjournal.protocol.segment import validate_batch
 from qjournal.journalnode.disk_storage import DiskJournalStorage
 from qjournal.journalnode.storage import JournalStorage
@@ -188,6 +194,11 @@ class JournalNode:
         self.download_max_bytes = c.get_bytes("qjournal.journalnode.recovery-download.max.bytes")
         self.transfer_timeout_s = c.get_duration_ms("dfs.edit.log.transfer.timeout") / 1000.0
         self.transfer_bytes_per_s = c.get_bytes("dfs.edit.log.transfer.bandwidthPerSec")
+        self.transfer_chunk_bytes = c.get_bytes("qjournal.segment-transfer.chunk.bytes")
+        if self.transfer_chunk_bytes <= 0:
+            raise ConfigError(f"qjournal.segment-transfer.chunk.bytes must be positive, got "
+                              f"{self.transfer_chunk_bytes}", key="qjournal.segment-transfer.chunk.bytes")
+        self._downloads: dict[tuple[str, str], list] = {}  # (jid, tmp file) -> [lock, users]
         fsync = c.get_bool("qjournal.journalnode.fsync")
         self._disk_storage = storage_factory is None
         self.storage_factory = storage_factory or (
@@ -372,9 +383,9 @@ class JournalNode:
             async def journal_call(method: str, *args: Any, _jid: str = jid) -> Any:
                 return await self.run(_jid, method, *args)
 
-            async def download(url: str, _jid: str = jid) -> bytes:
-                return await self.download_segment(url, _jid, why="the syncer",
-                                                   bytes_per_s=self.transfer_bytes_per_s)
+            async def download(url: str, tmp_name: str, _jid: str = jid) -> int:
+                return await self.download_segment(url, await self.journal_slot(_jid), tmp_name,
+                                                   why="the syncer", bytes_per_s=self.transfer_bytes_per_s)
             async def digest(seg: SegmentState, _jid: str = jid) -> None:
                 await self.finalized_digest(await self.journal_slot(_jid), seg)
             syncer = JournalSyncer(jid, peers, journal_call, connect, download, self.sync_settings,
@@ -429,7 +440,7 @@ class JournalNode:
         def _open() -> Journal:
             return Journal(jid, self.storage_factory(self.journal_dir(jid), jid), clock=self.clock,
                            fault_hook=self.fault_hook, max_record_bytes=self.max_record_bytes,
-                           slow_sync_warn_s=self.slow_sync_warn_s,
+                           slow_sync_warn_s=self.slow_sync_warn_s, read_chunk_bytes=self.transfer_chunk_bytes,
                            edit_cache_bytes=self.edit_cache_bytes)
         try:
             if executor is None:
@@ -452,72 +463,98 @@ class JournalNode:
         slot = await self.journal_slot(jid)
         return await slot.run(getattr(slot.journal, method), *args)
 
-    # --- accept-recovery download -----------------------------------------------------------
+    # --- segment downloads (accept-recovery, the syncer) ------------------------------------
 
-    async def download_segment(self, url: str, jid: str, *, why: str = "accept-recovery",
-                               bytes_per_s: int = 0) -> bytes:
-        """Fetch a segment (for accept-recovery, or the syncer) and verify its CRC32C header.
+    async def download_segment(self, url: str, slot: _JournalSlot, tmp_name: str, *,
+                               why: str = "accept-recovery", bytes_per_s: int = 0) -> int:
+        """Stream a peer's segment into the journal's tmp file ``tmp_name`` (accept-recovery's
+        ``.epoch=`` file, the syncer's ``.sync.tmp``): chunks of at most
+        ``qjournal.segment-transfer.chunk.bytes``, each appended on the journal's thread before the
+        next is read, throttled to ``bytes_per_s``, the ``X-Qjournal-Crc32c`` header checked over
+        the chunks at the end. One download per tmp file at a time (a retried accept waits for
+        the one still running). A failed download's tmp file is deleted.
 
         Args:
             url: the peer's ``/getJournal`` URL.
-            jid: the journal id (in errors).
+            slot: the journal's slot.
+            tmp_name: the download's tmp file (``Journal.begin_download``).
             why: what the download is for (in errors).
-            bytes_per_s: throttle of an HTTP download (0: none).
+            bytes_per_s: throttle (0: none).
+
+        Returns:
+            The bytes written.
 
         Raises:
+            InvalidRequestError: an unsupported URL.
             JournalError: the fetch failed, was too large, or the checksum does not match.
         """
+        jid = slot.journal.jid
+        key = (jid, tmp_name)
+        entry = self._downloads.setdefault(key, [asyncio.Lock(), 0])
+        entry[1] += 1
         try:
-            if self.segment_fetcher is not None:
-                body, crc = await self.segment_fetcher(url)
-            elif url.startswith("mem://") and self.network is not None:
-                body, crc = await self.network.fetch(url)
-            elif url.startswith(("http://", "https://")):
-                body, crc = await self._http_fetch(url, jid, bytes_per_s)
-            else:
-                raise InvalidRequestError(f"journal {jid}: unsupported recovery URL {url[:200]!r}",
-                                          jid=jid, url=url[:200])
-        except (QJournalError, OSError) as e:
-            if isinstance(e, InvalidRequestError):
-                raise
-            raise JournalError(f"journal {jid}: download of {url} for {why} failed: {e}",
-                               jid=jid, url=url) from e
-        if crc is None:
-            raise JournalError(f"journal {jid}: {url} sent no X-Qjournal-Crc32c header", jid=jid, url=url)
-        actual = crc32c(body)
-        if actual != crc:
-            raise JournalError(f"journal {jid}: checksum mismatch downloading {url}: header {crc:08x}, "
-                               f"body {actual:08x} ({len(body)} bytes)", jid=jid, url=url)
-        return body
+            async with entry[0]:
+                try:
+                    return await self._download_to(url, slot, tmp_name, bytes_per_s)
+                except (QJournalError, OSError) as e:
+                    try:
+                        await slot.run(slot.journal.discard_download, tmp_name)
+                    except QJournalError as d:
+                        log.warning("journal %s: deleting %s after a failed download failed: %s", jid,
+                                    tmp_name, d)
+                    if isinstance(e, InvalidRequestError):
+                        raise
+                    raise JournalError(f"journal {jid}: download of {url} for {why} failed: {e}",
+                                       jid=jid, url=url) from e
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self._downloads.pop(key, None)  # bounded: no lock is left behind
 
-    async def _http_fetch(self, url: str, jid: str, bytes_per_s: int = 0) -> tuple[bytes, int | None]:
-        if self._session is None:
-            client_ctx = http_client_context(self.conf)  # HTTPS_ONLY: present our certificate
-            connector = aiohttp.TCPConnector(ssl=client_ctx) if client_ctx is not None else None
-            self._session = aiohttp.ClientSession(connector=connector)
-        timeout = aiohttp.ClientTimeout(total=None, connect=self.transfer_timeout_s,
-                                        sock_read=self.transfer_timeout_s)
-        try:
-            async with self._session.get(url, timeout=timeout) as resp:
-                if resp.status != 200:
-                    text = (await resp.text())[:200]
-                    raise TransportError(f"status {resp.status}: {text}", url=url, status=resp.status)
-                length = resp.content_length
-                if length is None or length > self.download_max_bytes:
-                    raise TransportError(
-                        f"Content-Length {length} missing or over the limit of {self.download_max_bytes} "
-                        f"bytes (qjournal.journalnode.recovery-download.max.bytes)", url=url)
-                body = await _read_throttled(resp.content, length, bytes_per_s)
-                crc = resp.headers.get("X-Qjournal-Crc32c")
-                return body, (int(crc, 16) if crc else None)
-        except (aiohttp.ClientError, asyncio.IncompleteReadError, ValueError) as e:
-            raise TransportError(f"{type(e).__name__}: {e}", url=url) from e
-        except asyncio.TimeoutError as e:
-            raise TransportError(f"timed out after {self.transfer_timeout_s}s", url=url) from e
+    async def _open_download(self, url: str, jid: str, chunk_bytes: int) -> SegmentDownload:
+        if self.segment_fetcher is not None:
+            return await self.segment_fetcher(url)
+        if url.startswith("mem://") and self.network is not None:
+            return await self.network.fetch(url)
+        if url.startswith(("http://", "https://")):
+            if self._session is None:
+                client_ctx = http_client_context(self.conf)  # HTTPS_ONLY: present our certificate
+                connector = aiohttp.TCPConnector(ssl=client_ctx) if client_ctx is not None else None
+                self._session = aiohttp.ClientSession(connector=connector)
+            return await http_download(self._session, url, chunk_bytes=chunk_bytes,
+                                       connect_timeout_s=self.transfer_timeout_s,
+                                       read_timeout_s=self.transfer_timeout_s,
+                                       max_bytes=self.download_max_bytes,
+                                       what="qjournal.journalnode.recovery-download.max.bytes")
+        raise InvalidRequestError(f"journal {jid}: unsupported recovery URL {url[:200]!r}", jid=jid,
+                                  url=url[:200])
 
-    async def _serve_memory_http(self, url: str) -> tuple[bytes, int | None]:
+    async def _download_to(self, url: str, slot: _JournalSlot, tmp_name: str, bytes_per_s: int) -> int:
+        jid = slot.journal.jid
+        throttle = Throttle(bytes_per_s, self.transfer_chunk_bytes)
+        async with await self._open_download(url, jid, throttle.chunk_bytes) as download:
+            if download.crc is None:
+                raise TransportError(f"{url} sent no X-Qjournal-Crc32c header", url=url)
+            await slot.run(slot.journal.begin_download, tmp_name)
+            got = crc = 0
+            while (chunk := await download.next_chunk()) is not None:
+                got += len(chunk)
+                if got > self.download_max_bytes:
+                    raise TransportError(f"the body is over the limit of {self.download_max_bytes} bytes "
+                                         f"(qjournal.journalnode.recovery-download.max.bytes)", url=url)
+                crc = crc32c(chunk, crc)
+                await slot.run(slot.journal.append_download, tmp_name, chunk)
+                await throttle.account(len(chunk))
+            if crc != download.crc:
+                raise TransportError(f"checksum mismatch: header {download.crc:08x}, body {crc:08x} "
+                                     f"({got} bytes)", url=url)
+            return got
+
+    async def _serve_memory_http(self, url: str) -> SegmentDownload:
         """``GET mem://<name>/getJournal?jid=&segmentTxId=&storageInfo=&inProgressOk=`` on a
-        memory network: the in-process ``/getJournal`` of a node without an HTTP server.
+        memory network: the in-process ``/getJournal`` of a node without an HTTP server. The
+        file is read twice in chunks, as the HTTP server does: once for the CRC32C header, once
+        while the body streams.
 
         Raises:
             InvalidRequestError: bad jid or segmentTxId; NamespaceMismatchError: wrong storageInfo;
@@ -533,13 +570,40 @@ class JournalNode:
             ns_id, cluster = parse_storage_info(q["storageInfo"])
             await slot.run(slot.journal.check_namespace, ns_id, cluster)
         in_progress_ok = q.get("inProgressOk", "true") != "false"
+        rs = await slot.run(slot.journal.open_segment_for_read, seg, in_progress_ok)
+        chunk_bytes = self.transfer_chunk_bytes
 
-        def _read() -> bytes:
-            rs = slot.journal.open_segment_for_read(seg, in_progress_ok)
-            with rs.stream as f:
-                return f.read(rs.length)
-        body = await slot.run(_read)
-        return body, crc32c(body)
+        async def read(n: int) -> bytes:
+            if not self.threaded:
+                return rs.stream.read(n)
+            return await asyncio.get_running_loop().run_in_executor(None, rs.stream.read, n)
+        try:
+            crc = 0
+            left = rs.length
+            while left > 0:
+                part = await read(min(chunk_bytes, left))
+                if not part:
+                    raise OSError(f"{rs.file_name}: file shrank while being served ({left} bytes missing)")
+                crc = crc32c(part, crc)
+                left -= len(part)
+            rs.stream.seek(0)
+        except BaseException:
+            rs.stream.close()
+            raise
+
+        async def chunks():
+            try:
+                left = rs.length
+                while left > 0:
+                    part = await read(min(chunk_bytes, left))
+                    if not part:
+                        raise TransportError(f"{url}: {rs.file_name} shrank while being served "
+                                             f"({left} bytes missing)", url=url)
+                    left -= len(part)
+                    yield part
+            finally:
+                rs.stream.close()
+        return SegmentDownload(chunks(), crc, length=rs.length, on_close=rs.stream.close)
 
     # --- status -----------------------------------------------------------------------------
 
@@ -560,23 +624,6 @@ class JournalNode:
                 metrics.update(syncer[0].stats.to_metrics())
             out[jid] = {"status": status, "metrics": metrics}
         return out
-
-
-async def _read_throttled(content: Any, length: int, bytes_per_s: int) -> bytes:
-    """Read exactly ``length`` bytes of a response body, never faster than ``bytes_per_s`` (0: at once)."""
-    if not length:
-        return b""
-    if not bytes_per_s:
-        return await content.readexactly(length)
-    throttle = Throttle(bytes_per_s)
-    parts: list[bytes] = []
-    got = 0
-    while got < length:
-        part = await content.readexactly(min(throttle.chunk_bytes, length - got))
-        parts.append(part)
-        got += len(part)
-        await throttle.account(len(part))
-    return b"".join(parts)
 
 
 class JournalNodeRpcHandler:
@@ -745,5 +792,6 @@ class JournalNodeRpcHandler:
         url = wire_str(from_url, "accept_recovery", "from_url")
         slot = await self.node.journal_slot(r.jid)
         plan = await slot.run(slot.journal.accept_recovery_plan, r, state)
-        data = await self.node.download_segment(url, r.jid) if plan.download else None
-        await slot.run(slot.journal.accept_recovery_commit, plan, data)
+        if plan.download:
+            await self.node.download_segment(url, slot, plan.tmp_name)
+        await slot.run(slot.journal.accept_recovery_commit, plan)

@@ -5,9 +5,11 @@ Why: a JournalNode that was down, paused or out of sync while a segment was writ
 it from the writer, so the segment lives on a bare majority until it is purged and one more failure
 can lose it. The syncer closes that window without the writer: every
 ``dfs.journalnode.sync.interval`` it asks each peer for its manifest (with digests of the finalized
-segments), lets the journal decide what to copy (:mod:`qjournal.protocol.sync_rules`, pure), downloads
-each missing segment over the peers' ``/getJournal``, verifies it and has the journal install it
-atomically (:meth:`Journal.install_synced_segment`).
+segments), lets the journal decide what to copy (:mod:`qjournal.protocol.sync_rules`, pure), streams
+each missing segment from the peers' ``/getJournal`` into the journal's tmp file
+(:func:`~qjournal.journalnode.journal.synced_tmp_name`, chunk by chunk: memory use does not depend on
+the segment's size) and has the journal verify and install it atomically
+(:meth:`Journal.install_synced_segment`).
 
 Theory of operation:
 
@@ -33,7 +35,8 @@ Theory of operation:
 Invariants:
 
 1. The syncer never writes a segment file itself: every change goes through the journal's thread
-   (``install_synced_segment``, ``format_from_peers``, ``finish_rejoin``), which re-checks the rules.
+   (the download's chunks through ``append_download`` into a tmp file; ``install_synced_segment``,
+   ``format_from_peers``, ``finish_rejoin``), which re-checks the rules.
 2. At most one round of a journal runs at a time (one task).
 """
 
@@ -46,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable
 
 from qjournal.errors import QJournalError
+from qjournal.journalnode.journal import synced_tmp_name
 from qjournal.protocol.journal_uri import parse_qjournal_uri, segment_url
 from qjournal.protocol.messages import JournalState, Manifest, NamespaceInfo, SegmentState
 from qjournal.protocol.segment import INVALID_TXID
@@ -58,8 +62,9 @@ log = logging.getLogger(__name__)
 
 #: ``name -> awaitable`` running ``Journal.<name>(*args)`` on the journal's thread
 JournalCall = Callable[..., Awaitable[Any]]
-#: ``url -> body`` (the transport checksum verified)
-SegmentDownload = Callable[[str], Awaitable[bytes]]
+#: ``(url, tmp file) -> bytes written``: streams the body into the journal's tmp file (transport
+#: checksum verified; the tmp file deleted when it fails)
+SegmentDownload = Callable[[str, str], Awaitable[int]]
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,8 @@ class JournalSyncer:
         peers: the other JournalNodes of the journal's URI, ``(host, port)``.
         journal_call: runs a ``Journal`` method on the journal's thread.
         connect: opens an RPC connection to a peer.
-        download: fetches a ``/getJournal`` URL (checksum verified, throttled).
+        download: streams a ``/getJournal`` URL into a tmp file of the journal (checksum verified,
+            throttled).
         settings: interval, format-from-peers, RPC deadline.
         clock: seconds (monotonic), for ``last_round_s``.
         warm_digest: computes (and caches) this node's digest of a finalized segment off the journal's
@@ -302,9 +308,9 @@ class JournalSyncer:
                 continue
             url = segment_url(st.http_url, self.jid, seg.start_txid, storage_info, in_progress_ok=False)
             try:
-                data = await self._download(url)
+                size = await self._download(url, synced_tmp_name(seg))
                 installed = await self._journal("install_synced_segment", seg,
-                                                manifests[peer].committed_txid, data)
+                                                manifests[peer].committed_txid)
             except QJournalError as e:
                 self.stats.download_failures += 1
                 log.warning("journal %s: copying finalized segment %s from %s:%d failed: %s", self.jid, seg,
@@ -312,9 +318,9 @@ class JournalSyncer:
                 continue
             if installed:
                 self.stats.segments_synced += 1
-                self.stats.bytes_synced += len(data)
+                self.stats.bytes_synced += size
                 log.info("journal %s: copied finalized segment %s (%d bytes) from %s:%d", self.jid, seg,
-                         len(data), *peer)
+                         size, *peer)
             return True
         return False
 

@@ -6,12 +6,15 @@ each JournalNode is asked for its manifest (``get_edit_log_manifest`` over
 :class:`qjournal.transport.rpc.RpcClient`) and every finalized segment is
 downloaded from its HTTP endpoint (``/getJournal``) into
 ``<staging>/<node>/<jid>/current/edits_<s>-<e>``, the JournalNode's own layout,
-so the ingest treats staged and local copies alike.
+so the ingest treats staged and local copies alike. Each body streams to its
+tmp file in chunks of at most ``qjournal.segment-transfer.chunk.bytes``, its
+CRC32C computed on the way, so memory use does not depend on segment size.
 
 Invariants:
 
 1. A staged file's bytes match the ``X-Qjournal-Crc32c`` header the node sent;
-   a mismatch is an error for that segment and nothing is written.
+   a mismatch is an error for that segment and nothing is staged (the tmp file
+   is deleted).
 2. Staged files appear atomically (tmp, then rename), so a crashed fetch
    leaves no half file for the ingest to read.
 3. A finalized segment already staged under the same name is not fetched
@@ -26,17 +29,19 @@ import asyncio
 import os
 import re
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
-import crc32c as _crc32c
-
+from qjournal.config import Configuration
+from qjournal.errors import ConfigError, QJournalError, TransportError
 from qjournal.protocol.journal_uri import parse_qjournal_uri
-from qjournal.errors import QJournalError
-from qjournal.protocol.segment import segment_file_name
+from qjournal.protocol.segment import crc32c, segment_file_name
+from qjournal.transport.download import http_download
 from qjournal.transport.rpc import RpcClient
-from qjournal.util.fs import atomic_write
 
 #: default deadline of one manifest RPC or one segment download
 DEFAULT_FETCH_TIMEOUT_MS = 60_000
+#: the key bounding the bytes of a body held at once
+CHUNK_KEY = "qjournal.segment-transfer.chunk.bytes"
 
 
 @dataclass
@@ -65,9 +70,8 @@ def node_dir_name(host: str, port: int) -> str:
 
 
 async def _fetch_node(host: str, port: int, jid: str, node_dir: str, result: FetchResult, *,
-                      timeout_ms: int, storage_info: str | None, progress) -> None:
-    import aiohttp
-
+                      timeout_ms: int, storage_info: str | None, chunk_bytes: int, progress) -> None:
+    import aiohttp  # noqa: PLC0415 - a heavy optional dependency, imported where used
 
     node = node_dir_name(host, port)
     client = await RpcClient.connect_tcp(host, port, connect_timeout_ms=timeout_ms)
@@ -80,8 +84,7 @@ async def _fetch_node(host: str, port: int, jid: str, node_dir: str, result: Fet
     base_url = state.get("http_url") or f"http://{host}:{state['http_port']}"
     cur = os.path.join(node_dir, jid, "current")
     os.makedirs(cur, exist_ok=True)
-    timeout = aiohttp.ClientTimeout(total=timeout_ms / 1000)
-    async with aiohttp.ClientSession(timeout=timeout) as http:
+    async with aiohttp.ClientSession() as http:
         for start, end, in_progress in sorted(manifest["segments"]):
             if in_progress:
                 continue
@@ -90,28 +93,53 @@ async def _fetch_node(host: str, port: int, jid: str, node_dir: str, result: Fet
             if os.path.exists(path):
                 result.skipped += 1
                 continue
-            params = {"jid": jid, "segmentTxId": str(start), "inProgressOk": "false"}
+            query = f"jid={quote(jid)}&segmentTxId={start}&inProgressOk=false"
             if storage_info:
-                params["storageInfo"] = storage_info
-            async with http.get(f"{base_url.rstrip('/')}/getJournal", params=params) as resp:
-                if resp.status != 200:
-                    text = (await resp.text())[:200].strip()
-                    result.errors.append(f"{node}: segment {name}: HTTP {resp.status}: {text}")
-                    continue
-                data = await resp.read()
-                want = resp.headers.get("X-Qjournal-Crc32c")
-            got = f"{_crc32c.crc32c(data):08x}"
-            if want is None or want.lower() != got:
-                result.errors.append(f"{node}: segment {name}: body CRC32C {got} does not match "
-                                     f"X-Qjournal-Crc32c {want}")
+                query += f"&storageInfo={quote(storage_info)}"
+            url = f"{base_url.rstrip('/')}/getJournal?{query}"
+            try:
+                size = await asyncio.wait_for(_stage(http, url, path, chunk_bytes, timeout_ms),
+                                              timeout_ms / 1000)
+            except QJournalError as e:
+                result.errors.append(f"{node}: segment {name}: {e.message}")
                 continue
-            atomic_write(path, data, sync=False)
             result.fetched += 1
-            progress(f"fetch: {node} {name} ({len(data)} bytes)")
+            progress(f"fetch: {node} {name} ({size} bytes)")
+
+
+async def _stage(http, url: str, path: str, chunk_bytes: int, timeout_ms: int) -> int:
+    """Stream ``url`` into ``path`` through ``path.tmp`` (invariants 1, 2); returns its size.
+
+    Raises:
+        TransportError: the download failed or its body does not match its CRC32C header.
+    """
+    tmp = f"{path}.tmp"
+    async with await http_download(http, url, chunk_bytes=chunk_bytes, connect_timeout_s=timeout_ms / 1000,
+                                   read_timeout_s=timeout_ms / 1000) as download:
+        crc = size = 0
+        try:
+            with open(tmp, "wb") as f:
+                while (chunk := await download.next_chunk()) is not None:
+                    crc = crc32c(chunk, crc)
+                    size += len(chunk)
+                    f.write(chunk)
+            if download.crc is None or download.crc != crc:
+                want = "none" if download.crc is None else f"{download.crc:08x}"
+                raise TransportError(f"body CRC32C {crc:08x} does not match X-Qjournal-Crc32c {want}",
+                                     url=url)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+    return size
 
 
 async def fetch_async(uri: str, staging_dir: str, *, timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS,
-                      storage_info: str | None = None, progress=None) -> FetchResult:
+                      storage_info: str | None = None, chunk_bytes: int | None = None,
+                      progress=None) -> FetchResult:
     """Stage every finalized segment of every node of ``uri`` (module docstring).
 
     Args:
@@ -119,16 +147,22 @@ async def fetch_async(uri: str, staging_dir: str, *, timeout_ms: int = DEFAULT_F
         staging_dir: local directory for the copies.
         timeout_ms: deadline per RPC and per download.
         storage_info: ``NSID:CLUSTERID`` sent to ``/getJournal`` (optional).
+        chunk_bytes: the largest piece of a body held at once (default: the default of
+            ``qjournal.segment-transfer.chunk.bytes``).
         progress: one-line progress sink.
 
     Returns:
         A :class:`FetchResult` (``errors`` lists per-node failures).
 
     Raises:
-        ConfigError: a malformed URI.
+        ConfigError: a malformed URI, or a chunk size that is not positive.
     """
 
     say = progress or (lambda _m: None)
+    if chunk_bytes is None:
+        chunk_bytes = Configuration().get_bytes(CHUNK_KEY)
+    if chunk_bytes <= 0:
+        raise ConfigError(f"{CHUNK_KEY} must be positive, got {chunk_bytes}", key=CHUNK_KEY)
     addrs, jid = parse_qjournal_uri(uri)
     names = [node_dir_name(h, p) for h, p in addrs]
     dirs = [os.path.join(staging_dir, n) for n in names]
@@ -138,7 +172,7 @@ async def fetch_async(uri: str, staging_dir: str, *, timeout_ms: int = DEFAULT_F
         host, port = addrs[i]
         try:
             await _fetch_node(host, port, jid, dirs[i], result, timeout_ms=timeout_ms,
-                              storage_info=storage_info, progress=say)
+                              storage_info=storage_info, chunk_bytes=chunk_bytes, progress=say)
         except (QJournalError, OSError, asyncio.TimeoutError) as e:
             msg = getattr(e, "message", None) or str(e) or type(e).__name__
             result.errors.append(f"{names[i]}: {msg}")

@@ -17,12 +17,13 @@ import argparse
 import os
 import sys
 
+from qjournal.config import Configuration
 from qjournal.errors import QJournalError
 from qjournal.pipeline import audit as au
 from qjournal.pipeline import checkpoint as cp
 from qjournal.pipeline import ingest as ing
 from qjournal.pipeline import report as rep
-from qjournal.pipeline.fetch import fetch
+from qjournal.pipeline.fetch import CHUNK_KEY, fetch
 from qjournal.pipeline.ingest import stderr_progress
 from qjournal.pipeline.session import DEFAULT_MASTER, SessionOptions, get_or_create
 
@@ -115,8 +116,9 @@ def _run(args, say) -> int:
     if stage in ("ingest", "all"):
         if args.journal:
             staging = os.path.join(layout.root, "staging")
+            chunk_bytes = Configuration.load().get_bytes(CHUNK_KEY)  # $QJOURNAL_CONF_DIR's site files
             fr = fetch(args.journal, staging, timeout_ms=args.fetch_timeout_ms,
-                       storage_info=args.storage_info, progress=say)
+                       storage_info=args.storage_info, chunk_bytes=chunk_bytes, progress=say)
             for err in fr.errors:
                 say(f"fetch: {err}")
             say(f"fetch: {fr.fetched} segment copies fetched, {fr.skipped} already staged")

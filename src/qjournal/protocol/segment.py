@@ -33,6 +33,11 @@ Invariants:
    after it are never treated as data, whatever they contain.
 3. Opcodes 0x00 and 0xFF are reserved (padding/terminator), so a zero-filled or
    0xFF-filled tail ends the log cleanly.
+4. A segment arriving in chunks (a download) is decoded by :class:`SegmentDecoder`
+   with the rules of :func:`try_decode`, holding at most the undecoded rest of
+   the last chunk fed plus one partial record (at most ``max_record_bytes`` +
+   17), whatever the segment's size; :func:`scan_segment_chunks` is
+   :func:`scan_segment` over such a stream.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import crc32c as _crc32c
 
@@ -487,6 +492,203 @@ def _first_non_padding(buf: bytes | memoryview, offset: int) -> int | None:
         if b not in (0x00, 0xFF):
             return offset + i
     return None  # pragma: no cover
+
+
+# --- incremental decoding (invariant 4) -------------------------------------------------
+
+
+class SegmentDecoder:
+    """Bytes in, complete records out: a segment decoded while it arrives in chunks.
+
+    Feed chunks with :meth:`feed`, pull records with :meth:`next_record` until it
+    returns None (more bytes needed, or the log ended at a padding byte), and
+    call :meth:`finish` once the input ended. The header is checked when its 16
+    bytes are in; each record by :func:`try_decode` (invariant 1). Txid order is
+    the caller's rule (a reader, a scan). Bytes after a padding byte are not
+    kept, only checked to be padding too (invariant 3).
+
+    Args:
+        where: names the segment in errors.
+        max_record_bytes: the record size limit, which also bounds the bytes held.
+
+    Attributes:
+        layout_version: from the header once it arrived (None before).
+        ended: a padding byte ended the log.
+    """
+
+    def __init__(self, *, where: str = "segment", max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+        self.where = where
+        self.max_record_bytes = max_record_bytes
+        self.layout_version: int | None = None
+        self.ended = False
+        self._buf = bytearray()
+        self._pos = 0          # first undecoded byte in _buf
+        self._base = 0         # segment offset of _buf[0]
+        self._crc_pos = 0      # bytes of _buf before it are folded into _records_crc
+        self._records_crc = 0
+        self._fed = 0
+        self._garbage_at: int | None = None
+
+    @property
+    def offset(self) -> int:
+        """Segment offset just after the last record returned (the valid length so far)."""
+        return self._base + self._pos
+
+    @property
+    def fed_bytes(self) -> int:
+        """Bytes fed so far."""
+        return self._fed
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held and not yet decoded (the memory bound of invariant 4)."""
+        return len(self._buf) - self._pos
+
+    @property
+    def records_crc(self) -> int:
+        """CRC32C of the record bytes returned so far (from the end of the header to :attr:`offset`):
+        the segment digest of seed 000 §2.8 once every record is out."""
+        self._fold_crc()
+        return self._records_crc
+
+    def _fold_crc(self) -> None:
+        if self._pos > self._crc_pos:
+            with memoryview(self._buf) as mv:
+                self._records_crc = crc32c(mv[self._crc_pos:self._pos], self._records_crc)
+            self._crc_pos = self._pos
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append the next chunk of the segment."""
+        n = len(data)
+        if self.ended:
+            if self._garbage_at is None and bytes(data).strip(b"\x00\xff"):
+                first = next(i for i, b in enumerate(bytes(data)) if b not in (0x00, 0xFF))
+                self._garbage_at = self._fed + first
+            self._fed += n
+            return
+        if self._pos:
+            self._fold_crc()
+            del self._buf[:self._pos]
+            self._base += self._pos
+            self._crc_pos -= self._pos
+            self._pos = 0
+        self._buf += data
+        self._fed += n
+
+    def next_record(self, expected_txid: int | None = None) -> EditRecord | None:
+        """The next complete record, or None when more bytes are needed or the log ended.
+
+        Args:
+            expected_txid: when given, a record with another txid is refused and left
+                unconsumed (:attr:`offset` stays before it).
+
+        Raises:
+            CorruptSegmentError: a bad header.
+            CorruptRecordError: a record fails its checksum or its length limit, or has
+                another txid than ``expected_txid`` (then its fields hold ``txid`` and
+                ``expected``).
+        """
+        if self.layout_version is None:
+            if len(self._buf) - self._pos < HEADER_SIZE:
+                return None
+            self.layout_version = decode_header(bytes(self._buf[self._pos:self._pos + HEADER_SIZE]), self.where)
+            self._pos += HEADER_SIZE
+            self._crc_pos = self._pos
+        if self.ended:
+            return None
+        d = try_decode(self._buf, self._pos, self.max_record_bytes)
+        if d.status == OK:
+            rec = d.record
+            assert rec is not None
+            if expected_txid is not None and rec.txid != expected_txid:
+                raise CorruptRecordError(
+                    f"{self.where}: record at byte {self.offset} has txid {rec.txid}, expected {expected_txid}",
+                    where=self.where, offset=self.offset, txid=rec.txid, expected=expected_txid)
+            self._pos = d.next_offset
+            return rec
+        if d.status == END:
+            if self._pos < len(self._buf):  # a padding byte: the log ends here [3]
+                self.ended = True
+                rest = bytes(self._buf[self._pos:])
+                if rest.strip(b"\x00\xff"):
+                    first = next(i for i, b in enumerate(rest) if b not in (0x00, 0xFF))
+                    self._garbage_at = self.offset + first
+                self._fold_crc()
+                del self._buf[self._pos:]
+            return None
+        if d.status == TRUNCATED:
+            return None
+        raise CorruptRecordError(f"{self.where}: at byte {self.offset}: {d.reason}",
+                                 where=self.where, offset=self.offset, reason=d.reason)
+
+    def finish(self) -> ScanProblem | None:
+        """The input ended: what is wrong with its end, or None for a clean end.
+
+        Call after :meth:`next_record` returned None. Returns a ``bad-header``
+        (fewer than 16 bytes), ``torn-tail`` (an incomplete record) or
+        ``trailing-garbage`` (non-padding bytes after the padding) problem.
+        """
+        if self.layout_version is None:
+            return ScanProblem(0, "bad-header",
+                               f"{self.where}: header truncated ({self._fed} of {HEADER_SIZE} bytes)")
+        if self._garbage_at is not None:
+            return ScanProblem(self._garbage_at, "trailing-garbage",
+                               f"non-padding byte after the end of the log at byte {self._garbage_at}")
+        if not self.ended and self.buffered_bytes:
+            d = try_decode(self._buf, self._pos, self.max_record_bytes)
+            return ScanProblem(self.offset, "torn-tail", d.reason)
+        return None
+
+
+def scan_segment_chunks(chunks: Iterable[bytes], *, expected_first_txid: int | None = None,
+                        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                        stop_after_txid: int | None = None,
+                        where: str = "segment") -> tuple[ScanResult, int]:
+    """:func:`scan_segment` over a segment read in chunks, in bounded memory (invariant 4).
+
+    The valid prefix, its txids and length are those :func:`scan_segment` finds;
+    ``problems`` holds only the first problem (the whole-image resync that lists
+    the records unreachable after damage is :func:`scan_segment`'s alone), and
+    ``total_length`` counts the bytes read, which stop early once
+    ``stop_after_txid`` is reached.
+
+    Returns:
+        ``(result, digest)``: the digest is the CRC32C of the valid prefix's record bytes.
+    """
+    dec = SegmentDecoder(where=where, max_record_bytes=max_record_bytes)
+    first = last = INVALID_TXID
+    n = 0
+    problem: ScanProblem | None = None
+
+    def result() -> tuple[ScanResult, int]:
+        valid = dec.offset if dec.layout_version is not None else 0
+        return (ScanResult(dec.layout_version, first, last, n, valid, dec.fed_bytes,
+                           (problem,) if problem is not None else ()), dec.records_crc)
+
+    for chunk in chunks:
+        dec.feed(chunk)
+        while True:
+            start = dec.offset
+            want = (last + 1) if n else expected_first_txid
+            try:
+                rec = dec.next_record(want)
+            except CorruptSegmentError as e:
+                problem = ScanProblem(0, "bad-header", e.message)
+                return result()
+            except CorruptRecordError as e:
+                kind = "txid-gap" if "expected" in e.fields else "corrupt"
+                problem = ScanProblem(start, kind, e.fields.get("reason") or e.message)
+                return result()
+            if rec is None:
+                break
+            if n == 0:
+                first = rec.txid
+            last = rec.txid
+            n += 1
+            if stop_after_txid is not None and last >= stop_after_txid:
+                return result()
+    problem = dec.finish()
+    return result()
 
 
 # --- file names -----------------------------------------------------------------

@@ -21,7 +21,11 @@ What is real and what is simulated:
   ``/getJournal`` downloads (accept-recovery and readers) through a simulated
   HTTP fetch that obeys partitions, crashes and the network's drop/delay. The
   production daemon's shell runs ``Journal`` calls on a worker thread and
-  serves HTTP with aiohttp; neither can run on a virtual clock.
+  serves HTTP with aiohttp; neither can run on a virtual clock. The simulated
+  HTTP hands over whole bodies (the only place that holds one); the readers
+  and the JournalNodes' downloads then consume them in chunks of
+  ``transfer_chunk_bytes`` (small here, so records straddle chunks), the
+  downloads yielding to the loop between chunks as the daemon does.
 
 Observation for the checker (server side, exact): a successful ``new_epoch``
 adds a ``Promise``; a successful ``journal`` an ``Accepted``; a successful
@@ -58,6 +62,7 @@ from qjournal.sim.disk import SimFS, SimJournalStorage, SimulatedCrash
 from qjournal.sim.faults import FaultConfig, NetworkFaults
 from qjournal.sim.history import Accepted, Failure, Finalized, History, NodeSegment, Note, Promise
 from qjournal.transport import MemoryNetwork, RpcServer
+from qjournal.transport.download import SegmentDownload, memory_download
 from qjournal.transport.rpc import current_peer, memory_connector
 
 __all__ = ["SimCluster", "SimJournalNode", "JID", "NS_INFO", "STORAGE_POINTS", "sim_settings"]
@@ -91,7 +96,7 @@ def sim_settings() -> QJMSettings:
         select_input_streams_timeout_ms=5000, get_journal_state_timeout_ms=5000,
         new_epoch_timeout_ms=10000, write_txns_timeout_ms=5000, operations_timeout_ms=10000,
         http_open_timeout_ms=5000, http_read_timeout_ms=5000, connect_timeout_ms=2000,
-        out_of_sync_heartbeat_interval_ms=1000)
+        out_of_sync_heartbeat_interval_ms=1000, transfer_chunk_bytes=512)
 
 
 class _NodeDown(TransportError):
@@ -175,7 +180,8 @@ class SimJournalNode:
                 on_crash=lambda: self.crash_now("storage crash point"),
                 on_note=lambda kind, detail: self.cluster.history.add(Note(kind, self.name, detail)))
             j = Journal(jid, storage, clock=asyncio.get_running_loop().time,
-                        fault_hook=self._fault_point, edit_cache_bytes=self.cluster.edit_cache_bytes)
+                        fault_hook=self._fault_point, edit_cache_bytes=self.cluster.edit_cache_bytes,
+                        read_chunk_bytes=self.cluster.settings.transfer_chunk_bytes)
             self.journals[jid] = j
         return j
 
@@ -277,7 +283,6 @@ class SimJournalNode:
         state = SegmentState.from_wire(segment_state)
         inc = self.incarnation
         plan = self._call("accept_recovery", lambda: self._journal(r.jid).accept_recovery_plan(r, state))
-        data = None
         if not plan.download:
             self._note_kept_copy(r.jid, state, from_url)
             self._note_unsynced_copy(r.jid, state)
@@ -287,9 +292,28 @@ class SimJournalNode:
             if crc is not None and crc32c.crc32c(body) != crc:
                 raise TransportError(f"{self.name}: download of segment {seg_txid} from {src} "
                                      f"failed its checksum", node=self.name)
-            data = body
+            await self._write_download(inc, r.jid, plan.tmp_name, body, "accept_recovery")
         self._check_incarnation(inc, "accept_recovery download")
-        self._call("accept_recovery", lambda: self._journal(r.jid).accept_recovery_commit(plan, data))
+        self._call("accept_recovery", lambda: self._journal(r.jid).accept_recovery_commit(plan))
+
+    async def _write_download(self, inc: int, jid: str, tmp_name: str, body: bytes, what: str) -> None:
+        """Write a downloaded body to the journal's tmp file chunk by chunk, yielding to the loop
+        between chunks (other calls of the journal interleave, as on the daemon's thread); a failed
+        download's tmp file is deleted, as the daemon does."""
+        n = self.cluster.settings.transfer_chunk_bytes
+        try:
+            self._check_incarnation(inc, f"{what} download")
+            self._call(what, lambda: self._journal(jid).begin_download(tmp_name))
+            for i in range(0, len(body), n):
+                await asyncio.sleep(0)
+                self._check_incarnation(inc, f"{what} download")
+                self._call(what, lambda i=i: self._journal(jid).append_download(tmp_name, body[i:i + n]))
+        except _NodeDown:
+            raise
+        except QJournalError:
+            if self.alive and self.incarnation == inc:
+                self._call(what, lambda: self._journal(jid).discard_download(tmp_name))
+            raise
 
     def _note_kept_copy(self, jid: str, state: SegmentState, from_url: str) -> None:
         """Observation for known-bug attribution (KB3): accept_recovery kept this node's copy
@@ -331,13 +355,14 @@ class SimJournalNode:
                 self._check_incarnation(inc, f"sync:{method}")
                 return self._call(f"sync:{method}", lambda: getattr(self._journal(JID), method)(*args))
 
-            async def download(url: str) -> bytes:
+            async def download(url: str, tmp_name: str) -> int:
                 src, seg_txid = _parse_get_journal_url(url)
                 body, crc = await self.cluster.http_fetch(self.name, src, JID, seg_txid, False)
                 if crc is not None and crc32c.crc32c(body) != crc:
                     raise TransportError(f"{self.name}: sync download of segment {seg_txid} from {src} "
                                          f"failed its checksum", node=self.name)
-                return body
+                await self._write_download(inc, JID, tmp_name, body, "sync:download")
+                return len(body)
             peers = [tuple(n.rsplit(":", 1)) for n in self.cluster.names if n != self.name]
             s = self.cluster.settings
             self._syncer = JournalSyncer(
@@ -442,9 +467,10 @@ class SimCluster:
 
     def new_qjm(self, client_name: str) -> QuorumJournalManager:
         """A new writer or reader: a fresh QuorumJournalManager on the memory network."""
-        async def fetch(name: str, segment_txid: int, in_progress_ok: bool):
-            # the reader's HTTP download, simulated (see module docstring)
-            return await self.http_fetch(client_name, name, JID, segment_txid, in_progress_ok)
+        async def fetch(name: str, segment_txid: int, in_progress_ok: bool) -> SegmentDownload:
+            # the reader's HTTP download, simulated (see module docstring): a whole body, in chunks
+            body, crc = await self.http_fetch(client_name, name, JID, segment_txid, in_progress_ok)
+            return memory_download(body, crc, self.settings.transfer_chunk_bytes)
         return QuorumJournalManager(self.uri, ns_info=NS_INFO, network=self.network,
                                     settings=self.settings, client_name=client_name,
                                     segment_fetcher=fetch)

@@ -81,6 +81,7 @@ from typing import Any, Awaitable, Callable, Sequence
 from urllib.parse import urlsplit
 
 from qjournal.errors import TransportError
+from qjournal.transport.download import SegmentDownload
 
 __all__ = ["FaultHook", "MemoryListener", "MemoryNetwork", "MemoryTransport", "UrlFetcher"]
 
@@ -89,9 +90,9 @@ log = logging.getLogger("qjournal.transport.memory")
 #: ``hook(src, dst, frame_bytes) -> delays in seconds`` (empty = drop).
 FaultHook = Callable[[str, str, bytes], Sequence[float]]
 
-#: ``fetch(url) -> (body, CRC32C of the body or None)``: one download, the shape of a
-#: JournalNode's ``GET /getJournal`` answer (the body and its ``X-Qjournal-Crc32c`` header)
-UrlFetcher = Callable[[str], Awaitable[tuple[bytes, "int | None"]]]
+#: ``fetch(url) -> SegmentDownload``: one download, the shape of a JournalNode's
+#: ``GET /getJournal`` answer (its ``X-Qjournal-Crc32c`` header and its body in chunks)
+UrlFetcher = Callable[[str], Awaitable[SegmentDownload]]
 
 #: the URL scheme of in-process HTTP servers on a memory network
 _MEM_SCHEME = "mem"
@@ -271,11 +272,11 @@ class MemoryNetwork:
         if self._http.get(address) == fetch:
             del self._http[address]
 
-    async def fetch(self, url: str) -> tuple[bytes, int | None]:
+    async def fetch(self, url: str) -> SegmentDownload:
         """Download a ``mem://<address>/...`` URL from the node serving ``address``.
 
         Returns:
-            What the node's fetcher answered: the body and its CRC32C (or None).
+            What the node's fetcher answered: the download, its body streaming in chunks.
 
         Raises:
             TransportError: not a ``mem://`` URL, or nothing serves that address
