@@ -284,6 +284,9 @@ define("dfs.client.failover.proxy.provider.<ns>", None, "str",
 define("dfs.client.failover.observer.auto-msync-period.<ns>", None, "duration",
        "ObserverReadProxyProvider: msync before a read once this long passed since the last msync "
        "(0 = before every read; unset = only before the first call)", unit="ms")
+define("dfs.client.failover.observer.probe.retry.period", 600, "duration",
+       "ObserverReadProxyProvider: after a probe of the NameNodes' states found no observer, send reads "
+       "to the active for this long before probing again", unit="s")
 define("dfs.client.failover.max.attempts", 15, "int", "client failover attempts")
 define("dfs.client.failover.sleep.base.millis", 500, "duration", "client failover back-off base", unit="ms")
 define("dfs.client.failover.sleep.max.millis", 15000, "duration", "client failover back-off ceiling", unit="ms")

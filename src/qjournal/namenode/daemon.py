@@ -289,7 +289,8 @@ class NameNode:
         assert self.tailer is not None
         self.journal_set = jset
         self.editlog = FSEditLog(jset, clock_ms=self.clock_ms, user=self.superuser,
-                                 roll_txns=self.roll_txns, on_fatal=self._on_fatal, lock=self.ns_lock)
+                                 roll_txns=self.roll_txns, on_fatal=self._on_fatal, lock=self.ns_lock,
+                                 publish_committed=self.ha_enabled and self.tail_in_progress)
         await self.editlog.open_for_write(self.tailer.last_applied_txid + 1)
         self.namespace.last_applied_txid = self.editlog.last_written_txid  # type: ignore[union-attr]
         if self.roll_period_ms > 0:

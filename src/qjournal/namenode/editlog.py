@@ -46,6 +46,14 @@ Invariants:
    client reads can be lost, nor be older than a write acknowledged elsewhere
    before the read began. One confirmation round serves every read that arrived
    before it was sent (group confirmation, like group commit).
+6. With ``publish_committed`` (the readers tail in-progress segments, which the
+   quorum reader cuts at the committed txid the JournalNodes know), a sync that
+   leaves nothing more written is followed by one ``confirm_writer`` round, whose
+   heartbeats carry the new committed txid: a standby or observer then applies the
+   last write of a burst at its next tailing round instead of at the next write.
+   While writes keep coming their own journal calls carry it (no extra round); at
+   most one round is in flight. A failed round is only logged: it changes nothing
+   durable, and a fenced writer learns it at its next sync.
 """
 
 from __future__ import annotations
@@ -54,13 +62,13 @@ import asyncio
 import logging
 from typing import Callable
 
-from qjournal.errors import InvariantViolation, JournalError, StandbyError, register_error
+from qjournal.errors import InvariantViolation, JournalError, QJournalError, StandbyError, register_error
 from qjournal.journalmanager.streams import EditLogOutputStream
 from qjournal.journalmanager.base import JournalManager
 from qjournal.namenode.ops import (NO_CALL_ID, NO_CLIENT_ID, EditOp, EndLogSegmentOp,
                                    StartLogSegmentOp, encode_body)
 from qjournal.protocol.segment import LAYOUT_VERSION
-from qjournal.util.tasks import spawn
+from qjournal.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +93,13 @@ class FSEditLog:
         roll_txns: roll once a segment holds this many txns (0 = never by size).
         on_fatal: called once with the error when the journal fails.
         lock: the namespace lock to use (shared with the tailer); a new one by default.
+        publish_committed: after a sync that leaves nothing pending, tell the journal the
+            committed txid at once (invariant 6).
     """
 
     def __init__(self, journal: JournalManager, *, clock_ms: Callable[[], int], user: str = "root",
                  roll_txns: int = 0, on_fatal: Callable[[BaseException], None] | None = None,
-                 lock: asyncio.Lock | None = None) -> None:
+                 lock: asyncio.Lock | None = None, publish_committed: bool = False) -> None:
         self.journal = journal
         self.clock_ms = clock_ms
         self.user = user
@@ -106,6 +116,11 @@ class FSEditLog:
         self._confirm_waiters: list[asyncio.Future] = []
         self._confirm_task: asyncio.Task | None = None
         self.fatal: BaseException | None = None
+        self.publish_committed = publish_committed
+        self._publish_task: asyncio.Task | None = None
+        self._publish_again = False
+        #: confirm_writer rounds sent only to publish the committed txid (invariant 6)
+        self.num_committed_publishes = 0
         # statistics (bench, /jmx)
         self.num_syncs = 0
         self.num_txns_synced = 0
@@ -288,8 +303,35 @@ class FSEditLog:
                 self.num_syncs += 1
                 self.num_txns_synced += n
                 self.max_batch_txns = max(self.max_batch_txns, n)
+                self._maybe_publish_committed()
         finally:
             self._sync_task = None
+
+    def _maybe_publish_committed(self) -> None:
+        """Invariant 6: one ``confirm_writer`` round once the writes stop."""
+        if not self.publish_committed or self.fatal is not None or self._stream is None:
+            return
+        if self.last_written_txid != self.synced_txid:
+            return  # the next sync's journal calls carry the committed txid
+        if self._publish_task is not None and not self._publish_task.done():
+            self._publish_again = True
+            return
+        self._publish_task = spawn(self._publish_committed(), name="publish-committed-txid",
+                                   on_crash=self._fail)
+
+    async def _publish_committed(self) -> None:
+        while True:
+            self._publish_again = False
+            if self._stream is None or self.fatal is not None:
+                return
+            try:
+                await self.journal.confirm_writer()
+                self.num_committed_publishes += 1
+            except QJournalError as e:  # nothing durable changed; the next sync finds a fence
+                log.debug("publishing the committed txid failed: %s", e)
+                return
+            if not self._publish_again or self.last_written_txid != self.synced_txid:
+                return
 
     def _fail(self, e: BaseException) -> None:
         if isinstance(e, InvariantViolation):
@@ -365,8 +407,10 @@ class FSEditLog:
                 await self.abort_locked()
                 return
             await self._end_segment_locked()
+        await cancel_and_wait(self._publish_task, ignore_errors=True)
 
     async def abort_locked(self) -> None:
+        await cancel_and_wait(self._publish_task, ignore_errors=True)
         stream, self._stream = self._stream, None
         if stream is not None:
             try:
@@ -383,6 +427,7 @@ class FSEditLog:
         return {"segment_txid": self.segment_txid, "last_written_txid": self.last_written_txid,
                 "synced_txid": self.synced_txid, "num_syncs": self.num_syncs,
                 "num_txns_synced": self.num_txns_synced, "max_batch_txns": self.max_batch_txns,
+                "num_committed_publishes": self.num_committed_publishes,
                 "avg_batch_txns": (self.num_txns_synced / self.num_syncs) if self.num_syncs else 0.0}
 
 
