@@ -352,6 +352,8 @@ class LocalCluster:
 
     def _start_parallel(self, specs: list[tuple[str, str, list[str]]], ready_timeout_s: float) -> None:
         """Start independent daemons at once (each still waits for its own READY line)."""
+        if not specs:
+            return
         with concurrent.futures.ThreadPoolExecutor(len(specs)) as ex:
             futures = [ex.submit(self._start, name, kind, argv, ready_timeout_s) for name, kind, argv in specs]
             errors = [f.exception() for f in futures if f.exception() is not None]
