@@ -304,7 +304,7 @@ class ZKFailoverController:
                 self._record("observer_quit_election", elector_state=el.state.value)
             await el.quit_election(need_fence=el.state is ElectorState.ACTIVE)
             return
-        if previous and self.health.state is HealthState.SERVICE_HEALTHY:
+        if previous and status.get("state") == "standby" and self.health.state is HealthState.SERVICE_HEALTHY:
             # made standby again: electable (the health state did not change, so no callback)
             self._record("observer_rejoin_election", state=status.get("state"))
             el.join_election()
