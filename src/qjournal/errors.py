@@ -170,6 +170,13 @@ class StandbyError(QJournalError):
     """Operation not allowed in this HA state; the client should try the other NameNode."""
 
 
+class ObserverRetryOnActiveError(StandbyError):
+    """An observer has not applied the client's state id within its bounded wait
+    (``dfs.namenode.observer.read.wait.ms``); retriable: the client reads from another
+    observer or from the active (HDFS's ``ObserverRetryOnActiveException``). Fields:
+    ``state_id`` (the observer's), ``client_state_id``, ``waited_ms``."""
+
+
 class ServiceFailedError(QJournalError):
     """A HA service call failed (transition refused, unhealthy)."""
 

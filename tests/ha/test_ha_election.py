@@ -268,3 +268,31 @@ def test_stuck_controller_quit_on_a_dying_connection_then_rejoins(zookeeper, zk_
         finally:
             await h.stop_all()
     run(main())
+
+
+def test_observer_stays_out_of_the_election_and_rejoins_as_standby(zookeeper, zk_parent):
+    """HDFS-12943 / HDFS-14130: the ZKFC of an observer never joins; made standby again, it does."""
+    async def main():
+        h = Harness(zookeeper.connect_string, zk_parent, 2)
+        h.services["nn2"].state = "observer"
+        try:
+            await h.start_all()
+            assert await _one_active(h) == "nn1"
+            z2 = h.zkfcs["nn2"]
+            await async_wait_until(lambda: any(e[1] == "observer_quit_election" for e in z2.events),
+                                   DEADLINE_S, "nn2's controller sees an observer")
+            # the active fails: the observer does not take over (it never entered the election)
+            h.services["nn1"].healthy = False
+            await async_wait_until(lambda: h.zkfcs["nn1"].elector.state is ElectorState.INIT,
+                                   DEADLINE_S, "nn1 quits the election")
+            assert not any(e[1] == "join_election" for e in z2.events), z2.events
+            assert z2.elector.state is ElectorState.INIT and h.services["nn2"].state == "observer"
+            # made standby again (-transitionToStandby): it rejoins and, nn1 being unhealthy, wins
+            h.services["nn2"].state = "standby"
+            await async_wait_until(lambda: h.actives() == ["nn2"], DEADLINE_S, "nn2 becomes active")
+            names = [e[1] for e in z2.events]
+            assert names.index("observer_rejoin_election") < names.index("join_election")
+            h.check_never_two_actives()
+        finally:
+            await h.stop_all()
+    run(main())

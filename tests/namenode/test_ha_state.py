@@ -1,4 +1,7 @@
-"""HA state machine: every (state, target, source, automatic) combination and every (state, category)."""
+"""HA state machine: every (state, target, source, automatic) combination and every (state, category).
+
+The observer rows (HDFS-12943): standby <-> observer only; an observer never becomes active, an active
+never becomes an observer; user requests for observer transitions need no --forcemanual."""
 
 import itertools
 
@@ -8,14 +11,21 @@ from qjournal.errors import ServiceFailedError, StandbyError
 from qjournal.namenode.ha_state import (HAState, OpCategory, Transition, check_operation,
                                         check_transition)
 
-I, S, A, X = HAState.INITIALIZING, HAState.STANDBY, HAState.ACTIVE, HAState.STOPPING
+I, S, A, O, X = HAState.INITIALIZING, HAState.STANDBY, HAState.ACTIVE, HAState.OBSERVER, HAState.STOPPING
 # (current, target) -> expected outcome for a zkfc / forced / non-automatic user request
 TABLE = {
-    (I, I): "refuse", (I, S): "do", (I, A): "do", (I, X): "do",
-    (S, I): "refuse", (S, S): "noop", (S, A): "do", (S, X): "do",
-    (A, I): "refuse", (A, S): "do", (A, A): "noop", (A, X): "do",
-    (X, I): "refuse", (X, S): "refuse", (X, A): "refuse", (X, X): "refuse",
+    (I, I): "refuse", (I, S): "do", (I, A): "do", (I, O): "refuse", (I, X): "do",
+    (S, I): "refuse", (S, S): "noop", (S, A): "do", (S, O): "do", (S, X): "do",
+    (A, I): "refuse", (A, S): "do", (A, A): "noop", (A, O): "refuse", (A, X): "do",
+    (O, I): "refuse", (O, S): "do", (O, A): "refuse", (O, O): "noop", (O, X): "do",
+    (X, I): "refuse", (X, S): "refuse", (X, A): "refuse", (X, O): "refuse", (X, X): "refuse",
 }
+
+
+def _manual_refused(cur, target, source, auto):
+    """Invariant 3: under automatic failover a plain user request may not make a NameNode active, nor
+    standby unless it is an observer (the ZKFC keeps observers out of the election)."""
+    return auto and source == "user" and (target == A or (target == S and cur != O))
 
 
 @pytest.mark.parametrize("cur,target,source,auto",
@@ -23,7 +33,7 @@ TABLE = {
                                                 ["user", "zkfc", "user_forced"], [False, True])))
 def test_transition_table(cur, target, source, auto):
     want = TABLE[(cur, target)]
-    manual_refused = auto and source == "user" and target in (S, A)
+    manual_refused = _manual_refused(cur, target, source, auto)
     if want == "refuse" or manual_refused:
         with pytest.raises(ServiceFailedError) as ei:
             check_transition(cur, target, source, auto)
@@ -39,10 +49,24 @@ def test_unknown_source_refused():
         check_transition(S, A, "martian")
 
 
+@pytest.mark.parametrize("cur,target,needle", [(O, A, "make the observer standby first"),
+                                               (A, O, "an active NameNode cannot become an observer")])
+def test_observer_refusals_say_why(cur, target, needle):
+    for source in ("user", "zkfc", "user_forced"):
+        with pytest.raises(ServiceFailedError, match=needle):
+            check_transition(cur, target, source, automatic_failover=False)
+
+
+def test_observer_transitions_need_no_forcemanual():
+    assert check_transition(S, O, "user", automatic_failover=True) == Transition.DO
+    assert check_transition(O, S, "user", automatic_failover=True) == Transition.DO
+
+
 @pytest.mark.parametrize("state,cat,stale", list(itertools.product(list(HAState), list(OpCategory),
                                                                   [False, True])))
 def test_operation_table(state, cat, stale):
     served = (cat == OpCategory.UNCHECKED or state == A
+              or (state == O and cat == OpCategory.READ)
               or (state == S and cat == OpCategory.READ and stale))
     if served:
         check_operation(state, cat, stale)

@@ -96,7 +96,8 @@ def test_jmx_metrics_status_page_non_ha(tmp_path):
                 assert status == 200
                 fams = {f.name: f for f in text_string_to_metric_families(text)}
                 states = {smp.labels["state"]: smp.value for smp in fams["qjournal_namenode_ha_state"].samples}
-                assert states == {"active": 1.0, "initializing": 0.0, "standby": 0.0, "stopping": 0.0}
+                assert states == {"active": 1.0, "initializing": 0.0, "observer": 0.0, "standby": 0.0,
+                                  "stopping": 0.0}
                 assert fams["qjournal_namenode_last_written_txid"].samples[0].value == nn.last_applied_txid
                 assert fams["qjournal_namenode_files_total"].samples[0].value == 5
                 assert fams["qjournal_namenode_rpc_calls"].samples[0].value == 4

@@ -225,7 +225,7 @@ def test_malformed_arguments_get_typed_errors_never_crashes(tmp_path):
                         except QJournalError:
                             pass
             for v in bad_values:   # a bad identity is refused before anything else
-                for k in ("user", "groups", "client_id", "call_id"):
+                for k in ("user", "groups", "client_id", "call_id", "state_id"):
                     ident = dict(W, client_id=b"\x01" * 16, call_id=1)
                     ident[k] = v
                     try:

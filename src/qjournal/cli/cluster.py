@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         sp = sub.add_parser(name, help=help_)
         sp.add_argument("--run-dir", default=DEFAULT_RUN_DIR, help=f"run directory (default {DEFAULT_RUN_DIR})")
         if needs_name:
-            sp.add_argument("name", help="process name (zk1, jn1..jn3, nn1, nn2, zkfc-nn1, zkfc-nn2)")
+            sp.add_argument("name", help="process name (zk1, jn1..jn3, nn1, nn2, observers nn3..., zkfc-nn1, zkfc-nn2)")
         sp.set_defaults(func=func)
         return sp
 
@@ -35,8 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--zk-servers", type=int, default=1, choices=[1, 3])
     up.add_argument("--session-timeout-ms", type=int, default=2000)
     up.add_argument("--fresh", action="store_true", help="wipe the data of a stopped cluster in --run-dir first")
+    up.add_argument("--observers", type=int, default=0, metavar="N",
+                    help="also start N observer NameNodes (nn3...; no ZKFC), serving the clients' reads")
     add("down", "stop everything and verify nothing is left running", _down)
-    add("status", "table of processes: pid, alive, role/HA state, health, address", _status)
+    add("status", "table of processes: pid, alive, role/HA state, health, last applied txid, address", _status)
     k = add("kill", "SIGKILL (or --signal) one process", _kill, True)
     k.add_argument("--signal", default="KILL", help="signal name (KILL, TERM, STOP, CONT)")
     add("restart", "start one process again", _restart, True)
@@ -57,7 +59,8 @@ def _guard(fn):
 
 @_guard
 def _up(args):
-    c = LocalCluster(args.run_dir, zk_servers=args.zk_servers, session_timeout_ms=args.session_timeout_ms)
+    c = LocalCluster(args.run_dir, zk_servers=args.zk_servers, session_timeout_ms=args.session_timeout_ms,
+                     observers=args.observers)
     c.up(fresh=args.fresh)
     print(c.format_status())
     print(f"\nclients: qjournal --conf {c.conf_dir} dfs ...   stop: qjournal cluster down --run-dir {args.run_dir}")

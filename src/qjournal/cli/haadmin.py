@@ -3,8 +3,11 @@
 Why: manual failover and inspection, with the commands and outputs operators
 know: ``-getServiceState NN``, ``-getAllServiceState``, ``-checkHealth NN``,
 ``-transitionToActive [--forcemanual] [--forceactive] NN``,
-``-transitionToStandby [--forcemanual] NN``. NameNode ids are those of
-``dfs.ha.namenodes.<ns>`` (``--ns`` picks the nameservice).
+``-transitionToStandby [--forcemanual] NN``, ``-transitionToObserver NN``
+(HDFS-12943: from standby only; refused for the active). NameNode ids are those of
+``dfs.ha.namenodes.<ns>`` (``--ns`` picks the nameservice). Moving a NameNode
+between standby and observer needs no ``--forcemanual`` under automatic failover:
+the ZKFCs keep observers out of the election (``ha_state`` invariant 3).
 
 Commands are a table (:data:`HANDLERS`); ``-failover`` runs
 :func:`qjournal.ha.failover.failover` (the failover controller's part).
@@ -145,9 +148,17 @@ async def transition_to_active(ctx: HAAdminContext, flags: set[str], args: list[
 
 async def transition_to_standby(ctx: HAAdminContext, flags: set[str], args: list[str]) -> int:
     nn = args[0]
-    if not _manual_allowed(ctx, flags, nn):
-        return 1
+    if ctx.automatic_failover and "--forcemanual" not in flags:
+        # an observer is out of the election: making it standby again races no ZKFC
+        st = await _with(ctx, nn, lambda c: c.get_service_status())
+        if st.get("state") != "observer" and not _manual_allowed(ctx, flags, nn):
+            return 1
     await _with(ctx, nn, lambda c: c.transition_to_standby(_source(flags)))
+    return 0
+
+
+async def transition_to_observer(ctx: HAAdminContext, flags: set[str], args: list[str]) -> int:
+    await _with(ctx, args[0], lambda c: c.transition_to_observer(_source(flags)))
     return 0
 
 
@@ -159,6 +170,8 @@ register_handler("-transitionToActive", Handler(
     ("--forcemanual", "--forceactive")))
 register_handler("-transitionToStandby", Handler(
     transition_to_standby, "-transitionToStandby [--forcemanual] <serviceId>", ("--forcemanual",)))
+register_handler("-transitionToObserver", Handler(
+    transition_to_observer, "-transitionToObserver [--forcemanual] <serviceId>", ("--forcemanual",)))
 
 
 async def failover_command(ctx: HAAdminContext, flags: set[str], args: list[str]) -> int:

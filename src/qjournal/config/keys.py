@@ -199,6 +199,9 @@ define("dfs.permissions.superusergroup", "supergroup", doc="members of this grou
 define("dfs.namenode.resource.du.reserved", 100 * MiB, "bytes",
        "monitor-health fails when a name or edits directory has less free space than this")
 define("dfs.ha.allow.stale.reads", False, "bool", "the standby NameNode serves reads")
+define("dfs.namenode.observer.read.wait.ms", 1000, "duration",
+       "how long an observer holds a read whose client state id it has not applied yet before "
+       "refusing it with the retriable ObserverRetryOnActiveError (0 = refuse at once)", unit="ms")
 define("dfs.namenode.retrycache.expirytime.millis", 600000, "duration",
        "how long the retry cache keeps an answer", unit="ms")
 define("qjournal.namenode.retrycache.max-entries", 1000000, "int", "retry cache size bound")
@@ -288,7 +291,15 @@ define("dfs.ha.log-roll.period", 120, "duration", "standby asks the active to ro
 define("dfs.ha.zkfc.port", 8019, "int", "ZKFC RPC port")
 define("dfs.ha.zkfc.nn.http.timeout.ms", 20000, "duration", "ZKFC -> NameNode HTTP timeout", unit="ms")
 define("dfs.ha.nn.not-become-active-in-safemode", False, "bool", "refuse active while in safe mode")
-define("dfs.client.failover.proxy.provider.<ns>", None, "str", "client failover proxy of <ns>")
+define("dfs.client.failover.proxy.provider.<ns>", None, "str",
+       "client failover proxy of <ns>: ...ConfiguredFailoverProxyProvider (default: every call to the "
+       "active) or org.apache.hadoop.hdfs.server.namenode.ha.ObserverReadProxyProvider (reads to observers)")
+define("dfs.client.failover.observer.auto-msync-period.<ns>", None, "duration",
+       "ObserverReadProxyProvider: msync before a read once this long passed since the last msync "
+       "(0 = before every read; unset = only before the first call)", unit="ms")
+define("dfs.client.failover.observer.probe.retry.period", 600, "duration",
+       "ObserverReadProxyProvider: after a probe of the NameNodes' states found no observer, send reads "
+       "to the active for this long before probing again", unit="s")
 define("dfs.client.failover.max.attempts", 15, "int", "client failover attempts")
 define("dfs.client.failover.sleep.base.millis", 500, "duration", "client failover back-off base", unit="ms")
 define("dfs.client.failover.sleep.max.millis", 15000, "duration", "client failover back-off ceiling", unit="ms")

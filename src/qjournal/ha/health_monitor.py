@@ -56,7 +56,7 @@ __all__ = ["HealthState", "CheckOutcome", "next_health_state", "classify_error",
 log = logging.getLogger("qjournal.ha.health_monitor")
 
 #: the values ``get_service_status()["state"]`` may take (docs/architecture.md)
-HA_SERVICE_STATES = ("initializing", "standby", "active", "stopping")
+HA_SERVICE_STATES = ("initializing", "standby", "active", "observer", "stopping")
 
 
 class HealthState(str, enum.Enum):

@@ -17,6 +17,12 @@ Theory of operation:
   ``transition_to_standby``. Neutral mode (ZooKeeper connection suspended) starts
   nothing: an active NameNode that is really cut off is fenced by QJM epochs
   and, once its session expires, by the new active's fencing.
+* Observers (HDFS-12943, Hadoop's ``ZKFailoverController`` after HDFS-14130):
+  a NameNode whose state is ``observer`` takes no part in the election. The
+  health monitor reports the state before the health (``on_service_status``
+  first), so a controller whose NameNode is an observer never joins; one that
+  sees its NameNode become an observer quits; when the NameNode is made standby
+  again (and is healthy) it joins again.
 * Fencing of the old active: :func:`qjournal.ha.fencing.fence_old_active`
   (graceful first, then ``dfs.ha.fencing.methods``).
 * Manual graceful failover (``haadmin -failover nn1 nn2`` with automatic failover
@@ -32,8 +38,8 @@ Invariants:
 
 1. The controller never calls ``transition_to_active`` unless its elector holds the
    lock and the old active was fenced (elector invariant 2).
-2. While the local NameNode is not ``SERVICE_HEALTHY`` the controller is not in the
-   election.
+2. While the local NameNode is not ``SERVICE_HEALTHY``, or is an observer, the
+   controller is not in the election.
 3. Every step of a failover is recorded with a wall-clock timestamp in
    :attr:`ZKFailoverController.events` and in the structured log (``event=``),
    which the failover benchmark reads.
@@ -210,6 +216,7 @@ class ZKFailoverController:
         self._rpc_server = None
         self._stopping = False
         self._transitioning = False  # a transition_to_active of ours is in flight
+        self._observer_state_seen = False  # the NameNode's last reported state was observer
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, serve_rpc: bool = True) -> tuple[str, int] | None:
@@ -263,7 +270,8 @@ class ZKFailoverController:
         if self._stopping or self.elector is None:
             return
         if state is HealthState.SERVICE_HEALTHY:
-            self.elector.join_election()
+            if not self._local_is_observer():  # invariant 2
+                self.elector.join_election()
         elif state in (HealthState.SERVICE_UNHEALTHY, HealthState.SERVICE_NOT_RESPONDING):
             await self.elector.quit_election(need_fence=True)  # invariant 2
         elif state is HealthState.HEALTH_MONITOR_FAILED:
@@ -281,11 +289,25 @@ class ZKFailoverController:
             log.error("zkfc %s: %s", self.settings.nn_id, reason)
         self.failed.set()
 
+    def _local_is_observer(self) -> bool:
+        return (self.health.last_status or {}).get("state") == "observer"
+
     async def _on_service_status(self, status: dict) -> None:
+        previous = self._observer_state_seen
+        self._observer_state_seen = status.get("state") == "observer"
         self._record("service_state", state=status.get("state"))
         el = self.elector
         if el is None or self._stopping:
             return
+        if self._observer_state_seen:  # invariant 2: observers stay out of the election
+            if not previous:
+                self._record("observer_quit_election", elector_state=el.state.value)
+            await el.quit_election(need_fence=el.state is ElectorState.ACTIVE)
+            return
+        if previous and status.get("state") == "standby" and self.health.state is HealthState.SERVICE_HEALTHY:
+            # made standby again: electable (the health state did not change, so no callback)
+            self._record("observer_rejoin_election", state=status.get("state"))
+            el.join_election()
         # The NameNode left the active state behind our back (e.g. a manual transition):
         # stop claiming the lock, and re-join once it is healthy again.
         if el.state is ElectorState.ACTIVE and status.get("state") == "standby" and not self._transitioning:
@@ -400,7 +422,7 @@ class ZKFailoverController:
         el.hold_off(int(millis_to_cede))
         reason = await self._try_standby() if was_active else None
         await el.quit_election(need_fence=reason is not None)
-        if self.health.state is HealthState.SERVICE_HEALTHY:
+        if self.health.state is HealthState.SERVICE_HEALTHY and not self._local_is_observer():
             el.join_election()  # held off until the cede period is over
         return {"was_active": was_active, "clean": reason is None}
 
@@ -421,6 +443,9 @@ class ZKFailoverController:
         if self.health.state is not HealthState.SERVICE_HEALTHY:
             raise ServiceFailedError(f"zkfc {s.nn_id}: cannot fail over to {s.nn_id}: its health is "
                                      f"{self.health.state.value}")
+        if self._local_is_observer():
+            raise ServiceFailedError(f"zkfc {s.nn_id}: cannot fail over to {s.nn_id}: it is an observer "
+                                     f"(make it standby first)")
         if el.state is ElectorState.ACTIVE:
             return {"active": s.nn_id, "previous": s.nn_id, "ms": 0.0}
         el.clear_hold_off()  # this node may have ceded earlier; the operator now wants it active

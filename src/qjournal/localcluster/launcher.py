@@ -1,4 +1,4 @@
-"""Local cluster launcher: ZooKeeper, three JournalNodes, two NameNodes and two ZKFCs as real processes.
+"""Local cluster launcher: ZooKeeper, three JournalNodes, two NameNodes, two ZKFCs (and observers) as real processes.
 
 Why it exists: the demo, the failover benchmark, the chaos tests and a developer
 trying the system all need the same thing: a complete HA deployment on one
@@ -16,6 +16,12 @@ Theory of operation:
   -format`` (nn1) -> nn1 -> ``namenode -bootstrapStandby`` (nn2) -> nn2 ->
   ``zkfc -formatZK`` (done in-process) -> both ZKFCs, waiting on each daemon's ``READY`` line, and
   finally waits until exactly one NameNode is active.
+* ``--observers N`` (HDFS-12943): N more NameNodes (``nn3``, ``nn4``, ...) are
+  bootstrapped and started after nn2 and, once a NameNode is active, made
+  observers (``transition_to_observer``). They have no ZKFC: observers take no
+  part in the election. The client configuration then names the
+  ``ObserverReadProxyProvider``, so ``qjournal dfs`` reads go to the observers.
+  ``restart`` of an observer makes it an observer again.
 * Every started process is recorded in ``<run>/cluster.json`` (argv, pid, log,
   address) *before* the next one starts, so a failed ``up`` can still be torn down.
 * Processes are started in their own sessions, so they outlive ``qjournal cluster up``;
@@ -56,7 +62,9 @@ __all__ = ["LocalCluster", "ClusterError", "ProcessRecord", "CLUSTER_STATE_FILE"
 
 CLUSTER_STATE_FILE = "cluster.json"
 NAMESERVICE = "ns1"
+#: the NameNodes in the election (each with a ZKFC); observers come after them
 NN_IDS = ["nn1", "nn2"]
+OBSERVER_READ_PROXY_PROVIDER = "org.apache.hadoop.hdfs.server.namenode.ha.ObserverReadProxyProvider"
 JN_NAMES = ["jn1", "jn2", "jn3"]
 
 
@@ -104,7 +112,12 @@ class LocalCluster:
 
     def __init__(self, run_dir: str, zk_servers: int = 1, session_timeout_ms: int = 2000,
                  extra_conf: dict[str, str] | None = None, out: Callable[[str], None] = print,
-                 edits_dirs: dict[str, str] | None = None) -> None:
+                 edits_dirs: dict[str, str] | None = None, observers: int = 0) -> None:
+        if not 0 <= observers <= 8:
+            raise ClusterError(f"--observers {observers}: between 0 and 8 observers")
+        #: NameNode ids started as observers (no ZKFC)
+        self.observer_ids = [f"nn{len(NN_IDS) + 1 + i}" for i in range(observers)]
+        self.nn_ids = NN_IDS + self.observer_ids
         self.edits_dirs = {nn: os.path.abspath(d) for nn, d in (edits_dirs or {}).items()}
         self.run_dir = os.path.abspath(run_dir)
         self.zk_servers = zk_servers
@@ -129,6 +142,7 @@ class LocalCluster:
     def _save_locked(self) -> None:
         state = {"run_dir": self.run_dir, "conf_dir": self.conf_dir, "nameservice": NAMESERVICE,
                  "zk_servers": self.zk_servers, "session_timeout_ms": self.session_timeout_ms,
+                 "observers": self.observer_ids,
                  "quorum": self.zk.connect_string if self.zk else "",
                  "processes": [vars(p) for p in self.procs.values()]}
         atomic_write(self.state_path, json.dumps(state, indent=1).encode(), sync=False)  # invariant 2
@@ -147,7 +161,8 @@ class LocalCluster:
         except (OSError, ValueError) as e:
             raise ClusterError(f"no cluster state in {path} (run `qjournal cluster up` first): {e}") from e
         c = cls(run_dir, zk_servers=state.get("zk_servers", 1),
-                session_timeout_ms=state.get("session_timeout_ms", 2000), out=out)
+                session_timeout_ms=state.get("session_timeout_ms", 2000), out=out,
+                observers=len(state.get("observers", [])))
         for d in state.get("processes", []):
             c.procs[d["name"]] = ProcessRecord(**d)
         zk_dir = os.path.join(c.run_dir, "zookeeper")
@@ -162,7 +177,7 @@ class LocalCluster:
         jn_uri = ";".join(f"127.0.0.1:{ports[f'{jn}.rpc']}" for jn in JN_NAMES)
         values = {
             "dfs.nameservices": NAMESERVICE,
-            f"dfs.ha.namenodes.{NAMESERVICE}": ",".join(NN_IDS),
+            f"dfs.ha.namenodes.{NAMESERVICE}": ",".join(self.nn_ids),
             "dfs.namenode.shared.edits.dir": f"qjournal://{jn_uri}/{NAMESERVICE}",
             "dfs.ha.automatic-failover.enabled": "true",
             "dfs.ha.fencing.methods": f"pidfence({self.run_dir})\nshell(/bin/true)",
@@ -187,12 +202,15 @@ class LocalCluster:
             "dfs.journalnode.enable.sync.format": "true",
             "dfs.journalnode.sync.interval": "5s",
         }
-        for nn in NN_IDS:
+        if self.observer_ids:  # clients read from the observers
+            values[f"dfs.client.failover.proxy.provider.{NAMESERVICE}"] = OBSERVER_READ_PROXY_PROVIDER
+        for nn in self.nn_ids:
             values[f"dfs.namenode.rpc-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'{nn}.rpc']}"
             if f"{nn}.http" in ports:  # two NameNodes on one host: not both on the default 9870
                 values[f"dfs.namenode.http-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'{nn}.http']}"
                 values[f"dfs.namenode.https-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'{nn}.http']}"
-            values[f"dfs.ha.zkfc.rpc-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'zkfc.{nn}']}"
+            if f"zkfc.{nn}" in ports:
+                values[f"dfs.ha.zkfc.rpc-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'zkfc.{nn}']}"
         values.update(self.extra_conf)
         for k, v in sorted(values.items()):
             conf.set(k, v)
@@ -251,8 +269,8 @@ class LocalCluster:
 
     def _up(self, ready_timeout_s: float) -> None:
         names = [f"{jn}.{k}" for jn in JN_NAMES for k in ("rpc", "http")] + \
-                [f"{nn}.rpc" for nn in NN_IDS] + [f"zkfc.{nn}" for nn in NN_IDS] + \
-                [f"{nn}.http" for nn in NN_IDS]
+                [f"{nn}.rpc" for nn in self.nn_ids] + [f"zkfc.{nn}" for nn in NN_IDS] + \
+                [f"{nn}.http" for nn in self.nn_ids]
         ports = dict(zip(names, free_ports(len(names))))
         self.out(f"cluster: starting ZooKeeper ({self.zk_servers} server{'s' if self.zk_servers > 1 else ''})")
         self.zk = ZooKeeperEnsemble(os.path.join(self.run_dir, "zookeeper"), size=self.zk_servers)
@@ -275,6 +293,10 @@ class LocalCluster:
         self._run_tool("bootstrap nn2", qjournal_argv(*base, *self._nn_overrides("nn2"), "namenode",
                                                       "-bootstrapStandby", "--nn-id", "nn2"))
         self._start("nn2", "namenode", self._nn_argv("nn2"), ready_timeout_s)
+        for nn in self.observer_ids:
+            self._run_tool(f"bootstrap {nn}", qjournal_argv(*base, *self._nn_overrides(nn), "namenode",
+                                                            "-bootstrapStandby", "--nn-id", nn))
+        self._start_parallel([(nn, "namenode", self._nn_argv(nn)) for nn in self.observer_ids], ready_timeout_s)
         self.out("cluster: format ZooKeeper (zkfc -formatZK)")
         self._format_zk()
         self._start_parallel([(f"zkfc-{nn}", "zkfc", qjournal_argv(
@@ -282,6 +304,28 @@ class LocalCluster:
             for nn in NN_IDS], ready_timeout_s)
         active = self.wait_for_active(ready_timeout_s)
         self.out(f"cluster: {active} is active")
+        for nn in self.observer_ids:
+            self._make_observer(nn)
+
+    def _make_observer(self, nn: str) -> None:
+        """``haadmin -transitionToObserver nn`` (no --forcemanual needed: observers are out of the election).
+
+        Raises:
+            ClusterError: the NameNode did not answer or refused.
+        """
+        self.out(f"cluster: {nn} -> observer")
+        try:
+            _run_async(self._transition_to_observer(self._rec(nn)))
+        except QJournalError as e:
+            raise ClusterError(f"cluster: {nn} could not become an observer: {e}") from e
+
+    @staticmethod
+    async def _transition_to_observer(rec: ProcessRecord, timeout_ms: int = 10000) -> None:
+        c = await RpcClient.connect_tcp(*split_host_port(rec.address), connect_timeout_ms=timeout_ms)
+        try:
+            await c.call("transition_to_observer", timeout_ms=timeout_ms, request_source="user")
+        finally:
+            await c.close()
 
     def _format_zk(self) -> None:
         """What ``qjournal zkfc -formatZK -force`` does, in-process (saves a process start)."""
@@ -311,6 +355,8 @@ class LocalCluster:
 
     def _start_parallel(self, specs: list[tuple[str, str, list[str]]], ready_timeout_s: float) -> None:
         """Start independent daemons at once (each still waits for its own READY line)."""
+        if not specs:
+            return
         with concurrent.futures.ThreadPoolExecutor(len(specs)) as ex:
             futures = [ex.submit(self._start, name, kind, argv, ready_timeout_s) for name, kind, argv in specs]
             errors = [f.exception() for f in futures if f.exception() is not None]
@@ -383,18 +429,22 @@ class LocalCluster:
             time.sleep(0.05)  # poll interval of a status probe, not synchronisation
 
     def status_rows(self) -> list[dict]:
-        """One row per process: name, pid, alive, role/HA state, health, address."""
+        """One row per process: name, pid, alive, role/HA state, health, last applied txid (NameNodes), address."""
         nn = self.nn_states()
         zkfc = self.zkfc_states()
         rows = []
         for name in self._ordered_names():
             p = self.procs[name]
             alive = p.alive() if p.kind != "zookeeper" else (p.pid is not None and pid_alive(p.pid))
-            state, health = "-", "-"
+            state, health, txid = "-", "-", None
             if p.kind == "namenode" and nn.get(name):
                 state = nn[name]["state"]
-                health = "ready" if nn[name].get("ready_to_become_active", True) else \
-                    nn[name].get("not_ready_reason", "not ready")
+                txid = nn[name].get("last_applied_txid")
+                if state == "observer":
+                    health = "serving reads"
+                else:
+                    health = "ready" if nn[name].get("ready_to_become_active", True) else \
+                        nn[name].get("not_ready_reason", "not ready")
             elif p.kind == "zkfc" and zkfc.get(name):
                 z = zkfc[name]
                 state, health = z["elector_state"].lower(), z["health"]
@@ -403,16 +453,17 @@ class LocalCluster:
             elif p.kind == "journalnode" and alive:
                 state = "serving"
             rows.append({"name": name, "pid": p.pid, "alive": alive, "state": state, "health": health,
-                         "address": p.address})
+                         "txid": txid, "address": p.address})
         return rows
 
     def format_status(self) -> str:
         rows = self.status_rows()
-        head = f"{'NAME':<10} {'PID':>8} {'ALIVE':<6} {'ROLE/HA STATE':<14} {'HEALTH':<24} ADDRESS"
+        head = f"{'NAME':<10} {'PID':>8} {'ALIVE':<6} {'ROLE/HA STATE':<14} {'HEALTH':<24} {'TXID':>8} ADDRESS"
         lines = [head]
         for r in rows:
+            txid = "-" if r.get("txid") is None else str(r["txid"])
             lines.append(f"{r['name']:<10} {str(r['pid'] or '-'):>8} {('yes' if r['alive'] else 'NO'):<6} "
-                         f"{r['state']:<14} {r['health']:<24} {r['address']}")
+                         f"{r['state']:<14} {r['health']:<24} {txid:>8} {r['address']}")
         return "\n".join(lines)
 
     def _ordered_names(self) -> list[str]:
@@ -466,7 +517,10 @@ class LocalCluster:
             return rec
         if rec.alive():
             self.kill(name, signal.SIGTERM)
-        return self._start(name, rec.kind, rec.argv, ready_timeout_s)
+        rec = self._start(name, rec.kind, rec.argv, ready_timeout_s)
+        if name in self.observer_ids:
+            self._make_observer(name)
+        return rec
 
     def logs(self, name: str, lines: int = 50) -> str:
         """The last ``lines`` lines of a process's log."""

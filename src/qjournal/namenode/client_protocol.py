@@ -9,9 +9,19 @@ Theory of operation:
 
 * Every call carries ``user`` and ``groups`` (simple authentication), checked
   here and turned into the namespace's ``CallContext`` with the time of the call.
-* A read: the HA gate (``check_operation``: the active, or the standby with
-  stale reads allowed), then the pure namespace answers; on the active the
-  answer is sent only after the edit log's read barrier (invariant 3).
+* A read: the HA gate (``check_operation``: the active, an observer, or the
+  standby with stale reads allowed); on an observer the observer read rule
+  (``observer_rules.py``: answer, wait for the tailer, or refuse with the
+  retriable ``ObserverRetryOnActiveError``); then the pure namespace answers;
+  on the active the answer is sent only after the edit log's read barrier
+  (invariant 3).
+* State ids (HDFS-12943's alignment context). A caller that sends
+  ``state_id`` (the highest it has seen; the DFS client always does) gets
+  ``{"result": <answer>, "state_id": <txid>}``, and a typed error from the
+  namespace carries the ``state_id`` field: the txid of the namespace state the
+  answer reflects (invariant 5). A caller that sends none gets the bare answer.
+* ``msync``: the active answers its last written txid once it passed the read
+  barrier (durable, still the writer); every other state refuses it.
 * A write: the HA gate, the retry cache (a retried ``(client_id, call_id)``
   gets its first answer), then ``FSEditLog.log_edit`` + ``log_sync``; the
   answer (a function of the ops, ``retry_cache.answer_from_ops``) is recorded
@@ -37,6 +47,12 @@ Invariants:
    (The whole-cluster simulator found a deposed active, fenced by a no-op fence
    method and not yet told, refusing a rename of a file the new active had
    created: seeds 2156, 2715, 2940.)
+5. A state id is never above what the answer may show and never names an edit
+   that may be lost: on the active the last written txid when the answer was
+   read, made durable by the read barrier (or the write's txid, after its sync)
+   before the answer leaves; elsewhere the tailer's applied txid, which is
+   committed. So a client that reads on any NameNode with the highest state id
+   it has seen reads its writes and never goes back in time.
 """
 
 from __future__ import annotations
@@ -44,11 +60,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Protocol
 
-from qjournal.errors import InvalidRequestError, QJournalError, StandbyError
+from qjournal.errors import InvalidRequestError, ObserverRetryOnActiveError, QJournalError, StandbyError
 from qjournal.namenode.editlog import EditLogFatalError, FSEditLog
 from qjournal.namenode.ha_state import HAState, OpCategory
 from qjournal.namenode.namespace import CallContext, Namespace, check_int, check_name
+from qjournal.namenode.observer_rules import ReadDecision, observer_read_decision
 from qjournal.namenode.retry_cache import RetryCache, answer_from_ops
+from qjournal.namenode.state_id import AppliedTxidWaiters
 
 #: most groups a caller may claim (each call carries them)
 MAX_GROUPS = 1024
@@ -69,6 +87,14 @@ class Namesystem(Protocol):
     #: "NameNode <id>", for messages
     label: str
     clock_ms: Callable[[], int]
+    #: dfs.namenode.observer.read.wait.ms
+    observer_read_wait_ms: int
+    #: woken by the tailer after each applied batch
+    applied_waiters: AppliedTxidWaiters
+
+    @property
+    def last_applied_txid(self) -> int:
+        """The txid of the namespace state (the active: last written)."""
 
     def check_operation(self, category: OpCategory, method: str) -> None:
         """The HA gate. Raises StandbyError when this NameNode does not serve ``category``."""
@@ -83,7 +109,7 @@ class ClientProtocolHandler:
 
     rpc_concurrent = ("mkdirs", "create", "delete", "rename", "set_permission", "set_owner",
                       "set_times", "set_replication", "get_file_info", "list_status",
-                      "get_content_summary")
+                      "get_content_summary", "msync")
 
     def __init__(self, nn: Namesystem) -> None:
         self.nn = nn
@@ -101,18 +127,49 @@ class ClientProtocolHandler:
         return CallContext(user, tuple(sorted(groups)), client_id or b"\x00" * 16, call_id,
                            self.nn.clock_ms())
 
+    @staticmethod
+    def _reply(answer: Any, server_state_id: int, client_state_id: Any) -> Any:
+        """The answer, wrapped with the server's state id for a caller that sent one (invariant 5)."""
+        if client_state_id is None:
+            return answer
+        return {"result": answer, "state_id": server_state_id}
+
+    @staticmethod
+    def _check_state_id(client_state_id: Any) -> int | None:
+        if client_state_id is None:
+            return None
+        check_int(client_state_id, "state_id", "call", -1)
+        return int(client_state_id)
+
     async def _write(self, method: str, user: Any, groups: Any, client_id: Any, call_id: Any,
-                     mutation: Callable[[CallContext], list]) -> Any:
+                     mutation: Callable[[CallContext], list], state_id: Any = None) -> Any:
+        """The write path (module docstring), answered with the state id when the caller sent one."""
+        client_sid = self._check_state_id(state_id)
+        sid = [0]
+        try:
+            answer = await self._write_logged(method, user, groups, client_id, call_id, mutation, sid)
+        except QJournalError as e:
+            if client_sid is not None and not isinstance(e, StandbyError) and sid[0]:
+                e.fields.setdefault("state_id", sid[0])
+            raise
+        return self._reply(answer, sid[0], client_sid)
+
+    async def _write_logged(self, method: str, user: Any, groups: Any, client_id: Any, call_id: Any,
+                            mutation: Callable[[CallContext], list], sid: list[int]) -> Any:
+        """Apply, log and sync one write; ``sid[0]`` is set to the state id its answer reflects."""
         nn = self.nn
         nn.check_operation(OpCategory.WRITE, method)
         ctx = self._ctx(user, groups, client_id, call_id)
         hit, answer = nn.retry_cache.lookup(ctx.client_id, ctx.call_id, method, ctx.ts)
-        if hit:
+        if hit:  # recorded after its sync: everything up to synced_txid is durable
+            sid[0] = nn.editlog.synced_txid if nn.editlog is not None else nn.last_applied_txid
             return answer
         key = (ctx.client_id, ctx.call_id)
         cacheable = nn.retry_cache.cacheable(*key)
         if cacheable and key in self._inflight:  # invariant 2
-            return await asyncio.shield(self._inflight[key])
+            answer = await asyncio.shield(self._inflight[key])
+            sid[0] = nn.editlog.synced_txid if nn.editlog is not None else nn.last_applied_txid
+            return answer
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         if cacheable:
             self._inflight[key] = fut
@@ -127,6 +184,7 @@ class ClientProtocolHandler:
                     return mutation(ctx)
                 except QJournalError as e:  # the namespace refused: nothing was applied
                     refused.append(e)
+                    sid[0] = el.last_written_txid  # the state the refusal was read from
                     raise
 
             try:
@@ -137,7 +195,9 @@ class ClientProtocolHandler:
                 raise
             if ops:
                 await el.log_sync(txid)
+                sid[0] = txid
             else:  # invariant 4: nothing to log (mkdirs of a directory, delete of nothing)
+                sid[0] = el.last_written_txid
                 await el.read_barrier()
             if nn.fatal_error is not None:  # invariant 1
                 raise EditLogFatalError(f"{nn.label}: journal failed: {nn.fatal_error}")
@@ -155,8 +215,11 @@ class ClientProtocolHandler:
                 self._inflight.pop(key, None)
 
     # ------------------------------------------------------- ClientProtocol
+    # Every call takes ``state_id``: the highest state id the caller has seen (module docstring);
+    # with it the answer comes back as ``{"result", "state_id"}``.
     async def rpc_mkdirs(self, path: str, perm: int = 0o755, create_parent: bool = True,
-                         user: str = "", groups: list = (), client_id: bytes = b"", call_id: int = -1) -> bool:
+                         user: str = "", groups: list = (), client_id: bytes = b"", call_id: int = -1,
+                         state_id: int | None = None) -> Any:
         """mkdir (``create_parent``: -p).
 
         Returns:
@@ -168,11 +231,13 @@ class ClientProtocolHandler:
             EditLogFatalError (the journal failed: not durable).
         """
         return await self._write("mkdirs", user, groups, client_id, call_id,
-                                 lambda ctx: self.nn.namespace.mkdirs(ctx, path, perm, create_parent))
+                                 lambda ctx: self.nn.namespace.mkdirs(ctx, path, perm, create_parent),
+                                 state_id)
 
     async def rpc_create(self, path: str, perm: int = 0o644, overwrite: bool = False,
                          replication: int = 3, block_size: int = 134217728, user: str = "",
-                         groups: list = (), client_id: bytes = b"", call_id: int = -1) -> dict:
+                         groups: list = (), client_id: bytes = b"", call_id: int = -1,
+                         state_id: int | None = None) -> Any:
         """Create an empty file.
 
         Returns:
@@ -183,10 +248,11 @@ class ClientProtocolHandler:
         """
         return await self._write("create", user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.create(ctx, path, perm, bool(overwrite),
-                                                                      replication, block_size))
+                                                                      replication, block_size),
+                                 state_id)
 
     async def rpc_delete(self, path: str, recursive: bool = False, user: str = "", groups: list = (),
-                         client_id: bytes = b"", call_id: int = -1) -> bool:
+                         client_id: bytes = b"", call_id: int = -1, state_id: int | None = None) -> Any:
         """Delete a file or (``recursive``) a directory tree.
 
         Returns:
@@ -197,10 +263,11 @@ class ClientProtocolHandler:
             StandbyError, EditLogFatalError.
         """
         return await self._write("delete", user, groups, client_id, call_id,
-                                 lambda ctx: self.nn.namespace.delete(ctx, path, bool(recursive)))
+                                 lambda ctx: self.nn.namespace.delete(ctx, path, bool(recursive)), state_id)
 
     async def rpc_rename(self, src: str, dst: str, overwrite: bool = False, user: str = "",
-                         groups: list = (), client_id: bytes = b"", call_id: int = -1) -> bool:
+                         groups: list = (), client_id: bytes = b"", call_id: int = -1,
+                         state_id: int | None = None) -> Any:
         """Rename ``src`` to ``dst`` (into ``dst`` when it is a directory).
 
         Returns:
@@ -211,44 +278,87 @@ class ClientProtocolHandler:
             PermissionDeniedError, StandbyError, EditLogFatalError.
         """
         return await self._write("rename", user, groups, client_id, call_id,
-                                 lambda ctx: self.nn.namespace.rename(ctx, src, dst, bool(overwrite)))
+                                 lambda ctx: self.nn.namespace.rename(ctx, src, dst, bool(overwrite)), state_id)
 
     async def rpc_set_permission(self, path: str, perm: int, user: str = "", groups: list = (),
-                                 client_id: bytes = b"", call_id: int = -1) -> None:
+                                 client_id: bytes = b"", call_id: int = -1, state_id: int | None = None) -> Any:
         """chmod. Returns None. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
         return await self._write("set_permission", user, groups, client_id, call_id,
-                                 lambda ctx: self.nn.namespace.set_permission(ctx, path, perm))
+                                 lambda ctx: self.nn.namespace.set_permission(ctx, path, perm), state_id)
 
     async def rpc_set_owner(self, path: str, owner: str | None = None, group: str | None = None,
                             user: str = "", groups: list = (), client_id: bytes = b"",
-                            call_id: int = -1) -> None:
+                            call_id: int = -1, state_id: int | None = None) -> Any:
         """chown. Returns None. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
         return await self._write("set_owner", user, groups, client_id, call_id,
-                                 lambda ctx: self.nn.namespace.set_owner(ctx, path, owner, group))
+                                 lambda ctx: self.nn.namespace.set_owner(ctx, path, owner, group), state_id)
 
     async def rpc_set_times(self, path: str, mtime: int = -1, atime: int = -1, user: str = "",
-                            groups: list = (), client_id: bytes = b"", call_id: int = -1) -> None:
+                            groups: list = (), client_id: bytes = b"", call_id: int = -1,
+                            state_id: int | None = None) -> Any:
         """Set mtime/atime (-1 = unchanged). Returns None. Raises FileNotFoundError_, PermissionDeniedError."""
         return await self._write("set_times", user, groups, client_id, call_id,
-                                 lambda ctx: self.nn.namespace.set_times(ctx, path, mtime, atime))
+                                 lambda ctx: self.nn.namespace.set_times(ctx, path, mtime, atime), state_id)
 
     async def rpc_set_replication(self, path: str, replication: int, user: str = "",
-                                  groups: list = (), client_id: bytes = b"", call_id: int = -1) -> None:
+                                  groups: list = (), client_id: bytes = b"", call_id: int = -1,
+                                  state_id: int | None = None) -> Any:
         """setrep on a file. Returns None. Raises FileNotFoundError_, InvalidRequestError, PermissionDeniedError."""
         return await self._write("set_replication", user, groups, client_id, call_id,
-                                 lambda ctx: self.nn.namespace.set_replication(ctx, path, replication))
+                                 lambda ctx: self.nn.namespace.set_replication(ctx, path, replication), state_id)
 
-    async def _read(self, method: str, user: Any, groups: Any, answer: Callable[[CallContext], Any]) -> Any:
-        """The read path: the HA gate, the answer, then (active) the read barrier (invariant 3)."""
+    async def _observer_wait(self, method: str, client_state_id: int | None) -> None:
+        """Hold a read on an observer until it applied the client's state id (``observer_rules``).
+
+        Raises:
+            ObserverRetryOnActiveError: not applied within ``observer_read_wait_ms`` (rule 4).
+            StandbyError: the NameNode left the observer state meanwhile.
+        """
         nn = self.nn
+        limit_ms = nn.observer_read_wait_ms
+        t0 = nn.clock_ms()
+        waited_ms = 0
+        while True:
+            decision = observer_read_decision(client_state_id, nn.last_applied_txid, waited_ms, limit_ms)
+            if decision == ReadDecision.SERVE:
+                return
+            if decision == ReadDecision.RETRY_ELSEWHERE:
+                raise ObserverRetryOnActiveError(
+                    f"{nn.label} (observer) has applied txid {nn.last_applied_txid}, behind the client's "
+                    f"state id {client_state_id}, after waiting {nn.clock_ms() - t0} ms "
+                    f"(dfs.namenode.observer.read.wait.ms = {limit_ms}); retry on another NameNode",
+                    state=nn.state.value, state_id=nn.last_applied_txid,
+                    client_state_id=client_state_id, waited_ms=nn.clock_ms() - t0)
+            assert client_state_id is not None
+            reached = await nn.applied_waiters.wait_for(client_state_id, limit_ms - waited_ms)
+            nn.check_operation(OpCategory.READ, method)  # still an observer?
+            # not reached: the wait ran out (or no room to park another read): rule 4 decides next
+            waited_ms = nn.clock_ms() - t0 if reached else limit_ms
+
+    async def _read(self, method: str, user: Any, groups: Any, answer: Callable[[CallContext], Any],
+                    state_id: Any = None) -> Any:
+        """The read path: the HA gate, the observer rule, the answer, then (active) the read barrier
+        (invariants 3 and 5)."""
+        nn = self.nn
+        client_sid = self._check_state_id(state_id)
         nn.check_operation(OpCategory.READ, method)
-        result = answer(self._ctx(user, groups))
+        ctx = self._ctx(user, groups)
+        if nn.state == HAState.OBSERVER:
+            await self._observer_wait(method, client_sid)
+        sid = nn.last_applied_txid  # no await between this and the answer
+        try:
+            result = answer(ctx)
+        except QJournalError as e:
+            if client_sid is not None:
+                e.fields.setdefault("state_id", sid)
+            raise
         el = nn.editlog
         if el is not None and nn.state == HAState.ACTIVE:
             await el.read_barrier()
-        return result
+        return self._reply(result, sid, client_sid)
 
-    async def rpc_get_file_info(self, path: str, user: str = "", groups: list = (), **_kw: Any) -> dict | None:
+    async def rpc_get_file_info(self, path: str, user: str = "", groups: list = (),
+                                state_id: int | None = None, **_kw: Any) -> Any:
         """stat.
 
         Returns:
@@ -256,23 +366,52 @@ class ClientProtocolHandler:
 
         Raises:
             PermissionDeniedError, StandbyError (standby without stale reads),
+            ObserverRetryOnActiveError (an observer behind the client's state id),
             EditLogFatalError (the active could not pass its read barrier).
         """
         return await self._read("get_file_info", user, groups,
-                                lambda ctx: self.nn.namespace.get_file_info(ctx, path))  # type: ignore[union-attr]
+                                lambda ctx: self.nn.namespace.get_file_info(ctx, path),  # type: ignore[union-attr]
+                                state_id)
 
-    async def rpc_list_status(self, path: str, user: str = "", groups: list = (), **_kw: Any) -> list:
+    async def rpc_list_status(self, path: str, user: str = "", groups: list = (),
+                              state_id: int | None = None, **_kw: Any) -> Any:
         """ls. Returns FileStatus dicts sorted by name. Raises FileNotFoundError_, PermissionDeniedError,
-        StandbyError, EditLogFatalError."""
+        StandbyError, ObserverRetryOnActiveError, EditLogFatalError."""
         return await self._read("list_status", user, groups,
-                                lambda ctx: self.nn.namespace.list_status(ctx, path))  # type: ignore[union-attr]
+                                lambda ctx: self.nn.namespace.list_status(ctx, path),  # type: ignore[union-attr]
+                                state_id)
 
     async def rpc_get_content_summary(self, path: str, user: str = "", groups: list = (),
-                                      **_kw: Any) -> dict:
+                                      state_id: int | None = None, **_kw: Any) -> Any:
         """du/count. Returns the summary dict. Raises FileNotFoundError_, PermissionDeniedError, StandbyError,
-        EditLogFatalError."""
+        ObserverRetryOnActiveError, EditLogFatalError."""
         return await self._read("get_content_summary", user, groups,
-                                lambda ctx: self.nn.namespace.get_content_summary(ctx, path))  # type: ignore[union-attr]
+                                lambda ctx: self.nn.namespace.get_content_summary(ctx, path),  # type: ignore[union-attr]
+                                state_id)
+
+    async def rpc_msync(self, user: str = "", groups: list = (), state_id: int | None = None,
+                        **_kw: Any) -> Any:
+        """ClientProtocol msync: the active's latest state id (HDFS-13688).
+
+        Returns:
+            With ``state_id``: ``{"result": None, "state_id": <txid>}``; without: the txid.
+            The txid is the last written one when the call arrived, durable and confirmed
+            (the read barrier): a read on an observer with it sees every write acknowledged
+            before the msync began.
+
+        Raises:
+            StandbyError: not the active (observers and standbys refuse it), EditLogFatalError.
+        """
+        nn = self.nn
+        client_sid = self._check_state_id(state_id)
+        nn.check_operation(OpCategory.MSYNC, "msync")
+        self._ctx(user, groups)
+        el = nn.editlog
+        if el is None:
+            raise StandbyError(f"{nn.label}: not active", state=nn.state.value)
+        sid = el.last_written_txid
+        await el.read_barrier()
+        return sid if client_sid is None else self._reply(None, sid, client_sid)
 
 
 __all__ = ["ClientProtocolHandler", "Namesystem", "MAX_GROUPS"]

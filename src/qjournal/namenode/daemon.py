@@ -29,6 +29,10 @@ Theory of operation:
   tailer.
 * The HA gate (:meth:`check_operation`) refuses every call the state does not
   serve (``ha_state`` invariant 2), and everything once the journal failed.
+* Observer (``ha_state``, HDFS-12943): the standby services keep running (the
+  tailer) and reads are served under the observer read rule; the tailer wakes
+  the reads waiting for a txid through :attr:`applied_waiters` after every
+  applied batch. Observers do not checkpoint (as in HDFS).
 * Fatal journal failure (fenced, quorum lost): the edit log calls
   :meth:`NameNode._on_fatal`: the NameNode enters ``stopping``, answers no
   more calls and the process exits with status 1 (``exit_hook``). It never
@@ -71,6 +75,7 @@ from qjournal.namenode.ha_state import HAState, OpCategory, check_operation
 from qjournal.namenode.namenode_protocol import NamenodeProtocolHandler
 from qjournal.namenode.namespace import Namespace
 from qjournal.namenode.retry_cache import RetryCache
+from qjournal.namenode.state_id import AppliedTxidWaiters
 from qjournal.namenode.storage import (make_journal_set, name_dir_of, open_journals, purge_old_storage,
                                        read_nn_version)
 from qjournal.namenode.tailer import EditLogTailer
@@ -141,6 +146,10 @@ class NameNode:
         self.supergroup = conf.get("dfs.permissions.superusergroup") or "supergroup"
         self.permissions_enabled = bool(conf.get_bool("dfs.permissions.enabled"))
         self.allow_stale_reads = bool(conf.get_bool("dfs.ha.allow.stale.reads"))
+        #: how long an observer holds a read that is ahead of it (observer_rules rule 3)
+        self.observer_read_wait_ms = int(conf.get_duration_ms("dfs.namenode.observer.read.wait.ms") or 0)
+        #: observer reads parked until the tailer applies their client's state id
+        self.applied_waiters = AppliedTxidWaiters()
         self.ha_enabled = bool(conf.get("dfs.namenode.shared.edits.dir"))
         # In-progress tailing only where a reader is bounded by the committed txid (the quorum
         # journal): a file:// shared dir would expose written-but-not-yet-synced edits.
@@ -226,7 +235,9 @@ class NameNode:
         self.tailer = EditLogTailer(self.namespace, self.retry_cache, self.ns_lock, info.txid,
                                     self.clock_ms, self.tail_period_ms,
                                     in_progress_ok=self.tail_in_progress, on_crash=self._on_fatal,
-                                    backoff_max_ms=self.tail_backoff_max_ms)
+                                    backoff_max_ms=self.tail_backoff_max_ms,
+                                    on_applied=self.applied_waiters.notify)
+        self.applied_waiters.notify(info.txid)
         log.info("loaded image", extra={"path": path, "txid": info.txid, "inodes": len(self.namespace)})
         if self.ha_enabled:
             _local, self.shared_reader = open_journals(self.conf, self.ns_info, self.journal_opener)

@@ -1,8 +1,11 @@
-"""DFSClient: the NameNode client with a failover proxy.
+"""DFSClient: the NameNode client with a failover proxy, and observer reads.
 
 Why: an HA pair is only useful if clients find the active NameNode by
 themselves and carry on through a failover without losing or doubling a
-write. HDFS's ``ConfiguredFailoverProxyProvider`` + ``RetryPolicies.failoverOnNetworkException``.
+write. HDFS's ``ConfiguredFailoverProxyProvider`` + ``RetryPolicies.failoverOnNetworkException``;
+with ``dfs.client.failover.proxy.provider.<ns>`` set to
+``org.apache.hadoop.hdfs.server.namenode.ha.ObserverReadProxyProvider``, also
+HDFS's ``ObserverReadProxyProvider`` (HDFS-12943): reads go to observers.
 
 Theory of operation:
 
@@ -20,11 +23,31 @@ Theory of operation:
   the same across the retries of one call, so a NameNode that already applied
   the call (or whose predecessor did) answers from its retry cache.
 
+* State id (the client half of HDFS's alignment context). Every call sends
+  :attr:`DFSClient.state_id`, the highest state id seen in any answer (or in a
+  namespace error's ``state_id`` field), and every answer raises it.
+* Observer reads. ``list_status``, ``get_file_info`` and ``get_content_summary``
+  go to an observer: the NameNodes' states are probed with
+  ``get_service_status`` on first use, and again once the observers known
+  all left that state (after a probe found none, not before
+  ``dfs.client.failover.observer.probe.retry.period``). Before its first read the
+  client calls ``msync`` on the active (and again whenever
+  ``dfs.client.failover.observer.auto-msync-period.<ns>`` has passed), so it
+  reads at least every write acknowledged before. An observer behind the
+  client's state id holds the read for at most its
+  ``dfs.namenode.observer.read.wait.ms`` and then refuses it
+  (``ObserverRetryOnActiveError``); the client tries the next observer, and when
+  no observer answers the read goes to the active through the failover path.
+  Writes and ``msync`` always take the failover path.
+
 Invariants:
 
 1. A write is retried only with its original ``(client_id, call_id)``.
 2. At most ``max_attempts + 1`` sends per call; back-off is bounded by
-   ``sleep_max_ms``.
+   ``sleep_max_ms``. An observer read tries each known observer once.
+3. :attr:`DFSClient.state_id` never decreases; with observer reads every read is
+   sent with it, so no read reflects an older namespace than one this client has
+   seen or written (read-your-writes and monotonic reads, ``observer_rules``).
 """
 
 from __future__ import annotations
@@ -34,9 +57,11 @@ import getpass
 import itertools
 import logging
 import os
-from typing import Any
+import time
+from typing import Any, Callable
 
-from qjournal.errors import InvalidRequestError, RpcTimeoutError, StandbyError, TransportError
+from qjournal.errors import (ConfigError, InvalidRequestError, ObserverRetryOnActiveError, QJournalError,
+                             RpcTimeoutError, StandbyError, TransportError)
 from qjournal.namenode.editlog import EditLogFatalError  # registers the type for the wire
 from qjournal.transport.rpc import RpcClient, RpcConnector, tcp_connector
 from qjournal.transport.tls import client_context_from_conf
@@ -45,6 +70,29 @@ log = logging.getLogger(__name__)
 
 WRITE_METHODS = ("mkdirs", "create", "delete", "rename", "set_permission", "set_owner",
                  "set_times", "set_replication")
+#: the calls an observer serves
+READ_METHODS = ("get_file_info", "list_status", "get_content_summary")
+
+CONFIGURED_FAILOVER_PROXY_PROVIDER = "org.apache.hadoop.hdfs.server.namenode.ha.ConfiguredFailoverProxyProvider"
+OBSERVER_READ_PROXY_PROVIDER = "org.apache.hadoop.hdfs.server.namenode.ha.ObserverReadProxyProvider"
+
+
+def observer_reads_configured(conf: Any, nameservice: str | None) -> bool:
+    """``dfs.client.failover.proxy.provider.<ns>`` names the ObserverReadProxyProvider.
+
+    Raises:
+        ConfigError: it names a provider this client does not implement.
+    """
+    if conf is None or not nameservice:
+        return False
+    key = f"dfs.client.failover.proxy.provider.{nameservice}"
+    v = (conf.get(key) or "").strip()
+    if not v or v.rsplit(".", 1)[-1] == "ConfiguredFailoverProxyProvider":
+        return False
+    if v.rsplit(".", 1)[-1] == "ObserverReadProxyProvider":
+        return True
+    raise ConfigError(f"{key} = {v!r}: unsupported proxy provider (expected {CONFIGURED_FAILOVER_PROXY_PROVIDER} "
+                      f"or {OBSERVER_READ_PROXY_PROVIDER})", key=key)
 
 
 def _failover_error(e: BaseException) -> bool:
@@ -62,14 +110,22 @@ class DFSClient:
         user / groups: the identity sent with each call (simple authentication).
         connect: how to reach a NameNode (default: TCP, mutual TLS when ``qjournal.rpc.tls.enabled``).
         client_id: the 16-byte id of the retry cache (default: random).
+        observer_reads: send reads to observers (default: as ``dfs.client.failover.proxy.provider.<ns>`` says).
+        clock_ms: a monotonic clock in ms (msync period, probe retry period).
     """
 
     def __init__(self, conf: Any = None, *, nameservice: str | None = None,
                  addresses: list[tuple[str, str, int]] | None = None,
                  user: str | None = None, groups: list[str] | None = None,
-                 connect: RpcConnector | None = None, client_id: bytes | None = None) -> None:
+                 connect: RpcConnector | None = None, client_id: bytes | None = None,
+                 observer_reads: bool | None = None,
+                 clock_ms: Callable[[], int] | None = None) -> None:
         self.conf = conf
         self._connect = connect
+        ns = nameservice or ((conf.get_list("dfs.nameservices") or [None])[0] if conf is not None else None)
+        self.nameservice = ns
+        self.observer_reads = (observer_reads if observer_reads is not None
+                               else observer_reads_configured(conf, ns))
         self.addresses = addresses if addresses is not None else self._configured(conf, nameservice)
         if not self.addresses:
             raise InvalidRequestError(
@@ -89,6 +145,22 @@ class DFSClient:
         self.current = 0
         self._clients: dict[int, Any] = {}
         self.failovers = 0
+        self.clock_ms = clock_ms or (lambda: int(time.monotonic() * 1000))
+        #: the highest state id seen (invariant 3)
+        self.state_id = 0
+        period = conf.get_duration_ms(f"dfs.client.failover.observer.auto-msync-period.{ns}") if (
+            conf is not None and ns) else None
+        #: msync before a read once this much passed since the last (None: only before the first)
+        self.auto_msync_period_ms: int | None = period
+        self.probe_retry_period_ms = int(gd("dfs.client.failover.observer.probe.retry.period", 600000))
+        self._last_msync_ms: int | None = None
+        #: indices (into addresses) of the NameNodes last seen in the observer state, in order
+        self._observers: list[int] | None = None
+        self._probe_found_none_at_ms: int | None = None
+        self._observer_cursor = 0
+        #: reads answered by an observer / sent to the active (tests, bench)
+        self.observer_read_count = 0
+        self.active_read_count = 0
 
     @staticmethod
     def _configured(conf: Any, nameservice: str | None) -> list[tuple[str, str, int]]:
@@ -129,8 +201,24 @@ class DFSClient:
             except Exception:  # closing a dead connection
                 pass
 
+    def _absorb(self, answer: Any) -> Any:
+        """Unwrap ``{"result", "state_id"}`` and keep the highest state id (invariant 3)."""
+        if type(answer) is dict and len(answer) == 2 and "result" in answer and "state_id" in answer:
+            sid = answer["state_id"]
+            if isinstance(sid, int) and sid > self.state_id:
+                self.state_id = sid
+            return answer["result"]
+        return answer
+
+    def _absorb_error(self, e: BaseException) -> None:
+        fields = getattr(e, "fields", None) or {}
+        sid = fields.get("state_id")
+        if isinstance(sid, int) and sid > self.state_id and not isinstance(e, StandbyError):
+            self.state_id = sid
+
     async def call(self, method: str, **kwargs: Any) -> Any:
-        """Call ``method`` on the active NameNode, failing over as needed (invariants 1-2).
+        """Call ``method``: a read on an observer when observer reads are on, else on the active,
+        failing over as needed (invariants 1-3).
 
         Raises:
             The NameNode's error (typed), or the last failover error once
@@ -140,14 +228,99 @@ class DFSClient:
         if method in WRITE_METHODS:
             kwargs["client_id"] = self.client_id
             kwargs["call_id"] = next(self._call_ids)
+        if self.observer_reads and method in READ_METHODS:
+            await self._maybe_msync()
+            done, answer = await self._observer_call(method, kwargs)
+            if done:
+                self.observer_read_count += 1
+                return answer
+            self.active_read_count += 1
+        return await self._active_call(method, kwargs)
+
+    async def msync(self) -> int:
+        """ClientProtocol msync: learn the active's latest state id (HDFS-13688).
+
+        Returns:
+            The client's state id afterwards.
+        """
+        await self._active_call("msync", dict(user=self.user, groups=self.groups))
+        self._last_msync_ms = self.clock_ms()
+        return self.state_id
+
+    async def _maybe_msync(self) -> None:
+        last = self._last_msync_ms
+        if last is None or (self.auto_msync_period_ms is not None
+                            and self.clock_ms() - last >= self.auto_msync_period_ms):
+            await self.msync()
+
+    async def _probe_observers(self) -> list[int]:
+        """The NameNodes now in the observer state, asked with ``get_service_status``."""
+        now = self.clock_ms()
+        if (self._probe_found_none_at_ms is not None
+                and now - self._probe_found_none_at_ms < self.probe_retry_period_ms):
+            return []
+        found = []
+        for idx in range(len(self.addresses)):
+            try:
+                c = await self._client(idx)
+                st = await c.call("get_service_status", timeout_ms=self.rpc_timeout_ms)
+            except (QJournalError, OSError) as e:
+                if isinstance(e, (TransportError, RpcTimeoutError, OSError)):
+                    await self._drop(idx)
+                continue
+            if isinstance(st, dict) and st.get("state") == "observer":
+                found.append(idx)
+        self._probe_found_none_at_ms = None if found else now
+        return found
+
+    async def _observer_call(self, method: str, kwargs: dict) -> tuple[bool, Any]:
+        """Try the known observers in turn (invariant 2).
+
+        Returns:
+            ``(True, answer)`` from an observer, or ``(False, None)``: send the read to the active.
+
+        Raises:
+            The observer's namespace error (FileNotFoundError_, PermissionDeniedError, ...): the answer.
+        """
+        if not self._observers:
+            self._observers = await self._probe_observers()
+        observers = list(self._observers)
+        if not observers:
+            return False, None
+        start = self._observer_cursor % len(observers)
+        for k in range(len(observers)):
+            idx = observers[(start + k) % len(observers)]
+            try:
+                c = await self._client(idx)
+                answer = self._absorb(await c.call(method, timeout_ms=self.rpc_timeout_ms,
+                                                   state_id=self.state_id, **kwargs))
+            except Exception as e:
+                if not _failover_error(e):
+                    self._absorb_error(e)
+                    raise
+                if isinstance(e, (TransportError, RpcTimeoutError, OSError)):
+                    await self._drop(idx)
+                elif isinstance(e, StandbyError) and not isinstance(e, ObserverRetryOnActiveError):
+                    # no longer an observer: forget it (probe again once none is left)
+                    self._observers = [i for i in self._observers if i != idx]
+                log.debug("observer %s did not serve %s: %s", self.addresses[idx][0], method, e)
+                continue
+            self._observer_cursor = (start + k + 1) % len(observers)  # spread reads over observers
+            return True, answer
+        return False, None
+
+    async def _active_call(self, method: str, kwargs: dict) -> Any:
+        """The failover path: the current NameNode, then the next, ... (invariants 1-2)."""
         attempt = 0
         while True:
             idx = self.current
             try:
                 c = await self._client(idx)
-                return await c.call(method, timeout_ms=self.rpc_timeout_ms, **kwargs)
+                return self._absorb(await c.call(method, timeout_ms=self.rpc_timeout_ms,
+                                                 state_id=self.state_id, **kwargs))
             except Exception as e:
                 if not _failover_error(e):
+                    self._absorb_error(e)
                     raise
                 if isinstance(e, (TransportError, RpcTimeoutError, OSError)):
                     await self._drop(idx)
@@ -256,6 +429,11 @@ class HAServiceClient:
         return await (await self._client()).call("transition_to_standby", timeout_ms=self.timeout_ms,
                                                  request_source=request_source)
 
+    async def transition_to_observer(self, request_source: str = "user") -> None:
+        """HAServiceProtocol transition_to_observer. Raises ServiceFailedError."""
+        return await (await self._client()).call("transition_to_observer", timeout_ms=self.timeout_ms,
+                                                 request_source=request_source)
+
     async def close(self) -> None:
         if self._c is not None:
             c, self._c = self._c, None
@@ -269,4 +447,5 @@ def _default_user() -> str:
         return os.environ.get("USER", "nobody")
 
 
-__all__ = ["DFSClient", "HAServiceClient", "WRITE_METHODS"]
+__all__ = ["DFSClient", "HAServiceClient", "WRITE_METHODS", "READ_METHODS", "OBSERVER_READ_PROXY_PROVIDER",
+           "CONFIGURED_FAILOVER_PROXY_PROVIDER", "observer_reads_configured"]

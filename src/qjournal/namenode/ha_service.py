@@ -1,4 +1,4 @@
-"""HAServiceProtocol on the NameNode: status, health, and the transitions between standby and active.
+"""HAServiceProtocol on the NameNode: status, health, and the transitions between standby, active and observer.
 
 Why a module: the transitions are where a NameNode mistake becomes a split
 brain, so their order lives in one place. Whether a transition may happen is
@@ -21,12 +21,17 @@ Theory of operation:
   ``active``. When that fails the NameNode tails again and stays standby.
 * transition-to-standby: the state first (writes are refused at once), then
   stop the active services (finalize the open segment, close the journals),
-  then tail.
+  then tail. From observer it only changes the state: the tailer never stopped.
+* transition-to-observer (from standby only, HDFS-12943): the state changes and
+  the tailer keeps tailing; reads are then served under the observer read rule
+  (``observer_rules.py``). An observer reports itself not ready to become
+  active, so neither a ZKFC nor ``haadmin`` takes it into a failover.
 * ``get_service_status``: ready to become active unless initializing,
-  stopping, not HA, or the standby's tailer found a gap (purged edits).
+  stopping, an observer, not HA, or the standby's tailer found a gap (purged
+  edits). It also names the last applied txid (``cluster status``).
 * ``monitor_health``: fails when stopping or after a journal failure, when a
   name or edits dir has less free space than ``dfs.namenode.resource.du.reserved``,
-  or when the standby's tailer died.
+  or when the standby's or observer's tailer died.
 
 Invariants:
 
@@ -99,7 +104,8 @@ class HAService:
         ha_enabled: a shared edits dir is configured (else no transition is possible).
     """
 
-    rpc_concurrent = ("get_service_status", "monitor_health", "transition_to_active", "transition_to_standby")
+    rpc_concurrent = ("get_service_status", "monitor_health", "transition_to_active", "transition_to_standby",
+                      "transition_to_observer")
 
     def __init__(self, nn: HAContext, conf: Configuration, *, name_dir: str, ha_enabled: bool) -> None:
         self.nn = nn
@@ -126,7 +132,7 @@ class HAService:
         """HAServiceProtocol getServiceStatus.
 
         Returns:
-            ``{"state", "ready_to_become_active", "not_ready_reason"}``.
+            ``{"state", "ready_to_become_active", "not_ready_reason", "last_applied_txid"}``.
         """
         nn = self.nn
         ready, reason = True, ""
@@ -134,12 +140,15 @@ class HAService:
             ready, reason = False, "the NameNode is stopping"
         elif nn.state == HAState.INITIALIZING:
             ready, reason = False, "the NameNode is still loading its namespace"
+        elif nn.state == HAState.OBSERVER:
+            ready, reason = False, "an observer becomes active only through standby"
         elif not self.ha_enabled and nn.state != HAState.ACTIVE:
             ready, reason = False, "HA is not enabled"
-        elif nn.state == HAState.STANDBY and nn.tailer is not None and nn.tailer.gap:
+        elif nn.state in (HAState.STANDBY, HAState.OBSERVER) and nn.tailer is not None and nn.tailer.gap:
             ready, reason = False, (f"the shared journal has a gap after txid {nn.tailer.last_applied_txid} "
                                     f"(re-run namenode -bootstrapStandby): {nn.tailer.last_error}")
-        return {"state": nn.state.value, "ready_to_become_active": ready, "not_ready_reason": reason}
+        return {"state": nn.state.value, "ready_to_become_active": ready, "not_ready_reason": reason,
+                "last_applied_txid": nn.last_applied_txid}
 
     async def rpc_monitor_health(self) -> None:
         """HAServiceProtocol monitorHealth.
@@ -153,7 +162,7 @@ class HAService:
                                          + (f" after a journal failure: {nn.fatal_error}"
                                             if nn.fatal_error else ""))
         self._check_available_resources()
-        if (nn.tailer is not None and nn.state == HAState.STANDBY and not nn.tailer.running
+        if (nn.tailer is not None and nn.state in (HAState.STANDBY, HAState.OBSERVER) and not nn.tailer.running
                 and not self._transition_lock.locked()):  # invariant 2
             raise HealthCheckFailedError(f"{nn.label}: the edit log tailer is not running")
         return None
@@ -173,6 +182,14 @@ class HAService:
             ServiceFailedError.
         """
         await self.transition_to_standby(request_source)
+
+    async def rpc_transition_to_observer(self, request_source: str = "user") -> None:
+        """HAServiceProtocol transitionToObserver (see :meth:`transition_to_observer`).
+
+        Raises:
+            ServiceFailedError.
+        """
+        await self.transition_to_observer(request_source)
 
     def _check_available_resources(self) -> None:
         """HDFS's ``NameNodeResourceChecker``: every name and edits dir has the reserved free space.
@@ -262,6 +279,23 @@ class HAService:
             if prev == HAState.ACTIVE:
                 await nn.stop_active_services()
             nn.start_standby_services()
+
+    async def transition_to_observer(self, request_source: str = "user") -> None:
+        """Serve consistent reads while tailing; from standby only (module docstring).
+
+        Args:
+            request_source: ``user``, ``zkfc`` or ``user_forced``.
+
+        Raises:
+            ServiceFailedError: not from standby (an active must become standby first), or HA not enabled.
+        """
+        nn = self.nn
+        async with self._transition_lock:
+            if self._transition_is_noop(HAState.OBSERVER, request_source):
+                return
+            nn.state = HAState.OBSERVER
+            nn.start_standby_services()  # idempotent: the tailer keeps running
+            log.info("transitioned to observer", extra={"txid": nn.last_applied_txid})
 
 
 __all__ = ["HAService", "HAContext"]

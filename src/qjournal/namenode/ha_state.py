@@ -7,19 +7,30 @@ the HA service (``ha_service.py``) and the daemon's call gate ask them before do
 
 States (HDFS ``HAServiceState``): ``initializing`` (loading image and edits),
 ``standby`` (tailing the shared journal, read-only at most), ``active``
-(serving writes), ``stopping`` (shutting down, or fenced: terminal).
+(serving writes), ``observer`` (tailing like a standby and serving consistent
+reads, HDFS-12943; never part of a failover), ``stopping`` (shutting down, or
+fenced: terminal).
 
 Invariants:
 
 1. Allowed transitions: initializing -> standby | active | stopping;
-   standby -> active | stopping; active -> standby | stopping. Nothing leaves
-   ``stopping``. A transition to the current state is a no-op (HDFS answers
-   success), except that ``initializing`` cannot be "re-entered".
-2. Only ``active`` serves writes. Reads are served by ``active``, and by
+   standby -> active | observer | stopping; active -> standby | stopping;
+   observer -> standby | stopping. Nothing leaves ``stopping``. A transition to
+   the current state is a no-op (HDFS answers success), except that
+   ``initializing`` cannot be "re-entered". So an observer becomes active only
+   through standby, and an active never becomes an observer directly (its
+   open segment must be finalized and its ZKFC must leave the lock first).
+2. Only ``active`` serves writes. Reads are served by ``active``, by
+   ``observer`` (consistent: the observer read rule of ``observer_rules.py``
+   decides whether it answers now, waits, or sends the client elsewhere), and by
    ``standby`` only when stale reads are allowed (``dfs.ha.allow.stale.reads``).
-   HA calls (status, health, transitions) are served in every state.
-3. With automatic failover enabled, a transition requested by ``user`` is
-   refused; ``zkfc`` and ``user_forced`` (``--forcemanual``) are accepted.
+   ``msync`` (category ``MSYNC``: the writer's latest state id) is served by the
+   active only. HA calls (status, health, transitions) are served in every state.
+3. With automatic failover enabled, a transition requested by ``user`` to
+   ``active``, or to ``standby`` from anything but ``observer``, is refused;
+   ``zkfc`` and ``user_forced`` (``--forcemanual``) are accepted. Observer
+   transitions need no ``--forcemanual``: the ZKFCs leave observers out of the
+   election, so moving a NameNode between standby and observer cannot race one.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ class HAState(str, enum.Enum):
     INITIALIZING = "initializing"
     STANDBY = "standby"
     ACTIVE = "active"
+    OBSERVER = "observer"
     STOPPING = "stopping"
 
 
@@ -43,6 +55,8 @@ class OpCategory(str, enum.Enum):
     UNCHECKED = "unchecked"
     #: checkpoint image upload: the active only
     CHECKPOINT = "checkpoint"
+    #: msync, the writer's latest state id: the active only
+    MSYNC = "msync"
 
 
 class Transition(str, enum.Enum):
@@ -53,8 +67,9 @@ class Transition(str, enum.Enum):
 #: invariant 1
 ALLOWED: dict[HAState, tuple[HAState, ...]] = {
     HAState.INITIALIZING: (HAState.STANDBY, HAState.ACTIVE, HAState.STOPPING),
-    HAState.STANDBY: (HAState.ACTIVE, HAState.STOPPING),
+    HAState.STANDBY: (HAState.ACTIVE, HAState.OBSERVER, HAState.STOPPING),
     HAState.ACTIVE: (HAState.STANDBY, HAState.STOPPING),
+    HAState.OBSERVER: (HAState.STANDBY, HAState.STOPPING),
     HAState.STOPPING: (),
 }
 
@@ -81,7 +96,8 @@ def check_transition(current: HAState, target: HAState, request_source: str = "u
     if request_source not in REQUEST_SOURCES:
         raise ServiceFailedError(f"unknown request source {request_source!r} "
                                  f"(expected one of {', '.join(REQUEST_SOURCES)})")
-    if automatic_failover and request_source == "user" and target in (HAState.ACTIVE, HAState.STANDBY):
+    if (automatic_failover and request_source == "user"
+            and (target == HAState.ACTIVE or (target == HAState.STANDBY and current != HAState.OBSERVER))):
         raise ServiceFailedError(
             "Manual HA control for this NameNode is not allowed, because automatic HA is enabled "
             "(dfs.ha.automatic-failover.enabled); use --forcemanual to override")
@@ -90,6 +106,13 @@ def check_transition(current: HAState, target: HAState, request_source: str = "u
             raise ServiceFailedError("the NameNode is stopping; no transition is possible")
         return Transition.NOOP
     if target not in ALLOWED[current]:
+        if current == HAState.OBSERVER and target == HAState.ACTIVE:
+            raise ServiceFailedError("transition from observer to active is not allowed: make the "
+                                     "observer standby first (-transitionToStandby)")
+        if current == HAState.ACTIVE and target == HAState.OBSERVER:
+            raise ServiceFailedError("transition from active to observer is not allowed: an active "
+                                     "NameNode cannot become an observer (make another NameNode active "
+                                     "and this one standby first)")
         raise ServiceFailedError(f"transition from {current.value} to {target.value} is not allowed")
     return Transition.DO
 
@@ -100,11 +123,14 @@ def check_operation(state: HAState, category: OpCategory, allow_stale_reads: boo
 
     Raises:
         StandbyError: ``Operation category <X> is not supported in state <s>``,
-            telling the client to try the other NameNode.
+            telling the client to try the other NameNode (a write or msync sent to an
+            observer gets it too: the client's proxy then goes to the active).
     """
     if category == OpCategory.UNCHECKED:
         return
     if state == HAState.ACTIVE:
+        return
+    if state == HAState.OBSERVER and category == OpCategory.READ:
         return
     if state == HAState.STANDBY and category == OpCategory.READ and allow_stale_reads:
         return

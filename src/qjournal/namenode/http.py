@@ -331,7 +331,7 @@ class _Collector:
         v = self.server.values()
         p = "qjournal_namenode_"
         fam = GaugeMetricFamily(f"{p}ha_state", "1 for the current HA state", labels=["state"])
-        for st in ("active", "initializing", "standby", "stopping"):
+        for st in ("active", "initializing", "observer", "standby", "stopping"):
             fam.add_metric([st], 1.0 if v["state"] == st else 0.0)
         yield fam
         for name, doc, value in (

@@ -65,15 +65,19 @@ class EditLogTailer:
             only for journals whose readers stop at the committed txid, i.e. the quorum journal).
         on_crash: told if the tailing loop dies of an unexpected error (a bug: the NameNode fails
             rather than stand by for ever without applying edits).
+        on_applied: told the new ``last_applied_txid`` after every batch that applied ops
+            (an observer wakes the reads waiting for it, ``state_id.py``).
     """
 
     def __init__(self, namespace: Namespace, retry_cache: RetryCache, lock: asyncio.Lock,
                  last_applied_txid: int, clock_ms: Callable[[], int], period_ms: int,
                  in_progress_ok: bool = False,
                  on_crash: Callable[[BaseException], None] | None = None,
-                 backoff_max_ms: int = 0) -> None:
+                 backoff_max_ms: int = 0,
+                 on_applied: Callable[[int], None] | None = None) -> None:
         self.namespace = namespace
         self.on_crash = on_crash
+        self.on_applied = on_applied
         self.retry_cache = retry_cache
         self.lock = lock
         self.last_applied_txid = last_applied_txid
@@ -151,6 +155,8 @@ class EditLogTailer:
                 ns.last_applied_txid = rec.txid
                 rc.record_op(op, now)
                 n += 1
+        if n and self.on_applied is not None:
+            self.on_applied(self.last_applied_txid)
         return n
 
     # ------------------------------------------------------------- the loop
