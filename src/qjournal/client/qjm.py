@@ -180,6 +180,9 @@ class QuorumJournalManager(JournalManager):
         self.rpc_reads = 0
         self.rpc_fallbacks = 0
         self.last_rpc_miss = ""
+        #: bytes this reader moved: edit-cache answers (every node's), segment downloads
+        self.bytes_rpc = 0
+        self.bytes_streamed = 0
 
     @classmethod
     def from_uri(cls, uri: str, conf: Any = None) -> "QuorumJournalManager":
@@ -529,6 +532,7 @@ class QuorumJournalManager(JournalManager):
         except QJournalError as e:
             raise CacheMissError(f"journal {self.jid!r}: no majority of edit caches answered from txid "
                                  f"{since_txid}: {e}", jid=self.jid, since_txid=since_txid) from e
+        self.bytes_rpc += sum(len(a.records) for a in res.values())
         return choose_journaled_edits(res, since_txid, self.loggers.majority, max_txns, self.jid)
 
     async def open_input(self, from_txid: int, to_txid: int | None = None,
@@ -629,7 +633,11 @@ class QuorumJournalManager(JournalManager):
         order = tuple(replicas[k:] + replicas[:k])
         fetch = self._segment_fetcher or self._fetch
         return QuorumSegmentInputStream(self.jid, seg, order, fetch, from_txid,
-                                        max_record_bytes=self.settings.max_record_bytes)
+                                        max_record_bytes=self.settings.max_record_bytes,
+                                        on_bytes=self._count_streamed)
+
+    def _count_streamed(self, n: int) -> None:
+        self.bytes_streamed += n
 
     # -- status / close ---------------------------------------------------------------------
     async def node_status(self) -> dict[str, NodeStatus]:

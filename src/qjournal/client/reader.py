@@ -158,11 +158,13 @@ class QuorumSegmentInputStream(EditLogInputStream):
         fetch: starts the download of a node's copy of the segment.
         from_txid: first txid to return (default: the segment start).
         max_record_bytes: the largest record accepted (``dfs.namenode.max.op.size``).
+        on_bytes: told the size of every chunk downloaded (the reader's byte counters).
     """
 
     def __init__(self, jid: str, seg: SegmentInfo, replicas: tuple[str, ...], fetch: Fetcher,
                  from_txid: int | None = None, *,
-                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                 on_bytes: Callable[[int], None] | None = None) -> None:
         self.jid = jid
         self.seg = seg
         self.replicas = list(replicas)
@@ -173,6 +175,7 @@ class QuorumSegmentInputStream(EditLogInputStream):
                                f"{seg.start_txid}-{seg.end_txid}", jid=jid)
         self._from_txid = self._next_txid
         self._max_record_bytes = max_record_bytes
+        self._on_bytes = on_bytes
         self._download: SegmentDownload | None = None
         self._decoder: SegmentDecoder | None = None
         self._body_crc = 0
@@ -234,6 +237,8 @@ class QuorumSegmentInputStream(EditLogInputStream):
         if chunk is None:
             self._check_body_crc()
             return False
+        if self._on_bytes is not None:
+            self._on_bytes(len(chunk))
         self._body_crc = crc32c(chunk, self._body_crc)
         self._decoder.feed(chunk)
         return True
@@ -250,6 +255,8 @@ class QuorumSegmentInputStream(EditLogInputStream):
         """Read the rest of the body without decoding it, to check its CRC32C (invariant 2)."""
         assert self._download is not None
         while (chunk := await self._download.next_chunk()) is not None:
+            if self._on_bytes is not None:
+                self._on_bytes(len(chunk))
             self._body_crc = crc32c(chunk, self._body_crc)
         self._check_body_crc()
 

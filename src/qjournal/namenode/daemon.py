@@ -499,7 +499,8 @@ class NameNode:
         return {"rounds": t.rounds, "applied_total": t.applied_total, "sleep_ms": t.sleep_ms,
                 "in_progress": t.in_progress_ok, "rpc_reads": getattr(r, "rpc_reads", 0),
                 "rpc_fallbacks": getattr(r, "rpc_fallbacks", 0),
-                "last_rpc_miss": getattr(r, "last_rpc_miss", "")}
+                "last_rpc_miss": getattr(r, "last_rpc_miss", ""),
+                "bytes_rpc": getattr(r, "bytes_rpc", 0), "bytes_streamed": getattr(r, "bytes_streamed", 0)}
 
 
 __all__ = ["NameNode", "RpcHandlers"]
