@@ -291,16 +291,11 @@ class DFSClient:
         for k in range(len(observers)):
             idx = observers[(start + k) % len(observers)]
             try:
-                c = await self._client(idx)
-                answer = self._absorb(await c.call(method, timeout_ms=self.rpc_timeout_ms,
-                                                   state_id=self.state_id, **kwargs))
+                answer = await self._call_on(idx, method, kwargs)
             except Exception as e:
                 if not _failover_error(e):
-                    self._absorb_error(e)
                     raise
-                if isinstance(e, (TransportError, RpcTimeoutError, OSError)):
-                    await self._drop(idx)
-                elif isinstance(e, StandbyError) and not isinstance(e, ObserverRetryOnActiveError):
+                if isinstance(e, StandbyError) and not isinstance(e, ObserverRetryOnActiveError):
                     # no longer an observer: forget it (probe again once none is left)
                     self._observers = [i for i in self._observers if i != idx]
                 log.debug("observer %s did not serve %s: %s", self.addresses[idx][0], method, e)
@@ -309,21 +304,34 @@ class DFSClient:
             return True, answer
         return False, None
 
+    async def _call_on(self, idx: int, method: str, kwargs: dict) -> Any:
+        """One call on NameNode ``idx`` with the client's state id; the answer's (or a namespace
+        error's) state id is absorbed, and a connection that failed is dropped.
+
+        Raises:
+            Whatever the call raised; the caller decides whether it is a failover error.
+        """
+        try:
+            c = await self._client(idx)
+            return self._absorb(await c.call(method, timeout_ms=self.rpc_timeout_ms,
+                                              state_id=self.state_id, **kwargs))
+        except Exception as e:
+            if not _failover_error(e):
+                self._absorb_error(e)
+            elif isinstance(e, (TransportError, RpcTimeoutError, OSError)):
+                await self._drop(idx)
+            raise
+
     async def _active_call(self, method: str, kwargs: dict) -> Any:
         """The failover path: the current NameNode, then the next, ... (invariants 1-2)."""
         attempt = 0
         while True:
             idx = self.current
             try:
-                c = await self._client(idx)
-                return self._absorb(await c.call(method, timeout_ms=self.rpc_timeout_ms,
-                                                 state_id=self.state_id, **kwargs))
+                return await self._call_on(idx, method, kwargs)
             except Exception as e:
                 if not _failover_error(e):
-                    self._absorb_error(e)
                     raise
-                if isinstance(e, (TransportError, RpcTimeoutError, OSError)):
-                    await self._drop(idx)
                 if attempt >= self.max_attempts:
                     raise
                 attempt += 1
