@@ -142,6 +142,18 @@ def _observer_read(client, path, exists, *, session_only=True, call_seq=-1):
     # monotonic reads: seen present, then absent again with no removal
     ("went back in time", [*CREATE_A, _observer_read("c2", "/c1/a", True), _observer_read("c2", "/c1/a", False),
                            final("/c1/a")], ["read_stale"]),
+    # a lagging observer may still show another client's path that an acknowledged delete removed
+    # (neither lost nor stale), and then catch up
+    ("other client's delete not yet seen, then seen", [*CREATE_A, OpCalled("c1", 2, "delete", "/c1/a"),
+                                                      OpAcked("c1", 2, "nn1", True),
+                                                      _observer_read("c2", "/c1/a", True),
+                                                      _observer_read("c2", "/c1/a", False), final()], []),
+    # ... but the reader's own acknowledged delete binds it
+    ("own delete not seen", [*CREATE_A, OpCalled("c1", 2, "delete", "/c1/a"), OpAcked("c1", 2, "nn1", True),
+                             _observer_read("c1", "/c1/a", True), final()], ["read_stale"]),
+    # a path a session-only read saw, lost without any removal
+    ("session read then lost", [OpCalled("c1", 1, "create", "/c1/a"), _observer_read("c2", "/c1/a", True),
+                                OpFailed("c1", 1, "RpcTimeoutError"), final()], ["read_lost"]),
 ])
 def test_session_only_reads(name, events, expected):
     assert rules(run(events)) == expected

@@ -6,7 +6,7 @@ by pasting one line. Usage::
     python -m qjournal.sim --seed 42 --steps 200            # one run (replay)
     python -m qjournal.sim --seed 42 --steps 200 --faults drop=0,jn_crash=0.1
     python -m qjournal.sim soak --seeds 2000 [--first 0] [--steps 150] [--jobs 2]
-    python -m qjournal.sim cluster --seed 7 [--steps 40] [--fencing shell] [--faults nn_crash=0]
+    python -m qjournal.sim cluster --seed 7 [--steps 40] [--fencing shell] [--faults nn_crash=0] [--observer on]
     python -m qjournal.sim cluster-soak --seeds 10000 [--jobs 2]    # the whole HA cluster
 
 A failing run is minimised (fewer steps, then fewer fault kinds) and the
@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0, dest="cluster_seed")
     c.add_argument("--steps", type=int, default=40, dest="cluster_steps")
     c.add_argument("--fencing", choices=["pidfence", "shell"], default="", help="default: chosen by the seed")
+    c.add_argument("--observer", choices=["on", "off"], default=None,
+                   help="run the observer NameNode nn3 (default: chosen by the seed, half the runs)")
     c.add_argument("--faults", default=None, dest="cluster_faults",
                    help="weights kind=w,... over the defaults ('none' = fault-free); see HAFaults")
     c.add_argument("--history", action="store_true", dest="cluster_history")
@@ -185,7 +187,7 @@ def _soak(args) -> int:
 
 def _run_cluster(args) -> int:
     opts = HAOptions(seed=args.cluster_seed, steps=args.cluster_steps, faults=HAFaults.parse(args.cluster_faults),
-                     fencing=args.fencing)
+                     fencing=args.fencing, observer=None if args.observer is None else args.observer == "on")
     logging.disable(logging.CRITICAL)   # the daemons' own logs: the history tells the story
     t0 = time.monotonic()
     r = run_ha_seed(opts)

@@ -116,18 +116,22 @@ class _PathLife:
         return states
 
     def possible_at_read(self, read: NsRead) -> set[bool]:
-        """States ``read`` may show (rule 6): every operation acknowledged before the read began
-        binds it (for a session-only read, only the reader's own); every other operation called
-        before its answer may or may not show."""
-        began = read.call_seq if read.call_seq >= 0 else read.seq
+        """States ``read`` may show (rule 6): the operations that bind it (:func:`_binds`) show;
+        every other operation called before its answer may or may not."""
         states = {False}
         for op, after in self.ops:
             if op.call.seq > read.seq:
                 break
-            binding = (op.status == "acked" and op.end_seq < began
-                       and (not read.session_only or op.call.client == read.client))
-            states = {after} if binding else states | {after}
+            states = {after} if _binds(op, read) else states | {after}
         return states
+
+
+def _binds(op: _Op, read: NsRead) -> bool:
+    """``read`` must reflect ``op`` (rule 6): acknowledged before the read began, and, for a
+    session-only read, the reader's own."""
+    began = read.call_seq if read.call_seq >= 0 else read.seq
+    return (op.status == "acked" and op.end_seq < began
+            and (not read.session_only or op.call.client == read.client))
 
 
 def _ops(history: History) -> tuple[dict[tuple[str, int], _Op], dict[str, _PathLife]]:
@@ -259,16 +263,15 @@ def _check_reads(history, ops, lives):
         if e.exists:
             seen_exist[key] = e
             # it must stay, unless an operation that removes it may have been applied after the read:
-            # any removal not acknowledged before the read (a failed one may apply at any time)
-            removed_later = any(not after and not (op.status == "acked" and op.end_seq < e.seq)
-                                for op, after in life.ops)
+            # any removal that did not bind the read (a failed one may apply at any time; another
+            # client's may be applied after the state a session-only read saw)
+            removed_later = any(not after and not _binds(op, e) for op, after in life.ops)
             if present is not None and e.path not in present and not removed_later:
                 yield Violation("read_lost", f"{e.client} read {e.path} as present from {e.nn}; it is "
                                 f"missing from the final active {final.nn}", (e.seq, final.seq))
         elif key in seen_exist:
             prev = seen_exist.pop(key)
-            removed_between = any(not after and op.call.seq < e.seq
-                                  and not (op.status == "acked" and op.end_seq < prev.seq)
+            removed_between = any(not after and op.call.seq < e.seq and not _binds(op, prev)
                                   for op, after in life.ops)
             if not removed_between:
                 yield Violation("read_stale", f"{e.client} read {e.path} as absent from {e.nn} after it had "
