@@ -183,7 +183,8 @@ class HARunResult:
     def summary(self) -> str:
         h = self.history
         faults = sum(v for k, v in self.stats.items() if k.startswith("fault:"))
-        obs = (f" observer(wait={self.stats.get('observer_read_wait_ms')}ms,"
+        waits = [k[len("runs_observer_read_wait_"):] for k in self.stats if k.startswith("runs_observer_read_wait_")]
+        obs = (f" observer(wait={''.join(waits)},"
                f"msync={'each read' if self.stats.get('runs_observer_msync_each_read') else 'first read'}) "
                f"reads_by_observer={self.stats.get('reads_by_observer', 0)} "
                f"observer_retries={self.stats.get('observer_retries', 0)}"
@@ -338,8 +339,9 @@ class _HARun:
         self.stats: dict[str, Any] = {"fencing": fencing}
         self.observer = observer_setup(opts)
         if self.observer.observer:
-            self.stats.update(runs_with_observer=1, observer_read_wait_ms=self.observer.read_wait_ms,
-                              runs_observer_msync_each_read=int(self.observer.msync_each_read))
+            self.stats.update({"runs_with_observer": 1,
+                               f"runs_observer_read_wait_{self.observer.read_wait_ms}ms": 1,
+                               "runs_observer_msync_each_read": int(self.observer.msync_each_read)})
         self.timeouts = ClusterTimeouts()
         self.cluster = SimHACluster(self.rng, self.history, workdir, FaultConfig.parse("none"),
                                     self.timeouts, fencing=fencing, observer=self.observer.observer,
