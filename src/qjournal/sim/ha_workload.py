@@ -358,6 +358,8 @@ class _HARun:
 
     def fault(self, kind: str, detail: str = "") -> None:
         self.stat(f"fault:{kind}")
+        if self.observer.observer and OBSERVER_ID in detail.split(" "):
+            self.stat(f"fault_on_observer:{kind}")
         self.history.add(Fault(kind, detail))
 
     def later(self, delay_s: float, fn: Callable[[], Any]) -> None:
