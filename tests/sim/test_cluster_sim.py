@@ -35,7 +35,7 @@ REGRESSION_SEEDS = {
 }
 #: observer runs kept as regressions: both msync modes, every read wait, faults on the observer
 OBSERVER_SEEDS = (0, 1, 3)
-#: a broken observer read rule must show within this many seeds (caught at the first, seed 0)
+#: a broken observer read rule must show within this many seeds, in both msync modes (seeds 0 and 2)
 MAX_SEEDS_OBSERVER_BROKEN = 5
 
 
@@ -136,18 +136,26 @@ def test_observer_seeds_hold_every_rule():
 
 def test_an_observer_that_ignores_the_client_state_id_is_caught(monkeypatch):
     """The observer read rule broken: every read served at once, whatever the client's state id
-    (an observer behind the client's own write answers it). The checker must see read_stale, and the
-    same seed passes with the real rule."""
+    (an observer behind the client's own write answers it). The checker must see read_stale in both
+    msync modes (seed 0 msyncs before every read, seed 2 only before the first: then the client's own
+    create binds the read), and the same seeds pass with the real rule."""
     monkeypatch.setattr(client_protocol, "observer_read_decision", lambda *a, **k: ReadDecision.SERVE)
-    caught = None
+    caught: dict[bool, int] = {}   # msync_each_read -> the first seed that showed it
     for seed in range(MAX_SEEDS_OBSERVER_BROKEN):
-        r = run_ha_seed(HAOptions(seed=seed, steps=STEPS, observer=True))
+        opts = HAOptions(seed=seed, steps=STEPS, observer=True)
+        mode = observer_setup(opts).msync_each_read
+        if mode in caught:
+            continue
+        r = run_ha_seed(opts)
         hits = [v for v in r.violations if v.rule == "read_stale"]
         if hits:
-            print(f"caught at seed {seed}: {hits[0]}\nreplay: {ha_replay_command(r.options)}")
-            caught = seed
+            print(f"caught at seed {seed} (msync each read: {mode}): {hits[0]}\nreplay: {ha_replay_command(opts)}")
+            caught[mode] = seed
+        if len(caught) == 2:
             break
-    assert caught is not None, f"an observer ignoring state ids went unnoticed in {MAX_SEEDS_OBSERVER_BROKEN} seeds"
+    assert sorted(caught) == [False, True], (f"an observer ignoring state ids went unnoticed in "
+                                             f"{MAX_SEEDS_OBSERVER_BROKEN} seeds: caught only {caught}")
     monkeypatch.undo()
-    fixed = run_ha_seed(HAOptions(seed=caught, steps=STEPS, observer=True))
-    assert fixed.violations == [], fixed.explain()
+    for seed in sorted(caught.values()):
+        fixed = run_ha_seed(HAOptions(seed=seed, steps=STEPS, observer=True))
+        assert fixed.violations == [], fixed.explain()
