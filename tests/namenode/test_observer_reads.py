@@ -168,6 +168,7 @@ def test_read_your_writes_on_the_observer(tmp_path):
                     assert (await client.get_content_summary("/ryw"))["directory_count"] == i + 2
                 # every read was served by the observer (it waited for the tailer when behind)
                 assert client.observer_read_count == 75 and client.active_read_count == 0
+                assert client.last_answered_by == "obs1" and client.observer_retry_count == 0
                 assert c.nns["obs1"].applied_waiters is not None
 
     asyncio.run(main())
@@ -214,6 +215,7 @@ def test_observer_that_cannot_catch_up_waits_its_bound_then_the_read_goes_to_the
                 took_ms = (loop.time() - t0) * 1000
                 assert st is not None                         # still sees its write, from the active
                 assert client.active_read_count == 1
+                assert client.observer_retry_count == 1 and client.last_answered_by == "nn1"
                 assert WAIT_MS * 0.9 <= took_ms < WAIT_MS + 2000
                 # the observer itself answers the typed retriable error after its bounded wait
                 obs = await c.direct("obs1")

@@ -63,6 +63,8 @@ def test_a_clean_run_passes():
      ["read_stale"]),
     ("standby differs", [*CREATE_A, final("/c1/a"), final(nn="nn2", role="standby")], ["standby_diverged"]),
     ("standby behind is fine", [*CREATE_A, final("/c1/a"), final(nn="nn2", role="standby", txid=9)], []),
+    ("observer differs", [*CREATE_A, final("/c1/a"), final(nn="nn3", role="observer")], ["standby_diverged"]),
+    ("observer behind is fine", [*CREATE_A, final("/c1/a"), final(nn="nn3", role="observer", txid=9)], []),
     ("controller out", [ControllerState("nn1", "SERVICE_HEALTHY", "INIT")], ["controller_out"]),
     ("stuck controller: healthy NameNode it believes dead", [ControllerState("nn1", "SERVICE_NOT_RESPONDING",
                                                                              "INIT", True)], ["controller_out"]),
@@ -117,3 +119,49 @@ def test_a_read_before_a_concurrent_removal_is_not_lost():
     # a delete acknowledged before the read: the read of "present" was stale
     assert rules(run([*CREATE_A, OpCalled("c1", 2, "delete", "/c1/a"), OpAcked("c1", 2, "nn1", True),
                       NsRead("c2", "nn2", "/c1/a", True), final()])) == ["read_stale"]
+
+
+def _observer_read(client, path, exists, *, session_only=True, call_seq=-1):
+    return NsRead(client, "nn3", path, exists, call_seq=call_seq, session_only=session_only)
+
+
+@pytest.mark.parametrize("name,events,expected", [
+    # read-your-writes binds a session-only read
+    ("own acked create missing", [*CREATE_A, _observer_read("c1", "/c1/a", False), final("/c1/a")],
+     ["read_stale"]),
+    ("own acked create seen", [*CREATE_A, _observer_read("c1", "/c1/a", True), final("/c1/a")], []),
+    # another client's acknowledged write may be missing from a session-only read ...
+    ("other client's acked create not yet seen", [*CREATE_A, _observer_read("c2", "/c1/a", False),
+                                                  final("/c1/a")], []),
+    # ... but not from a read after an msync (or from the active)
+    ("other client's acked create missing after msync", [*CREATE_A,
+                                                         _observer_read("c2", "/c1/a", False, session_only=False),
+                                                         final("/c1/a")], ["read_stale"]),
+    # nothing from the future: a path no operation called before the answer could have made
+    ("a path from the future", [_observer_read("c2", "/c1/a", True), *CREATE_A, final("/c1/a")], ["read_stale"]),
+    # monotonic reads: seen present, then absent again with no removal
+    ("went back in time", [*CREATE_A, _observer_read("c2", "/c1/a", True), _observer_read("c2", "/c1/a", False),
+                           final("/c1/a")], ["read_stale"]),
+    # a lagging observer may still show another client's path that an acknowledged delete removed
+    # (neither lost nor stale), and then catch up
+    ("other client's delete not yet seen, then seen", [*CREATE_A, OpCalled("c1", 2, "delete", "/c1/a"),
+                                                      OpAcked("c1", 2, "nn1", True),
+                                                      _observer_read("c2", "/c1/a", True),
+                                                      _observer_read("c2", "/c1/a", False), final()], []),
+    # ... but the reader's own acknowledged delete binds it
+    ("own delete not seen", [*CREATE_A, OpCalled("c1", 2, "delete", "/c1/a"), OpAcked("c1", 2, "nn1", True),
+                             _observer_read("c1", "/c1/a", True), final()], ["read_stale"]),
+    # a path a session-only read saw, lost without any removal
+    ("session read then lost", [OpCalled("c1", 1, "create", "/c1/a"), _observer_read("c2", "/c1/a", True),
+                                OpFailed("c1", 1, "RpcTimeoutError"), final()], ["read_lost"]),
+])
+def test_session_only_reads(name, events, expected):
+    assert rules(run(events)) == expected
+
+
+def test_a_write_acknowledged_while_the_read_was_in_flight_need_not_show():
+    # c2's read was sent (call_seq 1) before c1's create was acknowledged (seq 1): either answer is linearizable
+    events = [OpCalled("c1", 1, "create", "/c1/a"), OpAcked("c1", 1, "nn1")]
+    assert run([*events, NsRead("c2", "nn1", "/c1/a", False, call_seq=1), final("/c1/a")]) == []
+    # sent after the acknowledgement, it must see the path
+    assert rules(run([*events, NsRead("c2", "nn1", "/c1/a", False, call_seq=2), final("/c1/a")])) == ["read_stale"]

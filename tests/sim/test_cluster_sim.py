@@ -1,5 +1,5 @@
 """The whole HA cluster in the deterministic simulator: a bounded slice of seeds, replay, and proof
-that the checker is not blind (issue 11).
+that the checker is not blind (issue 11), with and without the observer NameNode (issue 13).
 
 A failing seed prints its replay command: ``python -m qjournal.sim cluster --seed N --steps 40``.
 """
@@ -15,9 +15,12 @@ import pytest
 
 from qjournal.ha.elector import ActiveStandbyElector
 from qjournal.ha.health_monitor import HealthMonitor
+from qjournal.namenode import client_protocol
 from qjournal.namenode.editlog import FSEditLog
+from qjournal.namenode.observer_rules import ReadDecision
 from qjournal.namenode.retry_cache import RetryCache
-from qjournal.sim.ha_workload import HAFaults, HAOptions, ha_replay_command, run_ha_seed
+from qjournal.sim.history import Fault, NamespaceState, NsRead
+from qjournal.sim.ha_workload import HAFaults, HAOptions, ha_replay_command, observer_setup, run_ha_seed
 
 STEPS = 40
 #: the slice of make test (the soak runs 10,000: make soak)
@@ -30,6 +33,10 @@ REGRESSION_SEEDS = {
     4090: "C5: an image saved while leaving active, labelled with a txid older than its contents",
     2156: "C6: a deposed active refused a rename from its stale namespace, without the read barrier",
 }
+#: observer runs kept as regressions: both msync modes, every read wait, faults on the observer
+OBSERVER_SEEDS = (0, 1, 3)
+#: a broken observer read rule must show within this many seeds, in both msync modes (seeds 0 and 2)
+MAX_SEEDS_OBSERVER_BROKEN = 5
 
 
 def test_whole_cluster_seeds_hold_every_rule(tmp_path):
@@ -48,7 +55,8 @@ def test_whole_cluster_seeds_hold_every_rule(tmp_path):
 
 @pytest.mark.parametrize("seed", sorted(REGRESSION_SEEDS), ids=lambda s: f"{s}-{REGRESSION_SEEDS[s][:2]}")
 def test_soak_regression_seeds_hold_every_rule(seed):
-    r = run_ha_seed(HAOptions(seed=seed, steps=STEPS))
+    # without the observer: the run the soak found the bug in (observers came later)
+    r = run_ha_seed(HAOptions(seed=seed, steps=STEPS, observer=False))
     assert not r.violations, (f"{REGRESSION_SEEDS[seed]}\n{r.summary()}\n  replay: {ha_replay_command(r.options)}\n  "
                               + "\n  ".join(str(v) for v in r.violations[:3]))
 
@@ -108,3 +116,51 @@ def test_the_stuck_controller_before_the_fix_is_caught(monkeypatch):
     monkeypatch.undo()
     fixed = run_ha_seed(HAOptions(seed=seed, steps=STEPS))
     assert fixed.violations == [], fixed.explain()
+
+
+def test_observer_seeds_hold_every_rule():
+    """Runs with the observer nn3 hold every rule, and the observer took part: it answered reads and
+    refused some after its bounded wait (the client then read from the active), every fault kind that
+    reaches it did (crash, pause, cut from the journal, cut from a client), and its final namespace was
+    judged as a standby's. The seeds cover both msync modes and every read wait."""
+    setups = [observer_setup(HAOptions(seed=s, observer=True)) for s in OBSERVER_SEEDS]
+    assert {x.msync_each_read for x in setups} == {True, False}
+    assert len({x.read_wait_ms for x in setups}) == 3
+    kinds_on_observer = set()
+    for seed in OBSERVER_SEEDS:
+        r = run_ha_seed(HAOptions(seed=seed, steps=STEPS, observer=True))
+        assert not r.violations, f"replay: {ha_replay_command(r.options)}\n" + r.explain()
+        reads = r.history.of(NsRead)
+        assert r.stats["reads_by_observer"] > 0 and any(e.nn == "nn3" for e in reads), r.summary()
+        assert r.stats["observer_retries"] > 0 and any(e.nn != "nn3" for e in reads), r.summary()
+        assert any(e.nn == "nn3" and e.role == "observer" for e in r.history.of(NamespaceState)), r.summary()
+        assert r.stats["observer_transitions"] >= 1
+        kinds_on_observer |= {f.kind for f in r.history.of(Fault) if "nn3" in f.detail}
+    assert kinds_on_observer == {"nn_crash", "nn_pause", "nn_jn_partition", "client_nn_partition"}
+
+
+def test_an_observer_that_ignores_the_client_state_id_is_caught(monkeypatch):
+    """The observer read rule broken: every read served at once, whatever the client's state id
+    (an observer behind the client's own write answers it). The checker must see read_stale in both
+    msync modes (seed 0 msyncs before every read, seed 2 only before the first: then the client's own
+    create binds the read), and the same seeds pass with the real rule."""
+    monkeypatch.setattr(client_protocol, "observer_read_decision", lambda *a, **k: ReadDecision.SERVE)
+    caught: dict[bool, int] = {}   # msync_each_read -> the first seed that showed it
+    for seed in range(MAX_SEEDS_OBSERVER_BROKEN):
+        opts = HAOptions(seed=seed, steps=STEPS, observer=True)
+        mode = observer_setup(opts).msync_each_read
+        if mode in caught:
+            continue
+        r = run_ha_seed(opts)
+        hits = [v for v in r.violations if v.rule == "read_stale"]
+        if hits:
+            print(f"caught at seed {seed} (msync each read: {mode}): {hits[0]}\nreplay: {ha_replay_command(opts)}")
+            caught[mode] = seed
+        if len(caught) == 2:
+            break
+    assert sorted(caught) == [False, True], (f"an observer ignoring state ids went unnoticed in "
+                                             f"{MAX_SEEDS_OBSERVER_BROKEN} seeds: caught only {caught}")
+    monkeypatch.undo()
+    for seed in sorted(caught.values()):
+        fixed = run_ha_seed(HAOptions(seed=seed, steps=STEPS, observer=True))
+        assert fixed.violations == [], fixed.explain()

@@ -161,6 +161,12 @@ class DFSClient:
         #: reads answered by an observer / sent to the active (tests, bench)
         self.observer_read_count = 0
         self.active_read_count = 0
+        #: ``ObserverRetryOnActiveError`` answers: an observer behind this client's state id
+        #: refused a read after its bounded wait (tests, the simulator's counts)
+        self.observer_retry_count = 0
+        #: the configured name (``nn1``, ...) of the NameNode that answered the last call, None
+        #: before any answer (the simulator records which NameNode each read came from)
+        self.last_answered_by: str | None = None
 
     @staticmethod
     def _configured(conf: Any, nameservice: str | None) -> list[tuple[str, str, int]]:
@@ -295,7 +301,9 @@ class DFSClient:
             except Exception as e:
                 if not _failover_error(e):
                     raise
-                if isinstance(e, StandbyError) and not isinstance(e, ObserverRetryOnActiveError):
+                if isinstance(e, ObserverRetryOnActiveError):
+                    self.observer_retry_count += 1
+                elif isinstance(e, StandbyError):
                     # no longer an observer: forget it (probe again once none is left)
                     self._observers = [i for i in self._observers if i != idx]
                 log.debug("observer %s did not serve %s: %s", self.addresses[idx][0], method, e)
@@ -313,14 +321,16 @@ class DFSClient:
         """
         try:
             c = await self._client(idx)
-            return self._absorb(await c.call(method, timeout_ms=self.rpc_timeout_ms,
-                                              state_id=self.state_id, **kwargs))
+            answer = self._absorb(await c.call(method, timeout_ms=self.rpc_timeout_ms,
+                                                state_id=self.state_id, **kwargs))
         except Exception as e:
             if not _failover_error(e):
                 self._absorb_error(e)
             elif isinstance(e, (TransportError, RpcTimeoutError, OSError)):
                 await self._drop(idx)
             raise
+        self.last_answered_by = self.addresses[idx][0]
+        return answer
 
     async def _active_call(self, method: str, kwargs: dict) -> Any:
         """The failover path: the current NameNode, then the next, ... (invariants 1-2)."""

@@ -6,8 +6,8 @@ by pasting one line. Usage::
     python -m qjournal.sim --seed 42 --steps 200            # one run (replay)
     python -m qjournal.sim --seed 42 --steps 200 --faults drop=0,jn_crash=0.1
     python -m qjournal.sim soak --seeds 2000 [--first 0] [--steps 150] [--jobs 2]
-    python -m qjournal.sim cluster --seed 7 [--steps 40] [--fencing shell] [--faults nn_crash=0]
-    python -m qjournal.sim cluster-soak --seeds 10000 [--jobs 2]    # the whole HA cluster
+    python -m qjournal.sim cluster --seed 7 [--steps 40] [--fencing shell] [--faults nn_crash=0] [--observer on]
+    python -m qjournal.sim cluster-soak --seeds 10000 [--jobs 2] [--observer on]    # the whole HA cluster
 
 A failing run is minimised (fewer steps, then fewer fault kinds) and the
 smallest failing run is printed with its replay command and its history.
@@ -30,7 +30,7 @@ import time
 import traceback
 
 from qjournal.sim.faults import FaultConfig
-from qjournal.sim.ha_workload import HAFaults, HAOptions, run_ha_seed
+from qjournal.sim.ha_workload import HAFaults, HAOptions, ha_replay_command, run_ha_seed
 from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
 
 
@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0, dest="cluster_seed")
     c.add_argument("--steps", type=int, default=40, dest="cluster_steps")
     c.add_argument("--fencing", choices=["pidfence", "shell"], default="", help="default: chosen by the seed")
+    c.add_argument("--observer", choices=["on", "off"], default=None,
+                   help="run the observer NameNode nn3 (default: chosen by the seed, half the runs)")
     c.add_argument("--faults", default=None, dest="cluster_faults",
                    help="weights kind=w,... over the defaults ('none' = fault-free); see HAFaults")
     c.add_argument("--history", action="store_true", dest="cluster_history")
@@ -70,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     cs.add_argument("--first", type=int, default=0)
     cs.add_argument("--steps", type=int, default=40, dest="soak_steps")
     cs.add_argument("--jobs", type=int, default=1, help="worker processes")
+    cs.add_argument("--observer", choices=["on", "off"], default=None, dest="soak_observer",
+                    help="every seed with (on) or without (off) the observer nn3 (default: chosen by each seed)")
     cs.add_argument("--report", default=None, help="write the soak summary as JSON to this file")
     cs.add_argument("--seed-wall-limit-s", type=int, default=300,
                     help="a seed running longer (wall clock) is a failing seed: a spin or a hang")
@@ -134,11 +138,11 @@ def _soak_worker(item):
 
 
 def _cluster_worker(item):
-    seed, steps, limit_s = item
+    seed, steps, limit_s, observer = item
     logging.disable(logging.CRITICAL)   # the daemons' logs of a soak go nowhere; the checker judges
 
     def run():
-        r = run_ha_seed(HAOptions(seed=seed, steps=steps))
+        r = run_ha_seed(HAOptions(seed=seed, steps=steps, observer=observer))
         return seed, [str(v) for v in r.violations], {k: v for k, v in r.counts().items() if isinstance(v, int)}
     return _wall_limited(seed, limit_s, run)
 
@@ -185,7 +189,7 @@ def _soak(args) -> int:
 
 def _run_cluster(args) -> int:
     opts = HAOptions(seed=args.cluster_seed, steps=args.cluster_steps, faults=HAFaults.parse(args.cluster_faults),
-                     fencing=args.fencing)
+                     fencing=args.fencing, observer=None if args.observer is None else args.observer == "on")
     logging.disable(logging.CRITICAL)   # the daemons' own logs: the history tells the story
     t0 = time.monotonic()
     r = run_ha_seed(opts)
@@ -199,10 +203,12 @@ def _run_cluster(args) -> int:
 
 def _cluster_soak(args) -> int:
     seeds = range(args.first, args.first + args.seeds)
-    _, failing = _soak_loop(args, _cluster_worker, [(s, args.soak_steps, args.seed_wall_limit_s) for s in seeds])
+    observer = None if args.soak_observer is None else args.soak_observer == "on"
+    _, failing = _soak_loop(args, _cluster_worker, [(s, args.soak_steps, args.seed_wall_limit_s, observer)
+                                                    for s in seeds])
     if failing:
-        opts = HAOptions(seed=failing[0][0], steps=args.soak_steps)
-        print(f"first failing seed: python -m qjournal.sim cluster --seed {opts.seed} --steps {opts.steps}")
+        opts = HAOptions(seed=failing[0][0], steps=args.soak_steps, observer=observer)
+        print(f"first failing seed: {ha_replay_command(opts)}")
         print(run_ha_seed(opts).explain())
     return 1 if failing else 0
 

@@ -8,7 +8,7 @@ checker on the same history. Pure: no asyncio, no I/O, no clock; tested on
 hand-made histories. It trusts nothing of the system under test but observed
 events.
 
-The workload it judges (``qjournal.sim.cluster_workload``) keeps each client in
+The workload it judges (``qjournal.sim.ha_workload``) keeps each client in
 its own directory and gives each path a short, simple life, so the expected
 namespace follows from the events alone: a path is created once (``mkdirs`` or
 ``create``), then at most renamed away or deleted; a client touches a path again
@@ -35,11 +35,18 @@ Rules (each violation names its rule):
    from finishing a reply, and that edit is in the new active's namespace).
 5. ``read_lost``: a client read that a path exists, and it is later gone without
    an acknowledged delete or rename by its owner (requirement 7).
-6. ``read_stale``: a client read a state older than one it had already seen: its
-   own acknowledged operation not visible, or a path it saw exist absent again
-   with no acknowledged operation in between (requirement 7).
-7. ``standby_diverged``: a standby that applied as many transactions as the
-   active holds a different namespace (issue 11, rule f).
+6. ``read_stale``: a client read a state older than one it had already seen: an
+   operation acknowledged before the read began not visible, or a path it saw
+   exist absent again with no acknowledged operation in between (requirement 7).
+   A read answered by the active (read barrier) or by an observer after an
+   ``msync`` for this read reflects every write acknowledged before it began, so
+   every such operation binds it. A *session-only* read (an observer answering
+   with only the client's own state id, HDFS-12943) is bound by the reader's own
+   acknowledged operations (read-your-writes) and by what it read before
+   (monotonic reads, the second half); another client's path may show any state
+   it had before the read's answer.
+7. ``standby_diverged``: a standby or an observer that applied as many
+   transactions as the active holds a different namespace (issue 11, rule f).
 8. ``no_progress``: after every fault healed, no write was acknowledged within
    the bound derived from the configured timeouts (requirement 8).
 9. ``controller_out``: at the end, a failover controller whose NameNode is
@@ -107,6 +114,24 @@ class _PathLife:
             else:
                 states = states | {after}
         return states
+
+    def possible_at_read(self, read: NsRead) -> set[bool]:
+        """States ``read`` may show (rule 6): the operations that bind it (:func:`_binds`) show;
+        every other operation called before its answer may or may not."""
+        states = {False}
+        for op, after in self.ops:
+            if op.call.seq > read.seq:
+                break
+            states = {after} if _binds(op, read) else states | {after}
+        return states
+
+
+def _binds(op: _Op, read: NsRead) -> bool:
+    """``read`` must reflect ``op`` (rule 6): acknowledged before the read began, and, for a
+    session-only read, the reader's own."""
+    began = read.call_seq if read.call_seq >= 0 else read.seq
+    return (op.status == "acked" and op.end_seq < began
+            and (not read.session_only or op.call.client == read.client))
 
 
 def _ops(history: History) -> tuple[dict[tuple[str, int], _Op], dict[str, _PathLife]]:
@@ -227,25 +252,26 @@ def _check_reads(history, ops, lives):
     seen_exist: dict[tuple[str, str], NsRead] = {}   # (client, path) -> last read that saw it exist
     for e in history.of(NsRead):
         life = lives.get(e.path, _PathLife())
-        states = life.possible_after(e.seq)
+        states = life.possible_at_read(e)
         if e.exists not in states:
-            yield Violation("read_stale", f"{e.client} read {e.path} as {'present' if e.exists else 'absent'} "
-                            f"from {e.nn}, but its acknowledged operations say otherwise", (e.seq,))
+            kind = "session-only read" if e.session_only else "read"
+            yield Violation("read_stale", f"{e.client}'s {kind} of {e.path} from {e.nn} saw it "
+                            f"{'present' if e.exists else 'absent'}, but the operations acknowledged before "
+                            f"the read began say otherwise", (e.seq,))
             continue
         key = (e.client, e.path)
         if e.exists:
             seen_exist[key] = e
             # it must stay, unless an operation that removes it may have been applied after the read:
-            # any removal not acknowledged before the read (a failed one may apply at any time)
-            removed_later = any(not after and not (op.status == "acked" and op.end_seq < e.seq)
-                                for op, after in life.ops)
+            # any removal that did not bind the read (a failed one may apply at any time; another
+            # client's may be applied after the state a session-only read saw)
+            removed_later = any(not after and not _binds(op, e) for op, after in life.ops)
             if present is not None and e.path not in present and not removed_later:
                 yield Violation("read_lost", f"{e.client} read {e.path} as present from {e.nn}; it is "
                                 f"missing from the final active {final.nn}", (e.seq, final.seq))
         elif key in seen_exist:
             prev = seen_exist.pop(key)
-            removed_between = any(not after and op.call.seq < e.seq
-                                  and not (op.status == "acked" and op.end_seq < prev.seq)
+            removed_between = any(not after and op.call.seq < e.seq and not _binds(op, prev)
                                   for op, after in life.ops)
             if not removed_between:
                 yield Violation("read_stale", f"{e.client} read {e.path} as absent from {e.nn} after it had "
@@ -259,9 +285,9 @@ def _check_standby(history, ops, lives):
     if final is None:
         return
     for e in history.of(NamespaceState):
-        if e.role == "standby" and e.last_txid == final.last_txid and e.paths != final.paths:
+        if e.role != "active" and e.last_txid == final.last_txid and e.paths != final.paths:
             diff = sorted(set(e.paths) ^ set(final.paths))[:5]
-            yield Violation("standby_diverged", f"standby {e.nn} at txid {e.last_txid} differs from the "
+            yield Violation("standby_diverged", f"{e.role} {e.nn} at txid {e.last_txid} differs from the "
                             f"active {final.nn} at the same txid: {diff}", (e.seq, final.seq))
 
 

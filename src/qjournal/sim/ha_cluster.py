@@ -1,4 +1,4 @@
-"""The whole HA cluster on the virtual-time loop: two NameNodes, two ZKFCs, ZooKeeper, JournalNodes.
+"""The whole HA cluster on the virtual-time loop: two NameNodes, two ZKFCs, ZooKeeper, JournalNodes, maybe an observer.
 
 Why: the correctness requirements of the whole cluster (PRODUCT.md 5-8) are about
 the real NameNode (namespace, ``FSEditLog`` with group commit, tailer,
@@ -24,9 +24,23 @@ What is real and what is simulated:
   exits by itself (a NameNode fenced off its journal, a failed ZKFC) after
   ``RESTART_DELAY_S``; processes the fault model kills are restarted by it.
 
+Observer (HDFS-12943, ``observer=True``): a third NameNode ``nn3``, bootstrapped
+as nn2 is (a copy of nn1's image, formatted local edits), started as a standby and
+made an observer by a supervisor (an operator's ``haadmin -transitionToObserver``
+over RPC, as the local cluster launcher does after every start) once an active
+exists, and again after every restart (a restarted NameNode comes back standby).
+It has no ZKFC: observers stay out of elections. Clients are then configured with
+the ``ObserverReadProxyProvider`` and all three NameNodes, so their reads go to the
+observer (which waits at most ``dfs.namenode.observer.read.wait.ms`` for its
+tailer, then sends them to the active) and their writes to the active; with
+``msync_each_read`` every read first asks the active for its state id
+(``auto-msync-period`` 0: reads linearizable), else only the client's own state id
+binds the observer (read-your-writes and monotonic reads).
+
 Network names: a NameNode serves at ``nn1:8020`` and connects as ``nn1``; its
 controller connects as ``zkfc-nn1`` (to ZooKeeper under the same name); the
-JournalNodes are ``jn<i>:8485``; clients are ``c<i>``.
+JournalNodes are ``jn<i>:8485``; clients are ``c<i>``; the observer's supervisor
+is ``haadmin``.
 
 Invariants:
 
@@ -52,7 +66,7 @@ from qjournal.ha.zkfc import ZKFailoverController, ZKFCSettings
 from qjournal.journalmanager.base import JournalManager
 from qjournal.journalmanager.registry import open_journal
 from qjournal.namenode.daemon import NameNode
-from qjournal.namenode.dfs_client import DFSClient
+from qjournal.namenode.dfs_client import OBSERVER_READ_PROXY_PROVIDER, DFSClient
 from qjournal.namenode.format import format_namenode
 from qjournal.namenode.ha_state import HAState
 from qjournal.sim.faults import FaultConfig
@@ -63,15 +77,22 @@ from qjournal.sim.zookeeper import SimZooKeeper
 from qjournal.transport.rpc import RpcClient, memory_connector
 
 __all__ = ["SimHACluster", "NameNodeHost", "ClusterTimeouts", "StartFailed", "NAMESERVICE", "NN_IDS",
-           "WRITE_METHODS"]
+           "OBSERVER_ID", "WRITE_METHODS"]
 
 log = logging.getLogger(__name__)
 
 NAMESERVICE = "ns1"
+#: the NameNodes in the election (each with a ZKFC)
 NN_IDS = ("nn1", "nn2")
+#: the observer NameNode of a run with one (no ZKFC)
+OBSERVER_ID = "nn3"
 NN_PORT = 8020
 #: the supervisor's delay before restarting a daemon that exited by itself
 RESTART_DELAY_S = 2.0
+#: how often the observer's supervisor looks whether nn3 must be made an observer again
+OBSERVER_SUPERVISOR_S = 0.5
+#: after a probe found no observer, clients read from the active this long before probing again
+OBSERVER_PROBE_RETRY = "2s"
 #: the ClientProtocol writes whose answers are recorded as ``NameNodeAck``
 WRITE_METHODS = ("mkdirs", "create", "delete", "rename")
 
@@ -141,7 +162,7 @@ class NameNodeHost:
 
     Args:
         cluster: the whole cluster.
-        nn_id: ``nn1`` or ``nn2``.
+        nn_id: ``nn1`` or ``nn2`` (with a ZKFC), or ``nn3`` (the observer, without).
     """
 
     def __init__(self, cluster: "SimHACluster", nn_id: str) -> None:
@@ -360,15 +381,24 @@ class SimHACluster:
         faults: the JournalNodes' network and disk fault configuration.
         timeouts: the failover timeouts.
         fencing: ``pidfence`` or ``shell`` (what the controllers' fencing method does).
+        observer: run the observer ``nn3`` (module docstring).
+        observer_read_wait_ms: the observer's ``dfs.namenode.observer.read.wait.ms``.
+        msync_each_read: clients msync before every read (``auto-msync-period`` 0).
     """
 
     def __init__(self, rng: Any, history: History, workdir: str, faults: FaultConfig,
-                 timeouts: ClusterTimeouts = ClusterTimeouts(), fencing: str = "pidfence") -> None:
+                 timeouts: ClusterTimeouts = ClusterTimeouts(), fencing: str = "pidfence",
+                 observer: bool = False, observer_read_wait_ms: int = 300, msync_each_read: bool = False) -> None:
         self.rng = rng
         self.history = history
         self.workdir = workdir
         self.timeouts = timeouts
         self.fencing = fencing
+        self.observer = observer
+        self.observer_read_wait_ms = observer_read_wait_ms
+        self.msync_each_read = msync_each_read
+        #: every NameNode of the run: the election's, then the observer
+        self.nn_ids: tuple[str, ...] = NN_IDS + ((OBSERVER_ID,) if observer else ())
         self.jns = SimCluster(rng, history, 3, faults)
         self.network = self.jns.network
         self.zk = SimZooKeeper(rng)
@@ -376,7 +406,7 @@ class SimHACluster:
         self.zk.reachable = lambda name: name not in self.zk_cut
         self.client_names: dict[bytes, str] = {}
         self.counts: dict[str, int] = {}
-        self.hosts = {nn: NameNodeHost(self, nn) for nn in NN_IDS}
+        self.hosts = {nn: NameNodeHost(self, nn) for nn in self.nn_ids}
         self._partitions: set[tuple[str, str]] = set()
         self._tasks: list[asyncio.Task] = []
 
@@ -401,7 +431,7 @@ class SimHACluster:
         t = self.timeouts
         values = {
             "dfs.nameservices": NAMESERVICE,
-            f"dfs.ha.namenodes.{NAMESERVICE}": ",".join(NN_IDS),
+            f"dfs.ha.namenodes.{NAMESERVICE}": ",".join(self.nn_ids),
             "dfs.namenode.shared.edits.dir": self.jns.uri,
             "dfs.ha.automatic-failover.enabled": "true",
             "dfs.ha.fencing.methods": "pidfence(/sim)" if self.fencing == "pidfence" else "shell(/bin/true)",
@@ -425,8 +455,14 @@ class SimHACluster:
             "qjournal.client.rpc-timeout.ms": str(t.client_rpc_timeout_ms),
             "qjournal.file-journal.lock.enabled": "false",   # one OS process plays both NameNodes
         }
-        for nn in NN_IDS:
+        for nn in self.nn_ids:
             values[f"dfs.namenode.rpc-address.{NAMESERVICE}.{nn}"] = f"{nn}:{NN_PORT}"
+        if self.observer:
+            values[f"dfs.client.failover.proxy.provider.{NAMESERVICE}"] = OBSERVER_READ_PROXY_PROVIDER
+            values["dfs.namenode.observer.read.wait.ms"] = f"{self.observer_read_wait_ms}ms"
+            values["dfs.client.failover.observer.probe.retry.period"] = OBSERVER_PROBE_RETRY
+            if self.msync_each_read:
+                values[f"dfs.client.failover.observer.auto-msync-period.{NAMESERVICE}"] = "0ms"
         return values
 
     def nn_conf(self, nn_id: str) -> Configuration:
@@ -447,31 +483,60 @@ class SimHACluster:
 
     # -- set-up --------------------------------------------------------------------------------
     async def start(self) -> None:
-        """JournalNodes, ``namenode -format`` (nn1) and a bootstrapped nn2, ZooKeeper, both pairs."""
+        """JournalNodes, ``namenode -format`` (nn1), a bootstrapped nn2 (and observer), ZooKeeper, both
+        pairs, the observer and its supervisor."""
         await self.jns.start()
         h1 = self.hosts["nn1"]
         loop = asyncio.get_running_loop()
         await format_namenode(h1.conf, cluster_id=NS_INFO.cluster_id, namespace_id=NS_INFO.namespace_id,
                               opener=h1._open_journal, now_ms=int(loop.time() * 1000))
-        # -bootstrapStandby: nn2 starts from nn1's image and namespace id, with formatted local edits
-        h2 = self.hosts["nn2"]
-        shutil.copytree(os.path.join(h1.dir, "name"), os.path.join(h2.dir, "name"))
-        edits = open_journal(f"file://{h2.dir}/edits", h2.conf)
-        await edits.format(NS_INFO)
-        await edits.close()
+        # -bootstrapStandby: nn2 (and the observer) start from nn1's image and namespace id, with
+        # formatted local edits
+        for nn in self.nn_ids[1:]:
+            h = self.hosts[nn]
+            shutil.copytree(os.path.join(h1.dir, "name"), os.path.join(h.dir, "name"))
+            edits = open_journal(f"file://{h.dir}/edits", h.conf)
+            await edits.format(NS_INFO)
+            await edits.close()
         self.zk.start()
         self.zk.ensure_path(f"/hadoop-ha/{NAMESERVICE}")
-        for nn in NN_IDS:
+        for nn in self.nn_ids:
             await self.hosts[nn].start_nn()
         for nn in NN_IDS:
             await self.hosts[nn].start_zkfc()
+        if self.observer:
+            self.background(self._observer_supervisor())
+
+    async def _observer_supervisor(self) -> None:
+        """Make ``nn3`` an observer whenever it runs as a standby and an active exists (module docstring):
+        ``haadmin -transitionToObserver nn3``, over the network like the operator's."""
+        h = self.hosts[OBSERVER_ID]
+        while True:
+            await asyncio.sleep(OBSERVER_SUPERVISOR_S)
+            nn = h.nn
+            if (not h.nn_running or h.nn_proc.paused or nn is None or nn.rpc_server is None
+                    or nn.state != HAState.STANDBY or self.active() is None):
+                continue
+            try:
+                c = await RpcClient.connect_memory(self.network, h.address, src="haadmin", connect_timeout_ms=1000)
+                try:
+                    await c.call("transition_to_observer", timeout_ms=self.timeouts.client_rpc_timeout_ms,
+                                 request_source="user")
+                finally:
+                    await c.close()
+            except (QJournalError, OSError) as e:
+                log.info("%s: transition to observer failed: %s", OBSERVER_ID, e)
+                self.count("observer_transition_failed")
+                continue
+            self.count("observer_transitions")
 
     def new_client(self, name: str) -> DFSClient:
         client_id = name.encode().ljust(16, b"\0")[:16]
         self.client_names[client_id] = name
+        loop = asyncio.get_running_loop()
         return DFSClient(self.client_conf(), nameservice=NAMESERVICE, user="root", groups=["supergroup"],
                          connect=memory_connector(self.network, name, connect_timeout_ms=1000),
-                         client_id=client_id)
+                         client_id=client_id, clock_ms=lambda: int(loop.time() * 1000))
 
     # -- fencing -------------------------------------------------------------------------------
     async def fence(self, method: FenceMethod, target: HATarget, settings: FencingSettings) -> str | None:
@@ -507,7 +572,7 @@ class SimHACluster:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for nn in NN_IDS:
+        for nn in self.nn_ids:
             h = self.hosts[nn]
             h.kill_zkfc()
             h.kill_nn("end of run")

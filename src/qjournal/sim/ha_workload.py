@@ -4,7 +4,8 @@ Why: PRODUCT.md's correctness requirements of the whole cluster (5-8) must hold
 under the fault model of issue 11: crash and restart of a NameNode, of a ZKFC, of
 ZooKeeper; long pauses of any of them (SIGSTOP); session expiry; partitions
 between any two roles; a full disk on a NameNode (unhealthy); with the standby
-tailing in-progress segments all along. This module drives exactly that on the
+tailing in-progress segments all along, and in half the runs an observer NameNode
+serving the clients' reads (issue 13). This module drives exactly that on the
 virtual-time loop (:mod:`qjournal.sim.ha_cluster`) from one seed, and hands the
 observed history to both checkers (the journal's and the whole cluster's). It
 judges nothing itself.
@@ -12,19 +13,31 @@ judges nothing itself.
 One run (:func:`run_ha_seed`):
 
 1. Start the cluster (three JournalNodes, two NameNodes with their ZKFCs,
-   ZooKeeper) and wait for an active NameNode.
+   ZooKeeper, maybe the observer ``nn3``) and wait for an active NameNode.
 2. Clients (``c1``, ``c2``), each in its own directory, call ``create``,
    ``mkdirs``, ``delete``, ``rename`` and ``get_file_info`` through
-   ``DFSClient`` (failover and retries with the same call id); every call and
-   answer goes into the history.
+   ``DFSClient`` (failover and retries with the same call id; with an observer,
+   the ``ObserverReadProxyProvider``: reads to the observer, then the active);
+   every call and answer goes into the history, each read with the NameNode
+   that answered it and whether only the client's session binds it (an
+   observer's answer without an msync for that read).
 3. For ``steps`` steps a director waits a random virtual time and injects one
    fault by weight (:class:`HAFaults`); most faults heal themselves after a random
    while (a pause ends, a supervisor restarts a killed process, a partition heals).
+   In a run with an observer, a NameNode crash or pause, a partition from the
+   JournalNodes and one from a client hit the observer in a third of the cases
+   (the others keep their meaning for nn1 and nn2).
 4. The end: every fault heals, ``Healed`` is recorded with the liveness bound of
    the timeouts; a probe client writes until a NameNode acknowledges
-   (``Progress``); the active rolls its log, the standby catches up, and the
-   final namespaces, the controllers' states and every JournalNode's segments
-   are recorded.
+   (``Progress``); the active rolls its log, the standby (and the observer)
+   catch up, and the final namespaces, the controllers' states and every
+   JournalNode's segments are recorded.
+
+Whether a run has an observer, and its read wait and msync mode, are drawn from
+a generator of their own seeded by the run's seed (:func:`observer_setup`), not
+from the run's ``rng``: a run without an observer draws exactly what it drew
+before observers existed, so earlier seeds (the soak's regression seeds) replay
+the same story.
 """
 
 from __future__ import annotations
@@ -33,6 +46,7 @@ import asyncio
 import dataclasses
 import gc
 import logging
+import random
 import shutil
 import tempfile
 import warnings
@@ -44,14 +58,15 @@ from qjournal.namenode.ha_state import HAState
 from qjournal.sim.checker import Violation, check
 from qjournal.sim.cluster_checker import check_cluster
 from qjournal.sim.faults import FaultConfig
-from qjournal.sim.ha_cluster import NN_IDS, ClusterTimeouts, SimHACluster
+from qjournal.sim.ha_cluster import NN_IDS, OBSERVER_ID, ClusterTimeouts, SimHACluster
 from qjournal.sim.history import (ControllerState, Failure, Fault, Healed, History, NamespaceState, NsRead,
                                   OpAcked, OpCalled, OpFailed, Progress, Setup)
 from qjournal.sim.loop import (SimProcess, SimulationLimitExceeded, SimulationStalled, run_in_process,
                                run_simulation)
 from qjournal.util.tasks import set_fatal_handler
 
-__all__ = ["HAFaults", "HAOptions", "HARunResult", "run_ha_seed", "ha_replay_command", "NamespaceClient"]
+__all__ = ["HAFaults", "HAOptions", "HARunResult", "ObserverSetup", "observer_setup", "run_ha_seed",
+           "ha_replay_command", "NamespaceClient"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +77,13 @@ CALL_MEAN_S = 0.3
 FAULT_MIN_S, FAULT_MAX_S = 0.5, 8.0
 #: the settle phase after the probe: standby catch-up deadline
 SETTLE_S = 60.0
+#: the share of runs with an observer, and the observer's read waits drawn (ms): short against the
+#: clients' 5 s RPC timeout and about the tailing period (500 ms), so reads both wait and are refused
+OBSERVER_RUN_SHARE = 0.5
+OBSERVER_READ_WAITS_MS = (100, 300, 1000)
+#: the fault kinds that may hit the observer, and how often they do in a run with one
+OBSERVER_FAULT_KINDS = ("nn_crash", "nn_pause", "nn_jn_partition", "client_nn_partition")
+OBSERVER_FAULT_SHARE = 1 / 3
 
 
 @dataclass(frozen=True)
@@ -115,6 +137,28 @@ class HAOptions:
     steps: int = 40
     faults: HAFaults = field(default_factory=HAFaults)
     fencing: str = ""                # pidfence | shell | "" (chosen by the seed)
+    observer: bool | None = None     # run the observer nn3; None: drawn by the seed (observer_setup)
+
+
+@dataclass(frozen=True)
+class ObserverSetup:
+    """The observer of one run: whether there is one, its read wait, and the clients' msync mode."""
+
+    observer: bool
+    read_wait_ms: int
+    msync_each_read: bool
+
+
+def observer_setup(opts: HAOptions) -> ObserverSetup:
+    """Draw the run's observer set-up from its seed (module docstring: not from the run's rng).
+
+    ``random.Random`` seeded with a string is the same in every process (no hash randomisation).
+    """
+    r = random.Random(f"qjournal-sim-observer:{opts.seed}")
+    drawn = r.random() < OBSERVER_RUN_SHARE
+    wait_ms = r.choice(OBSERVER_READ_WAITS_MS)
+    msync_each_read = r.random() < 0.5
+    return ObserverSetup(drawn if opts.observer is None else opts.observer, wait_ms, msync_each_read)
 
 
 @dataclass
@@ -139,7 +183,13 @@ class HARunResult:
     def summary(self) -> str:
         h = self.history
         faults = sum(v for k, v in self.stats.items() if k.startswith("fault:"))
-        return (f"seed={self.options.seed} steps={self.options.steps} fencing={self.stats.get('fencing', '')} "
+        waits = [k[len("runs_observer_read_wait_"):] for k in self.stats if k.startswith("runs_observer_read_wait_")]
+        obs = (f" observer(wait={''.join(waits)},"
+               f"msync={'each read' if self.stats.get('runs_observer_msync_each_read') else 'first read'}) "
+               f"reads_by_observer={self.stats.get('reads_by_observer', 0)} "
+               f"observer_retries={self.stats.get('observer_retries', 0)}"
+               if self.stats.get("runs_with_observer") else "")
+        return (f"seed={self.options.seed} steps={self.options.steps} fencing={self.stats.get('fencing', '')}{obs} "
                 f"acked_ops={len(h.of(OpAcked))} failed_ops={len(h.of(OpFailed))} reads={len(h.of(NsRead))} "
                 f"faults={faults} failovers={self.stats.get('became_active', 0)} "
                 f"virtual={self.virtual_s:.1f}s violations={len(self.violations)}")
@@ -164,6 +214,8 @@ def ha_replay_command(opts: HAOptions) -> str:
     cmd = f"python -m qjournal.sim cluster --seed {opts.seed} --steps {opts.steps}"
     if opts.fencing:
         cmd += f" --fencing {opts.fencing}"
+    if opts.observer is not None:
+        cmd += f" --observer {'on' if opts.observer else 'off'}"
     if diff:
         cmd += " --faults " + ",".join(diff)
     return cmd
@@ -203,7 +255,7 @@ class NamespaceClient:
         return f"{self.dir}/{prefix}{self.fresh}"
 
     def _answered_by(self) -> str:
-        return self.dfs.addresses[self.dfs.current][0]
+        return getattr(self.dfs, "last_answered_by", None) or self.dfs.addresses[self.dfs.current][0]
 
     async def write(self, method: str, path: str, dst: str = "", **kwargs: Any) -> tuple[bool, Any]:
         h = self.history
@@ -227,12 +279,21 @@ class NamespaceClient:
         return True, result
 
     async def read(self, path: str) -> None:
+        call_seq = len(self.history)   # what was acknowledged before this read began
+        observer_reads = getattr(self.dfs, "observer_read_count", 0)
         try:
             st = await self.dfs.call("get_file_info", path=path)
         except QJournalError as e:
             self.stat(f"read_failed:{type(e).__name__}")
             return
-        self.history.add(NsRead(self.name, self._answered_by(), path, st is not None))
+        # an observer's answer is bound by every earlier acknowledged write only when the client
+        # msynced for this very read (auto-msync-period 0); otherwise by the client's own session
+        by_observer = getattr(self.dfs, "observer_read_count", 0) > observer_reads
+        if by_observer:
+            self.stat("reads_by_observer")
+        session_only = by_observer and getattr(self.dfs, "auto_msync_period_ms", None) != 0
+        self.history.add(NsRead(self.name, self._answered_by(), path, st is not None, call_seq=call_seq,
+                                session_only=session_only))
 
     async def loop(self, call_mean_s: float = CALL_MEAN_S) -> None:
         rng = self.rng
@@ -276,9 +337,16 @@ class _HARun:
         self.history = History(clock=self.loop.time)
         fencing = opts.fencing or ("pidfence" if self.rng.random() < 0.6 else "shell")
         self.stats: dict[str, Any] = {"fencing": fencing}
+        self.observer = observer_setup(opts)
+        if self.observer.observer:
+            self.stats.update({"runs_with_observer": 1,
+                               f"runs_observer_read_wait_{self.observer.read_wait_ms}ms": 1,
+                               "runs_observer_msync_each_read": int(self.observer.msync_each_read)})
         self.timeouts = ClusterTimeouts()
         self.cluster = SimHACluster(self.rng, self.history, workdir, FaultConfig.parse("none"),
-                                    self.timeouts, fencing=fencing)
+                                    self.timeouts, fencing=fencing, observer=self.observer.observer,
+                                    observer_read_wait_ms=self.observer.read_wait_ms,
+                                    msync_each_read=self.observer.msync_each_read)
         self.clients: list[NamespaceClient] = []
         #: the paths of the latest calls of every client (other clients read them)
         self.recent_paths: list[str] = []
@@ -290,6 +358,8 @@ class _HARun:
 
     def fault(self, kind: str, detail: str = "") -> None:
         self.stat(f"fault:{kind}")
+        if self.observer.observer and OBSERVER_ID in detail.split(" "):
+            self.stat(f"fault_on_observer:{kind}")
         self.history.add(Fault(kind, detail))
 
     def later(self, delay_s: float, fn: Callable[[], Any]) -> None:
@@ -317,6 +387,8 @@ class _HARun:
                 kind = k
                 break
         nn = rng.choice(NN_IDS)
+        if self.observer.observer and kind in OBSERVER_FAULT_KINDS and rng.random() < OBSERVER_FAULT_SHARE:
+            nn = OBSERVER_ID
         h = cl.hosts[nn]
         if kind == "nn_crash" and h.nn_running:
             h.kill_nn("fault")
@@ -409,15 +481,15 @@ class _HARun:
             cl.zk.restart()
         for jn in cl.jns.names:
             await self.restart_jn(jn)
-        for nn in NN_IDS:
+        for nn in cl.nn_ids:
             h = cl.hosts[nn]
             h.set_disk_full(False)
             h.resume_nn()
             h.resume_zkfc()
-        for nn in NN_IDS:
+        for nn in cl.nn_ids:
             host = cl.hosts[nn]
-            for _ in range(10):   # the supervisor: the daemons run again
-                if await host.restart_nn() and await host.restart_zkfc():
+            for _ in range(10):   # the supervisor: the daemons run again (the observer has no ZKFC)
+                if await host.restart_nn() and (nn not in NN_IDS or await host.restart_zkfc()):
                     break
                 await asyncio.sleep(2.0)
 
@@ -451,18 +523,19 @@ class _HARun:
             except QJournalError as e:
                 self.stat(f"final_roll_failed:{type(e).__name__}")
             deadline = self.loop.time() + SETTLE_S
-            standby = next((x for x in NN_IDS if x != active), None)
+            followers = [x for x in cl.nn_ids if x != active]   # the standby, and the observer
             while self.loop.time() < deadline:
-                s = cl.hosts[standby]
-                if s.nn is not None and s.nn.last_applied_txid >= (namespace_txid or nn.last_applied_txid):
+                target = namespace_txid or nn.last_applied_txid
+                if all(cl.hosts[x].nn is not None and cl.hosts[x].nn.last_applied_txid >= target
+                       for x in followers):
                     break
                 await asyncio.sleep(0.5)
-        for name in NN_IDS:
+        for name in cl.nn_ids:
             host = cl.hosts[name]
             nn = host.nn
             if nn is None or nn.namespace is None or not host.nn_running:
                 continue
-            role = "active" if nn.state == HAState.ACTIVE else "standby"
+            role = {HAState.ACTIVE: "active", HAState.OBSERVER: "observer"}.get(nn.state, "standby")
             ns = nn.namespace
             paths = tuple(sorted(ns.path_of(i) for i in ns.inodes if i != min(ns.inodes)))
             txid = namespace_txid if role == "active" and namespace_txid is not None else nn.last_applied_txid
@@ -513,11 +586,15 @@ class _HARun:
             z = cl.hosts[name].zkfc
             if z is not None:
                 self.stat("became_active", sum(1 for e in z.events if e[1] == "transition_to_active_done"))
+        for name in cl.nn_ids:
             nn = cl.hosts[name].nn
             reader = nn.shared_reader if nn is not None else None
-            if reader is not None:  # how the standby tailed: edit caches over RPC, or streamed
+            if reader is not None:  # how the standby (and the observer) tailed: edit caches over RPC, or streamed
                 self.stat("tail_rpc_reads", getattr(reader, "rpc_reads", 0))
                 self.stat("tail_rpc_fallbacks", getattr(reader, "rpc_fallbacks", 0))
+        if self.observer.observer:
+            self.stat("observer_retries", sum(c.dfs.observer_retry_count for c in self.clients))
+            self.stat("reads_by_observer", 0)
         for k, v in cl.counts.items():
             self.stat(k, v)
 

@@ -40,8 +40,13 @@ The whole cluster (NameNodes, controllers and clients; judged by
 * ``NameNodeAck``: a NameNode sent a write's answer, with the epoch of its
   journal writer and the txid its edit log had synced (so the op's edit, at or
   below it) at that moment (seen on the NameNode's side of the wire).
-* ``NsRead``: a client read whether a path exists, from which NameNode.
-* ``NamespaceState``: at the end, the paths of a NameNode's namespace.
+* ``NsRead``: a client read whether a path exists, from which NameNode; ``call_seq``
+  is the ``seq`` the next event had when the read was sent (events below it
+  happened before the read began); ``session_only`` when the answer came from an
+  observer without an ``msync`` for this read (it reflects the reader's own
+  session, its writes and what it read, not every write acknowledged before it).
+* ``NamespaceState``: at the end, the paths of a NameNode's namespace (role
+  ``active``, ``standby`` or ``observer``).
 * ``Healed``: every fault is healed; progress is due within ``bound_s``.
 * ``Progress``: after ``Healed``, a probe write was acknowledged.
 * ``ControllerState``: at the end, a failover controller's view of its NameNode's
@@ -211,12 +216,14 @@ class NsRead(Event):
     nn: str
     path: str
     exists: bool
+    call_seq: int = -1          # -1: not known (the read is judged as if it began at its answer)
+    session_only: bool = False
 
 
 @dataclass(frozen=True)
 class NamespaceState(Event):
     nn: str
-    role: str                   # "active" or "standby"
+    role: str                   # "active", "standby" or "observer"
     last_txid: int
     paths: tuple[str, ...]      # every path of the namespace, sorted
 
