@@ -86,7 +86,7 @@ def test_reads_without_the_read_barrier_are_caught(monkeypatch):
     # the takeover; shell fencing leaves it running) and a client sent to it after a write on the
     # new active: rare under the default mix (2 of 60 seeds before the edit caches, fewer after),
     # so this run weighs those faults up.
-    seed, _ = _first_caught({"read_lost", "read_stale"}, fencing="shell", faults=HAFaults.parse(
+    seed, _ = _first_caught({"read_lost", "read_stale"}, fencing="shell", observer=False, faults=HAFaults.parse(
         "nn_pause=3,pair_pause=2,client_nn_partition=2,nn_crash=0.2"))
     assert seed is not None, f"reads of unsynced state / of a fenced active went unnoticed in {MAX_SEEDS_BROKEN} seeds"
 
