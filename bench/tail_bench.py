@@ -15,9 +15,9 @@ their CPU time is reported). On a 2-core machine the processes share two
 cores: read the observer rows as what this machine gives, not as scaling.
 
 Lag is sampled every ``--sample-ms`` from both NameNodes' ``get_stats``: in
-txns (active's last applied minus standby's) and in ms (how long the oldest
-txn the standby has not applied has existed on the active, to the sampling
-resolution).
+txns (the active's synced txid, i.e. committed on a quorum, minus the
+standby's last applied) and in ms (how long the oldest committed txn the
+standby has not applied has been committed, to the sampling resolution).
 
 Usage: ``.venv/bin/python bench/tail_bench.py [--seconds 6] [--procs 2]``
 """
@@ -58,6 +58,7 @@ class Cluster:
     def __init__(self, root: str, cache_bytes: int, n_standby: int, n_observers: int,
                  tail_period: str, backoff_max: str) -> None:
         self.root = root
+        os.makedirs(root, exist_ok=True)
         self.jns = [start_daemon(
             f"jn{i}", qjournal_argv("-D", "qjournal.log.json=false", "-D", "qjournal.log.level=WARNING",
                                     "-D", f"dfs.journalnode.edit-cache-size.bytes={cache_bytes}",
@@ -205,7 +206,8 @@ async def sample_lag(cl: Cluster, standby: str, seconds: float, sample_ms: float
     await asyncio.sleep(2.0)  # the load processes connect (run_load's start delay)
     t_end = time.perf_counter() + seconds
     while time.perf_counter() < t_end:
-        at = (await a.call("get_stats"))["last_applied_txid"]
+        el = (await a.call("get_stats"))["editlog"] or {}
+        at = int(el.get("synced_txid") or 0)  # committed on a quorum: what a tailer may apply
         ta = time.perf_counter()
         active_t.append((ta, at))
         st = (await s.call("get_stats"))["last_applied_txid"]
@@ -226,9 +228,10 @@ def pct(xs: list, p: float) -> float:
     return xs[min(len(xs) - 1, int(len(xs) * p / 100))] if xs else 0.0
 
 
-def bench_lag(root: str, mode: str, seconds: float, procs: int, clients: int, sample_ms: float) -> str:
+def bench_lag(root: str, mode: str, seconds: float, procs: int, clients: int, sample_ms: float,
+              period: str, backoff_max: str) -> str:
     cache = 32 * 1024 * 1024 if mode == "rpc" else 0
-    cl = Cluster(f"{root}/{mode}", cache, n_standby=1, n_observers=0, tail_period="10ms", backoff_max="200ms")
+    cl = Cluster(f"{root}/{mode}", cache, n_standby=1, n_observers=0, tail_period=period, backoff_max=backoff_max)
     try:
         conf = cl.client_conf(observer_reads=False)
         asyncio.run(_mkdirs(conf, "/w"))
@@ -270,9 +273,10 @@ async def _populate(conf_values: dict[str, str]) -> None:
             await asyncio.gather(*(c.create(f"/r/d{d}/f{f}") for f in range(10)))
 
 
-def bench_observers(root: str, n_obs: int, seconds: float, procs: int, readers: int, writers: int) -> str:
+def bench_observers(root: str, n_obs: int, seconds: float, procs: int, readers: int, writers: int,
+                    period: str, backoff_max: str) -> str:
     cl = Cluster(f"{root}/obs{n_obs}", 32 * 1024 * 1024, n_standby=1, n_observers=n_obs,
-                 tail_period="10ms", backoff_max="200ms")
+                 tail_period=period, backoff_max=backoff_max)
     try:
         conf = cl.client_conf(observer_reads=n_obs > 0)
         asyncio.run(_populate(cl.client_conf(observer_reads=False)))
@@ -295,6 +299,8 @@ def main() -> int:
     ap.add_argument("--readers", type=int, default=32, help="concurrent readers in the observer runs")
     ap.add_argument("--writers", type=int, default=8, help="concurrent writers in the observer runs")
     ap.add_argument("--sample-ms", type=float, default=5.0)
+    ap.add_argument("--period", default="10ms", help="dfs.ha.tail-edits.period")
+    ap.add_argument("--backoff-max", default="200ms", help="dfs.ha.tail-edits.period.backoff-max")
     ap.add_argument("--only", choices=("lag", "observers"), default=None)
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="tailbench-")
@@ -303,12 +309,13 @@ def main() -> int:
             f"load average at start {os.getloadavg()[0]:.2f}")
         if args.only in (None, "lag"):
             log(f"## standby lag at full write rate ({args.clients} writers in {args.procs} processes, "
-                f"tail period 10 ms, back-off to 200 ms, {args.seconds:.0f} s)")
+                f"tail period {args.period}, back-off to {args.backoff_max}, {args.seconds:.0f} s)")
             log("| tailing | writes/s | lag txns p50 / p99 / max | lag ms p50 / p99 / max | edit MB/s written "
                 "| MB/s read by the standby | read : written | RPC rounds / streamed rounds |")
             log("|---|---|---|---|---|---|---|---|")
             for mode in ("stream", "rpc"):
-                bench_lag(root, mode, args.seconds, args.procs, args.clients, args.sample_ms)
+                bench_lag(root, mode, args.seconds, args.procs, args.clients, args.sample_ms,
+                          args.period, args.backoff_max)
         if args.only in (None, "observers"):
             log(f"## read ops/s with observers ({args.readers} readers in {args.procs} processes, "
                 f"{args.writers} writers, {args.seconds:.0f} s)")
@@ -316,7 +323,8 @@ def main() -> int:
                 "| load CPU s/s readers / writers |")
             log("|---|---|---|---|---|")
             for n in (0, 1, 2):
-                bench_observers(root, n, args.seconds, args.procs, args.readers, args.writers)
+                bench_observers(root, n, args.seconds, args.procs, args.readers, args.writers,
+                                args.period, args.backoff_max)
         log(f"load average at end {os.getloadavg()[0]:.2f}")
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -47,7 +47,7 @@ def test_tailing_answers_from_the_caches_including_the_last_batch(tmp_path):
         for name in c.names:
             j = c.journal(name)
             assert j.edit_cache.hits >= 1
-            assert j.metrics.journaled_edits_txns <= 30 * 2
+            assert j.edit_cache.txns_served <= 30 * 2
         await q.close(); await r.close()
     run(tmp_path, sc)
 

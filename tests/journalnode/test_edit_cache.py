@@ -102,3 +102,36 @@ def test_bad_store_is_an_invariant_violation():
         c.store(1, 5, 4, b"x", 1)
     with pytest.raises(ValueError):
         JournaledEditsCache("j", 0)
+
+
+def test_retrieve_on_another_thread_while_batches_arrive_and_evict():
+    """The daemon retrieves on its event loop while the journal's thread stores: every answer
+    holds consecutive, intact records from the asked txid."""
+    import threading  # noqa: PLC0415 - only this test needs a thread
+
+    one = len(batch(1, 10))
+    c = JournaledEditsCache("j", 8 * one)
+    done = threading.Event()
+
+    def writer():
+        for first in range(1, 20_000, 10):
+            c.store(3, first, first + 9, batch(first, first + 9), 1)
+        done.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    answers = 0
+    while not done.is_set():
+        high = c.highest_txid
+        if high == INVALID_TXID:
+            continue
+        since = max(1, high - 40)
+        try:
+            got = c.retrieve(since, 5000, 1 << 20, high, 3)
+        except CacheMissError:
+            continue  # evicted meanwhile
+        if got.num_txns:
+            assert txids(got.records) == list(range(since, since + got.num_txns))
+            answers += 1
+    t.join()
+    assert answers > 0

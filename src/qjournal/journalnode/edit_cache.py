@@ -6,8 +6,10 @@ size, and reads them from disk. HDFS-13150 keeps the most recent batches each
 JournalNode accepted in memory and serves a tailer exactly the edits after the
 txid it asks for over RPC (reference §5.3), which is what makes millisecond
 tailing cheap. This module is that cache: plain synchronous code, no I/O,
-owned by one :class:`~qjournal.journalnode.journal.Journal` and called on its
-thread.
+owned by one :class:`~qjournal.journalnode.journal.Journal`. ``store`` and
+``clear`` run on the journal's thread; ``retrieve`` may run on another (the
+daemon's event loop, so a tailer never queues behind the fsyncs of later
+batches): every method holds the cache's lock while it touches the batches.
 
 Theory of operation:
 
@@ -43,6 +45,7 @@ Invariants:
 from __future__ import annotations
 
 import bisect
+import threading
 from dataclasses import dataclass
 
 from qjournal.errors import CacheMissError, InvariantViolation
@@ -80,10 +83,14 @@ class JournaledEditsCache:
         self.size_bytes = 0
         self.writer_epoch = 0
         self.layout_version = LAYOUT_VERSION
-        #: counters for metrics
+        self._lock = threading.Lock()
+        #: counters for metrics (Hadoop's JournalMetrics names in :meth:`metrics`)
         self.hits = 0
         self.misses = 0
         self.resets = 0
+        self.empty_answers = 0
+        self.txns_served = 0
+        self.bytes_served = 0
 
     @property
     def lowest_txid(self) -> int:
@@ -95,8 +102,22 @@ class JournaledEditsCache:
         """Last cached txid (INVALID_TXID when empty)."""
         return self._batches[-1][1] if self._batches else INVALID_TXID
 
+    def metrics(self) -> dict:
+        """The cache's part of the ``Journal-<jid>`` bean."""
+        with self._lock:
+            return {"EditCacheBytes": self.size_bytes, "EditCacheCapacityBytes": self.capacity_bytes,
+                    "EditCacheLowestTxId": self.lowest_txid, "EditCacheHighestTxId": self.highest_txid,
+                    "RpcRequestCacheMiss": self.misses, "EditCacheResets": self.resets,
+                    "JournaledEditsRequests": self.hits + self.misses + self.empty_answers,
+                    "JournaledEditsTxns": self.txns_served, "JournaledEditsBytes": self.bytes_served,
+                    "RpcEmptyResponses": self.empty_answers}
+
     def clear(self) -> None:
         """Forget everything (format, a storage failure, a new writer)."""
+        with self._lock:
+            self._clear()
+
+    def _clear(self) -> None:
         if self._batches:
             self.resets += 1
         self._firsts.clear()
@@ -113,13 +134,18 @@ class JournaledEditsCache:
         if last_txid < first_txid or not records:
             raise InvariantViolation(f"journal {self.jid}: edit cache asked to store txids "
                                      f"{first_txid}-{last_txid} in {len(records)} bytes")
+        with self._lock:
+            self._store(epoch, first_txid, last_txid, records, layout_version)
+
+    def _store(self, epoch: int, first_txid: int, last_txid: int, records: bytes,
+               layout_version: int) -> None:
         if (self._batches and (epoch != self.writer_epoch or layout_version != self.layout_version
                                or first_txid != self.highest_txid + 1)):
-            self.clear()
+            self._clear()
         self.writer_epoch = epoch
         self.layout_version = layout_version
         if len(records) > self.capacity_bytes:
-            self.clear()  # one batch larger than the whole cache: nothing contiguous fits
+            self._clear()  # one batch larger than the whole cache: nothing contiguous fits
             return
         self._firsts.append(first_txid)
         self._batches.append((first_txid, last_txid, records))
@@ -145,6 +171,18 @@ class JournaledEditsCache:
                 than its lowest txid, the cache is empty, or its writer is not the one that
                 reported the committed txid).
         """
+        with self._lock:
+            got = self._retrieve(since_txid, max_txns, max_bytes, committed_txid, committed_epoch)
+            if got.num_txns == 0:
+                self.empty_answers += 1
+            else:
+                self.hits += 1
+                self.txns_served += got.num_txns
+                self.bytes_served += len(got.records)
+        return got
+
+    def _retrieve(self, since_txid: int, max_txns: int, max_bytes: int, committed_txid: int,
+                  committed_epoch: int) -> CachedEdits:
         if committed_txid == INVALID_TXID or since_txid > committed_txid:
             return CachedEdits(since_txid, 0, b"", self.layout_version, self.writer_epoch)
         if not self._batches or committed_epoch != self.writer_epoch or since_txid < self.lowest_txid:
@@ -175,6 +213,5 @@ class JournaledEditsCache:
             got += hi - lo
             txid = stop + 1
             i += 1
-        self.hits += 1
         return CachedEdits(since_txid, txid - since_txid, b"".join(parts), self.layout_version,
                            self.writer_epoch)

@@ -303,8 +303,9 @@ class Journal:
         self.ns_info: NamespaceInfo | None = None
         self.last_promised_epoch = 0
         self.last_writer_epoch = 0
-        self.committed_txid = INVALID_TXID
-        self.committed_epoch = 0  # epoch of the request that reported committed_txid
+        #: (committed txid, epoch of the request that reported it): one tuple, replaced whole, so
+        #: get_journaled_edits reads a consistent pair from another thread
+        self._committed: tuple[int, int] = (INVALID_TXID, 0)
         self.current_ipc_serial = -1
         self.highest_written_txid = 0
         self._cur: _OpenSegment | None = None
@@ -324,6 +325,16 @@ class Journal:
 
     # --- helpers ----------------------------------------------------------------------------
 
+    @property
+    def committed_txid(self) -> int:
+        """The highest txid a writer reported committed (INVALID_TXID when unknown)."""
+        return self._committed[0]
+
+    @property
+    def committed_epoch(self) -> int:
+        """The epoch of the request that reported :attr:`committed_txid`."""
+        return self._committed[1]
+
     def _hook(self, name: str) -> None:
         if self.fault_hook is not None:
             self.fault_hook(name)
@@ -338,7 +349,7 @@ class Journal:
         self.ns_info = None if raw is None else decode_version(raw, f"{st.where}/{VERSION_FILE}")
         self.last_promised_epoch = st.read_long(LAST_PROMISED_EPOCH, 0)
         self.last_writer_epoch = st.read_long(LAST_WRITER_EPOCH, 0)
-        self.committed_txid, self.committed_epoch = decode_committed(st.read_small(COMMITTED_TXID))
+        self._committed = decode_committed(st.read_small(COMMITTED_TXID))
         self.purged_below = st.read_long(PURGED_BELOW, 0)
         rejoin = st.read_long(REJOIN_TXID, -1)
         self.rejoin_txid = None if rejoin < 0 else rejoin
@@ -458,8 +469,7 @@ class Journal:
             self._hook("after_promise")
         self.current_ipc_serial = d.ipc_serial
         if d.committed_changed:
-            self.committed_txid = d.committed_txid
-            self.committed_epoch = d.epoch
+            self._committed = (d.committed_txid, d.epoch)
             self.storage.write_best_effort(COMMITTED_TXID, encode_committed(d.committed_txid, d.epoch))
 
     def _abort_cur(self, why: str) -> None:
@@ -578,8 +588,7 @@ class Journal:
         self.purged_below = 0
         self.last_promised_epoch = promised_epoch
         self.last_writer_epoch = 0
-        self.committed_txid = INVALID_TXID
-        self.committed_epoch = 0
+        self._committed = (INVALID_TXID, 0)
         self.current_ipc_serial = -1
         self.highest_written_txid = 0
 
@@ -995,6 +1004,10 @@ class Journal:
         Never returns a txid above the committed txid this node knows, and only edits
         of the writer that reported it (``edit_cache.py`` says why that is safe).
 
+        The one call that may run on another thread than the journal's (the daemon runs it
+        on its event loop, so a tailer never waits behind the fsyncs of later batches): it
+        reads the committed (txid, epoch) pair as one tuple and the cache under its lock.
+
         Raises:
             JournalNotFormattedError
             CacheMissError: the cache is disabled, or cannot serve ``since_txid`` (the
@@ -1009,16 +1022,10 @@ class Journal:
             raise CacheMissError(f"journal {self.jid}: the edit cache is disabled on this JournalNode "
                                  f"(dfs.journalnode.edit-cache-size.bytes is 0)", jid=self.jid,
                                  since_txid=since_txid, lowest_txid=INVALID_TXID)
-        got = self.edit_cache.retrieve(since_txid, max_txns, max_bytes, self.committed_txid,
-                                       self.committed_epoch)
-        m = self.metrics
-        m.journaled_edits_calls += 1
-        m.journaled_edits_txns += got.num_txns
-        m.journaled_edits_bytes += len(got.records)
-        if got.num_txns == 0:
-            m.rpc_empty_responses += 1
+        committed_txid, committed_epoch = self._committed
+        got = self.edit_cache.retrieve(since_txid, max_txns, max_bytes, committed_txid, committed_epoch)
         return JournaledEdits(got.first_txid, got.num_txns, got.records, got.layout_version,
-                              self.committed_txid, got.writer_epoch)
+                              committed_txid, got.writer_epoch)
 
     def open_segment_for_read(self, segment_txid: int, in_progress_ok: bool) -> ReadableSegment:
         """Open the segment starting at ``segment_txid`` for ``/getJournal``.
@@ -1476,8 +1483,6 @@ class Journal:
                                     committed_txid=self.committed_txid, now_s=self._now())
         c = self.edit_cache
         if c is not None:
-            out.update({"EditCacheBytes": c.size_bytes, "EditCacheCapacityBytes": c.capacity_bytes,
-                        "EditCacheLowestTxId": c.lowest_txid, "EditCacheHighestTxId": c.highest_txid,
-                        "RpcRequestCacheMiss": c.misses, "EditCacheResets": c.resets})
+            out.update(c.metrics())
         return out
 

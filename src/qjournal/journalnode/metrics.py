@@ -36,11 +36,6 @@ class JournalMetrics:
     bytes_written: int = 0
     num_edit_logs_synced: int = 0
     last_journal_timestamp: float = 0.0
-    #: get_journaled_edits answers from the edit cache (calls, txns, bytes, answers with no txn)
-    journaled_edits_calls: int = 0
-    journaled_edits_txns: int = 0
-    journaled_edits_bytes: int = 0
-    rpc_empty_responses: int = 0
     max_sync_samples: int = 4096
     _syncs: deque = field(default_factory=deque, repr=False)
 
@@ -81,10 +76,6 @@ class JournalMetrics:
             "LastCommittedTxId": committed_txid,
             "CurrentLagTxns": lag,
             "LastJournalTimestamp": int(self.last_journal_timestamp * 1000),
-            "JournaledEditsRequests": self.journaled_edits_calls,
-            "JournaledEditsTxns": self.journaled_edits_txns,
-            "JournaledEditsBytes": self.journaled_edits_bytes,
-            "RpcEmptyResponses": self.rpc_empty_responses,
         }
         if now_s is not None:
             for w in SYNC_WINDOWS_S:
