@@ -1,5 +1,7 @@
 """The JournalNode's edit cache (HDFS-13150), as a table of stores and retrievals."""
 
+import threading
+
 import pytest
 
 from qjournal.errors import CacheMissError, InvariantViolation
@@ -107,8 +109,6 @@ def test_bad_store_is_an_invariant_violation():
 def test_retrieve_on_another_thread_while_batches_arrive_and_evict():
     """The daemon retrieves on its event loop while the journal's thread stores: every answer
     holds consecutive, intact records from the asked txid."""
-    import threading  # noqa: PLC0415 - only this test needs a thread
-
     one = len(batch(1, 10))
     c = JournaledEditsCache("j", 8 * one)
     done = threading.Event()
