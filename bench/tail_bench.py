@@ -14,7 +14,8 @@ NameNodes, and the load generators (``--procs`` processes of asyncio clients;
 their CPU time is reported). On a 2-core machine the processes share two
 cores: read the observer rows as what this machine gives, not as scaling.
 
-Lag is sampled every ``--sample-ms`` from both NameNodes' ``get_stats``: in
+Lag is sampled every ``--sample-ms`` from both NameNodes' ``get_stats``, over
+the steady part of the write load (its first and last half second left out): in
 txns (the active's synced txid, i.e. committed on a quorum, minus the
 standby's last applied) and in ms (how long the oldest committed txn the
 standby has not applied has been committed, to the sampling resolution).
@@ -199,23 +200,24 @@ def run_load(conf_values: dict[str, str], plan: list[tuple[str, int]], seconds: 
 async def sample_lag(cl: Cluster, standby: str, seconds: float, sample_ms: float) -> tuple[list, list, dict, dict]:
     a = DFSClient(addresses=[("nn1", *cl.addr["nn1"])], user="bench")
     s = DFSClient(addresses=[(standby, *cl.addr[standby])], user="bench")
-    active_t: list[tuple[float, int]] = []
+    active_t: list[tuple[int, int]] = []
     lag_txns: list[int] = []
     lag_ms: list[float] = []
     s0 = (await s.call("get_stats"))["tailer"]
-    await asyncio.sleep(2.0)  # the load processes connect (run_load's start delay)
-    t_end = time.perf_counter() + seconds
+    # the load starts 2 s after run_load is called (its processes connect first); sample its steady
+    # state: from 0.5 s after it starts to 0.5 s before it ends
+    await asyncio.sleep(2.5)
+    t_end = time.perf_counter() + seconds - 1.0
     while time.perf_counter() < t_end:
-        el = (await a.call("get_stats"))["editlog"] or {}
-        at = int(el.get("synced_txid") or 0)  # committed on a quorum: what a tailer may apply
-        ta = time.perf_counter()
-        active_t.append((ta, at))
-        st = (await s.call("get_stats"))["last_applied_txid"]
-        ts = time.perf_counter()
+        sa = await a.call("get_stats")
+        at = int((sa["editlog"] or {}).get("synced_txid") or 0)  # committed on a quorum
+        active_t.append((sa["time_ms"], at))  # the NameNodes' own clocks: the sampler's stalls do not count
+        ss = await s.call("get_stats")
+        st, ts = ss["last_applied_txid"], ss["time_ms"]
         lag_txns.append(max(0, at - st))
-        # the oldest txn the standby lacks: first seen on the active when its txid passed st
+        # the oldest committed txn the standby lacks: first seen committed when the synced txid passed st
         first = next((t for t, x in active_t if x > st), None)
-        lag_ms.append(0.0 if first is None else max(0.0, (ts - first) * 1000))
+        lag_ms.append(0.0 if first is None else max(0.0, ts - first))
         await asyncio.sleep(sample_ms / 1000)
     s1 = (await s.call("get_stats"))["tailer"]
     await a.close()

@@ -22,6 +22,7 @@ from qjournal.config import Configuration
 from qjournal.errors import QJournalError
 from qjournal.journalnode.node import JournalNode
 from qjournal.util.logs import setup_logging
+from qjournal.util.proc import freeze_startup_objects
 
 
 log = logging.getLogger("qjournal.journalnode")
@@ -73,6 +74,7 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     write_pid_file(args.pid_file)
     ready = {k: ready[k] for k in ("role", "rpc", "http", "pid")}
+    freeze_startup_objects()
     print(f"READY {json.dumps(ready)}", flush=True)
     try:
         await stop.wait()

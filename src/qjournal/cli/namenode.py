@@ -33,6 +33,7 @@ from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.format import bootstrap_standby, format_namenode, initialize_shared_edits
 from qjournal.namenode.http import NameNodeHttpServer, http_address_of
 from qjournal.util.logs import setup_logging
+from qjournal.util.proc import freeze_startup_objects
 
 log = logging.getLogger("qjournal.namenode")
 
@@ -152,6 +153,7 @@ async def _serve(conf, args: argparse.Namespace) -> int:
         return 1
     ready = {"role": "namenode", "rpc": f"{addr[0]}:{addr[1]}", "http": f"{hbound[0]}:{hbound[1]}",
              "http_url": http.url, "pid": os.getpid(), "nn_id": nn.nn_id, "state": nn.state.value}
+    freeze_startup_objects()
     print(f"READY {json.dumps(ready)}", flush=True)
     try:
         await stop.wait()

@@ -484,6 +484,7 @@ class NameNode:
     def stats(self) -> dict:
         """Counters: state, last applied txid, inodes, edit log and retry cache statistics."""
         return {"state": self.state.value, "last_applied_txid": self.last_applied_txid,
+                "time_ms": self.clock_ms(),  # when these counters were read (lag measurements)
                 "inodes": len(self.namespace) if self.namespace else 0,
                 "editlog": self.editlog.stats() if self.editlog is not None else None,
                 "retry_cache_entries": len(self.retry_cache), "retry_cache_hits": self.retry_cache.hits,

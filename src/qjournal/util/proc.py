@@ -13,6 +13,7 @@ here too, below all of them.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import selectors
@@ -179,3 +180,17 @@ def read_cmdline(pid: int) -> list[bytes] | None:
             return f.read().split(b"\0")
     except OSError:
         return None
+
+
+def freeze_startup_objects() -> None:
+    """Collect once, then move every object alive (the modules, a loaded image, ...) out of the
+    cyclic garbage collector's sight (``gc.freeze``); a daemon calls it once it serves.
+
+    Why: each full collection scans every tracked object, and a daemon's start-up objects (its
+    imports alone are hundreds of thousands) never become garbage. Measured in
+    ``bench/tail_bench.py``: NameNode processes paused 33-58 ms per full collection, which is most
+    of a standby's p99 tail lag. Objects made later are collected as usual.
+    """
+    gc.collect()
+    gc.freeze()
+
