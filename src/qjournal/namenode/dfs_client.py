@@ -157,7 +157,8 @@ class DFSClient:
         #: indices (into addresses) of the NameNodes last seen in the observer state, in order
         self._observers: list[int] | None = None
         self._probe_found_none_at_ms: int | None = None
-        self._observer_cursor = 0
+        # clients spread over the observers by their id, then each stays with one (below)
+        self._observer_cursor = int.from_bytes(self.client_id[:4], "big")
         #: reads answered by an observer / sent to the active (tests, bench)
         self.observer_read_count = 0
         self.active_read_count = 0
@@ -308,7 +309,10 @@ class DFSClient:
                     self._observers = [i for i in self._observers if i != idx]
                 log.debug("observer %s did not serve %s: %s", self.addresses[idx][0], method, e)
                 continue
-            self._observer_cursor = (start + k + 1) % len(observers)  # spread reads over observers
+            # Stay with the observer that answered: another may be behind the state id this answer
+            # carried, and would hold the next read until it caught up (Hadoop's provider also
+            # keeps its observer until it fails).
+            self._observer_cursor = (start + k) % len(observers)
             return True, answer
         return False, None
 
