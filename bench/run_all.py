@@ -26,6 +26,7 @@ BENCHES = [
     ("failover_bench.py", [], ["--rounds", "3", "--timeouts", "2000"]),
     ("pipeline_bench.py", [], ["--sizes", "100000"]),
     ("resync_bench.py", [], ["--gb", "0.05", "--segment-mb", "10", "--rejoins", "1"]),
+    ("tail_bench.py", [], ["--seconds", "3"]),
 ]
 
 
