@@ -71,6 +71,20 @@ def test_merge_ignores_in_progress_copy_of_an_older_writer():
     assert m.replicas == {1: ("a", "c")}
 
 
+def test_merge_cuts_an_in_progress_copy_only_at_a_committed_txid_its_own_writer_reported():
+    """Journal simulator seed 1256 (invariant 6): node "a" holds the epoch-2 writer's in-progress 8-9,
+    never committed; epoch 3's heartbeats told it "committed 12". "b" answered before epoch 3 started a
+    segment there. Epoch 3's committed txid says nothing of epoch 2's tail: nothing is readable past 7."""
+    a = Manifest((SegmentState(1, 7, False), SegmentState(8, 9, True)), 12, 2, committed_epoch=3)
+    b = Manifest((SegmentState(1, 7, False),), 5, 2, committed_epoch=1)
+    m = merge_manifests({"a": a, "b": b}, True, {"a": 2, "b": 2})
+    assert list(m.segments) == [SegmentInfo(1, 7, False)]
+    # the same copy with a committed txid reported by its own writer (epoch 2) is read up to it
+    a2 = Manifest(a.segments, 8, 2, committed_epoch=2)
+    m = merge_manifests({"a": a2, "b": b}, True, {"a": 2, "b": 2})
+    assert list(m.segments) == [SegmentInfo(1, 7, False), SegmentInfo(8, 8, True)]
+
+
 def test_merge_of_overlapping_finalized_copies_is_a_broken_invariant():
     from qjournal.errors import InvariantViolation
     with pytest.raises(InvariantViolation, match="overlaps"):

@@ -1,4 +1,5 @@
-"""Regression runs for the bugs the simulator found and their owners fixed (KB1-KB3).
+"""Regression runs for the bugs the simulator found and their owners fixed (KB1-KB3, and the
+tailer's read past an older writer's committed tail, reader invariant 6).
 
 The bugs (docs/testing.md, "Bugs the simulator found") showed mostly under
 takeover-heavy faults: every takeover isolates the old writer from a majority,
@@ -20,7 +21,10 @@ TAKEOVER_HEAVY = FaultConfig.parse("writer_takeover=0.2,isolate_old_writer=1.0,j
 #: (seed, faults) that showed a bug before its fix
 RUNS = [(3, FaultConfig()), (5, FaultConfig()), (7, FaultConfig()), (44, FaultConfig()),
         (105, FaultConfig()), (0, TAKEOVER_HEAVY), (1, TAKEOVER_HEAVY), (31, TAKEOVER_HEAVY),
-        (48, TAKEOVER_HEAVY), (51, TAKEOVER_HEAVY), (91, TAKEOVER_HEAVY), (163, TAKEOVER_HEAVY)]
+        (48, TAKEOVER_HEAVY), (51, TAKEOVER_HEAVY), (91, TAKEOVER_HEAVY), (163, TAKEOVER_HEAVY),
+        # the in-progress tailer read an older writer's tail cut at a newer writer's committed txid
+        # (client/reader.py invariant 6)
+        (1256, FaultConfig()), (1272, FaultConfig())]
 
 
 @pytest.mark.parametrize("seed,faults", RUNS, ids=[f"{s}-{'heavy' if f is TAKEOVER_HEAVY else 'default'}"

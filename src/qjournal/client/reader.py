@@ -10,9 +10,9 @@ Theory of operation:
 * :func:`merge_manifests` (pure) takes the ``get_edit_log_manifest`` answers of
   a quorum, groups the segments by start txid and keeps the best copy of each:
   finalized beats in-progress (HDFS-6777: never mix them), then the longer
-  copy. An in-progress copy is cut at the highest committed txid any responder
-  reported, so a reader never sees a txid that recovery could still drop
-  (requirement 3). Every node holding a copy at least as long as the chosen one
+  copy. An in-progress copy is cut at the highest committed txid a responder
+  reported *from the writer that wrote the copy* (invariant 6), so a reader never
+  sees a txid that recovery could still drop (requirement 3). Every node holding a copy at least as long as the chosen one
   is a *replica* of it.
 * :class:`QuorumSegmentInputStream` downloads the segment from one replica
   over HTTP (``/getJournal``) as a :class:`~qjournal.transport.download.SegmentDownload`
@@ -46,6 +46,15 @@ Invariants:
    other responder listed the new writer's segment 303 but, asked from 303, not
    the finalized 269-302; the committed txid, 311, came from the new writer.)
    Consequently the merged segments never overlap (checked).
+6. An in-progress copy written in epoch ``E`` (its holders' last writer epoch) is
+   cut at the highest committed txid reported by epoch ``E`` itself (a manifest's
+   ``committed_epoch``; one that does not report it counts for any epoch). A
+   committed txid reported by a newer writer describes that writer's history, not
+   the older writer's unfinished tail. (Found by the journal simulator, seed 1256:
+   a node out of sync for the new writer of epoch 3 still held the epoch-2
+   writer's in-progress 8-9, never committed, while epoch 3's heartbeats had told
+   it "committed 12"; the other answer in the quorum had been computed before
+   epoch 3 started a segment, so the reader returned the lost 8-9.)
 """
 
 from __future__ import annotations
@@ -102,6 +111,17 @@ def merge_manifests(manifests: Mapping[str, Manifest], in_progress_ok: bool,
         c = manifests[name].committed_txid
         if c != INVALID_TXID and c > committed:
             committed = c
+
+    def committed_by(epoch: int | None) -> int:
+        """The highest committed txid reported by ``epoch`` (invariant 6)."""
+        best = INVALID_TXID
+        for name in sorted(manifests):
+            m = manifests[name]
+            if (m.committed_txid != INVALID_TXID and m.committed_txid > best
+                    and (epoch is None or m.committed_epoch is None or m.committed_epoch == epoch)):
+                best = m.committed_txid
+        return best
+
     copies: dict[int, list[tuple[str, Any]]] = {}
     starts: set[int] = set()
     for name in sorted(manifests):
@@ -121,13 +141,15 @@ def merge_manifests(manifests: Mapping[str, Manifest], in_progress_ok: bool,
             holders = tuple(n for n, s in finalized if s.end_txid == end)
             seg = SegmentInfo(start, end, False)
         else:
+            newest: int | None = None
             if writer_epochs:
                 newest = max(writer_epochs.get(n, -1) for n, _ in group)
                 group = [(n, s) for n, s in group if writer_epochs.get(n, -1) == newest]
             end = max(s.end_txid for _, s in group)
-            if committed == INVALID_TXID:
+            cut = committed_by(newest)  # invariant 6
+            if cut == INVALID_TXID:
                 continue
-            end = min(end, committed)
+            end = min(end, cut)
             later = bisect.bisect_right(ordered_starts, start)
             if later < len(ordered_starts):  # invariant 5
                 end = min(end, ordered_starts[later] - 1)

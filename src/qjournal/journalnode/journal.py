@@ -996,7 +996,9 @@ class Journal:
             if start >= since_txid or start <= since_txid <= end_txid:
                 digest = self._check_finalized(name)[0] if with_digests and not ip else None
                 out.append(SegmentState(start, end_txid, ip, digest))
-        return Manifest(tuple(out), self.committed_txid, self.last_writer_epoch)
+        committed_txid, committed_epoch = self._committed
+        return Manifest(tuple(out), committed_txid, self.last_writer_epoch,
+                        committed_epoch if committed_txid != INVALID_TXID else None)
 
     def get_journaled_edits(self, since_txid: int, max_txns: int, max_bytes: int) -> JournaledEdits:
         """Committed edits from ``since_txid`` out of the edit cache (HDFS-13150).

@@ -373,18 +373,23 @@ class Manifest:
     ``last_writer_epoch`` is the epoch of the last writer that started a segment
     on the node (the reader takes in-progress copies only from the newest
     writer's nodes), None when the node does not report it; it is on the wire
-    only when known.
+    only when known. ``committed_epoch`` is the epoch of the writer that reported
+    ``committed_txid`` (a reader cuts an in-progress copy only at a committed txid
+    its own writer reported), None when not reported.
     """
 
     segments: tuple[SegmentState, ...] = field(default_factory=tuple)
     committed_txid: int = INVALID_TXID
     last_writer_epoch: int | None = None
+    committed_epoch: int | None = None
 
     def to_wire(self) -> dict:
         out: dict[str, Any] = {"segments": [s.to_wire() for s in self.segments],
                                "committed_txid": self.committed_txid}
         if self.last_writer_epoch is not None:
             out["last_writer_epoch"] = self.last_writer_epoch
+        if self.committed_epoch is not None:
+            out["committed_epoch"] = self.committed_epoch
         return out
 
     @classmethod
@@ -397,7 +402,8 @@ class Manifest:
         committed = d.get("committed_txid", INVALID_TXID)
         committed = INVALID_TXID if committed is None else wire_int(committed, w, "committed_txid")
         return cls(tuple(SegmentState.from_wire(s) for s in segs), committed,
-                   wire_opt_int(d.get("last_writer_epoch"), w, "last_writer_epoch"))
+                   wire_opt_int(d.get("last_writer_epoch"), w, "last_writer_epoch"),
+                   wire_opt_int(d.get("committed_epoch"), w, "committed_epoch"))
 
 
 @dataclass(frozen=True, slots=True)
