@@ -233,16 +233,20 @@ class NamespaceClient:
         rng: its random choices.
         recent_paths: the latest paths of every client's calls (shared: clients read each other's).
         stat: counts an outcome.
+        observers: the names of observer NameNodes: a read one of them answers is an observer
+            read even when it came through the client's failover path (an observer serves any
+            read carrying a state id, and the client may not know it is one yet).
     """
 
     def __init__(self, name: str, dfs: Any, history: History, rng: Any, recent_paths: list[str],
-                 stat: Callable[[str], None]) -> None:
+                 stat: Callable[[str], None], observers: frozenset[str] = frozenset()) -> None:
         self.name = name
         self.dfs = dfs
         self.history = history
         self.rng = rng
         self.recent_paths = recent_paths
         self.stat = stat
+        self.observers = observers
         self.dir = f"/{name}"
         self.write_ids = 0          # the DFSClient's call ids: one per write call, from 0
         self.fresh = 0
@@ -288,7 +292,8 @@ class NamespaceClient:
             return
         # an observer's answer is bound by every earlier acknowledged write only when the client
         # msynced for this very read (auto-msync-period 0); otherwise by the client's own session
-        by_observer = getattr(self.dfs, "observer_read_count", 0) > observer_reads
+        by_observer = (getattr(self.dfs, "observer_read_count", 0) > observer_reads
+                       or self._answered_by() in self.observers)
         if by_observer:
             self.stat("reads_by_observer")
         session_only = by_observer and getattr(self.dfs, "auto_msync_period_ms", None) != 0
@@ -564,7 +569,8 @@ class _HARun:
             await asyncio.sleep(0.1)
         for i in range(2):
             name = f"c{i + 1}"
-            c = NamespaceClient(name, cl.new_client(name), h, self.rng, self.recent_paths, self.stat)
+            c = NamespaceClient(name, cl.new_client(name), h, self.rng, self.recent_paths, self.stat,
+                                observers=frozenset(n for n in cl.nn_ids if n == OBSERVER_ID))
             self.clients.append(c)
             c.task = run_in_process(SimProcess(c.name), c.loop(), name=c.name)
         for _ in range(self.opts.steps):
