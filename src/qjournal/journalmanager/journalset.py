@@ -19,12 +19,15 @@ Theory of operation:
   last valid txid) and a new segment is started at the new txid. A restored
   journal therefore lacks the txids it missed; its manifest has a hole that
   readers route around through the other journals.
-* Reading. Manifests of all healthy journals are merged: per start txid the
-  longest copy (finalized preferred) stands for the segment, and every copy
-  with that start becomes a candidate of a
+* Reading. Manifests of every journal are merged: per start txid the longest
+  copy (finalized preferred) stands for the segment, and every copy with that
+  start becomes a candidate of a
   :class:`~qjournal.journalmanager.streams.RedundantInputStream`, so a damaged copy
-  falls over to another journal's copy in mid-read. A journal whose manifest
-  cannot be read is skipped (logged).
+  falls over to another journal's copy in mid-read. A journal marked failed
+  (its disk refused a write) still lends its *finalized* segments: they may be
+  the only copy of acknowledged txids (a member that failed during segment S and
+  was restored at S+1 lacks S; the member that held S may have failed at the
+  start of S+1). A journal whose manifest cannot be read is skipped (logged).
 * ``format`` must succeed on every journal; ``recover_unfinalized_segments``,
   ``finalize_log_segment`` and ``purge_logs_older_than`` go to all healthy
   journals, failures marking the journal failed.
@@ -260,9 +263,10 @@ class JournalSet(JournalManager):
 
     # -- reading ------------------------------------------------------------------------
     async def _manifests(self, since_txid: int, in_progress_ok: bool) -> list[tuple[JournalManager, list[SegmentInfo]]]:
-        members = self.healthy()
-        res = await asyncio.gather(*(m.journal.get_manifest(since_txid, in_progress_ok) for m in members),
-                                   return_exceptions=True)
+        """Every member's manifest; a failed member's finalized segments only (module docstring)."""
+        members = self.members
+        res = await asyncio.gather(*(m.journal.get_manifest(since_txid, in_progress_ok and not m.failed)
+                                     for m in members), return_exceptions=True)
         out = []
         for m, r in zip(members, res):
             if isinstance(r, InvariantViolation):
@@ -293,15 +297,15 @@ class JournalSet(JournalManager):
 
     async def get_manifest(self, since_txid: int = 0,
                            in_progress_ok: bool = False) -> list[SegmentInfo]:
-        """The merged manifest: per start txid the longest copy among healthy journals."""
+        """The merged manifest: per start txid the longest copy (failed journals: finalized only)."""
         groups = self._group(await self._manifests(since_txid, in_progress_ok))
         return [self._best(groups[start]) for start in sorted(groups)]
 
     async def open_segment(self, seg: SegmentInfo, from_txid: int | None = None) -> EditLogInputStream:
-        """A redundant stream over every healthy copy of the segment starting at ``seg.start_txid``.
+        """A redundant stream over every copy of the segment starting at ``seg.start_txid``.
 
         Raises:
-            SegmentNotFoundError: no healthy journal lists it.
+            SegmentNotFoundError: no journal lists it.
         """
         groups = self._group(await self._manifests(seg.start_txid, seg.in_progress))
         copies = groups.get(seg.start_txid)
