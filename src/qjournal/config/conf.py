@@ -21,7 +21,9 @@ Theory of operation:
 Invariants:
 
 1. Every key held is a known key (:func:`qjournal.config.keys.lookup`);
-   an unknown key raises ``ConfigError`` naming the key and its source.
+   an unknown key raises ``ConfigError`` naming the key and its source, and so
+   does a Hadoop key qjournal does not support (``keys.UNSUPPORTED``), with
+   the reason: accepting it and then ignoring it would lie to the operator.
 2. Every value held parses under its key's kind (checked on arrival).
 3. Iteration (``items()``, ``write_xml``) is in sorted key order.
 """
@@ -263,6 +265,10 @@ class Configuration:
         return c
 
     def _put(self, name: str, value: str, where: str) -> None:
+        why = K.unsupported(name)
+        if why is not None:
+            raise ConfigError(f"{where}: configuration key {name!r} is not supported by qjournal: {why}",
+                              key=name, source=where)
         key = K.lookup(name)
         if key is None:
             raise ConfigError(f"{where}: unknown configuration key {name!r}", key=name, source=where)

@@ -30,6 +30,12 @@ Invariants:
 1. A key name is defined once (``define`` refuses a duplicate).
 2. Every default parses under its own kind (checked when the module loads,
    so a broken default fails every test, not one run in production).
+3. No silent keys: every key here is read by the code that it configures
+   (``tests/foundation/test_no_silent_keys.py`` walks the table). A Hadoop key
+   whose concept qjournal does not have is not defined but listed in
+   :data:`UNSUPPORTED` with the reason, so an operator's ``hdfs-site.xml``
+   that sets it fails at start-up with that reason instead of being obeyed
+   in name only.
 """
 
 from __future__ import annotations
@@ -105,6 +111,27 @@ def define(name: str, default: object, kind: str = "str", doc: str = "", unit: s
     return key
 
 
+#: Hadoop keys qjournal refuses, name -> why (invariant 3). Setting one is a
+#: ConfigError that names the key and gives the reason.
+UNSUPPORTED: dict[str, str] = {
+    "dfs.journalnode.handler.count":
+        "JournalNode RPC handlers are asyncio tasks, not a thread pool; the per-connection bound is "
+        "qjournal.rpc.server.max-queued-requests",
+    "dfs.qjournal.parallel-read.num-threads":
+        "the quorum reader has no read thread pool: it asks every JournalNode at once (one call per "
+        "node) and streams one segment at a time",
+    "dfs.ha.zkfc.nn.http.timeout.ms":
+        "the ZKFC makes no HTTP calls to its NameNode (health checks are RPC: ha.health-monitor.rpc-timeout.ms)",
+    "dfs.ha.nn.not-become-active-in-safemode":
+        "the NameNode has no safe mode (it holds metadata only, no block reports to wait for)",
+}
+
+
+def unsupported(name: str) -> str | None:
+    """Why ``name`` is refused, or None when it is not an unsupported key."""
+    return UNSUPPORTED.get(name)
+
+
 def lookup(name: str) -> Key | None:
     """The :class:`Key` a concrete name belongs to (exact match first, then templates)."""
     key = KEYS.get(name)
@@ -160,8 +187,6 @@ define("dfs.namenode.max.op.size", 50 * MiB, "bytes",
        "largest edit record body; bigger records are refused on write and treated as corrupt on read")
 define("qjournal.file-journal.lock.enabled", True, "bool",
        "take in_use.lock on a FileJournal directory (single-writer rule)")
-define("qjournal.file-journal.preallocate.bytes", 0, "bytes",
-       "reserved for preallocation of segment files (0 = none)")
 define("dfs.namenode.edits.journal-plugin.<scheme>", None,
        doc="import path 'module:callable' of a journal factory (uri, conf) for a URI scheme")
 
@@ -231,7 +256,6 @@ define("qjournal.segment-transfer.chunk.bytes", 1 * MiB, "bytes",
 define("dfs.journalnode.edit-cache-size.bytes", 32 * MiB, "bytes",
        "per journal: recent durable edits kept in memory for get_journaled_edits (RPC tailing); "
        "the cache exists when dfs.ha.tail-edits.in-progress is true; 0 disables it")
-define("dfs.journalnode.handler.count", 5, "int", "RPC handler count (accepted for compatibility)")
 define("qjournal.journalnode.max-journals", 1024, "int",
        "journal ids one JournalNode serves (created lazily; a limit on everything)")
 define("qjournal.journalnode.slow-sync.warn.ms", 1000, "duration",
@@ -254,7 +278,6 @@ define("dfs.qjournal.write-txns.timeout.ms", 20000, "duration", "every journal (
 define("dfs.qjm.operations.timeout", 60000, "duration",
        "format, hasSomeData and other whole-set operations", unit="ms")
 define("dfs.qjournal.queued-edits.limit.mb", 10, "int", "per-JournalNode client queue limit in MiB")
-define("dfs.qjournal.parallel-read.num-threads", 5, "int", "concurrent segment reads")
 define("dfs.qjournal.http.open.timeout.ms", 60000, "duration", "HTTP segment fetch connect timeout", unit="ms")
 define("dfs.qjournal.http.read.timeout.ms", 60000, "duration", "HTTP segment fetch read timeout", unit="ms")
 define("qjournal.qjm.output-buffer.bytes", 512 * 1024, "bytes",
@@ -289,8 +312,6 @@ define("dfs.ha.tail-edits.in-progress", True, "bool",
 define("dfs.ha.tail-edits.qjm.rpc.max-txns", 5000, "int", "max txns per get_journaled_edits answer")
 define("dfs.ha.log-roll.period", 120, "duration", "standby asks the active to roll this often", unit="s")
 define("dfs.ha.zkfc.port", 8019, "int", "ZKFC RPC port")
-define("dfs.ha.zkfc.nn.http.timeout.ms", 20000, "duration", "ZKFC -> NameNode HTTP timeout", unit="ms")
-define("dfs.ha.nn.not-become-active-in-safemode", False, "bool", "refuse active while in safe mode")
 define("dfs.client.failover.proxy.provider.<ns>", None, "str",
        "client failover proxy of <ns>: ...ConfiguredFailoverProxyProvider (default: every call to the "
        "active) or org.apache.hadoop.hdfs.server.namenode.ha.ObserverReadProxyProvider (reads to observers)")

@@ -48,7 +48,7 @@ import re
 import shutil
 import signal
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Awaitable, Callable
 
 from qjournal.errors import ConfigError, FencingError, QJournalError
@@ -160,6 +160,11 @@ class FencingSettings:
     shell_timeout_ms: int = 30000
     pid_wait_ms: int = 10000
     ssh_connect_timeout_ms: int = 30000
+    #: ``dfs.ha.fencing.ssh.private-key-files``: each becomes an ``ssh -i`` identity
+    ssh_private_key_files: list[str] = field(default_factory=list)
+    #: ``ha.failover-controller.graceful-fence.connection.retries``: connect attempts to the
+    #: old active beyond the first before graceful fencing gives up
+    graceful_connection_retries: int = 1
 
     @classmethod
     def from_conf(cls, conf) -> "FencingSettings":
@@ -174,18 +179,38 @@ class FencingSettings:
                    shell_timeout_ms=conf.get_duration_ms("dfs.ha.fencing.shell.timeout.ms"),
                    pid_wait_ms=conf.get_duration_ms("dfs.ha.fencing.pidfence.wait.ms"),
                    ssh_connect_timeout_ms=conf.get_duration_ms(
-                       "dfs.ha.fencing.ssh.connect-timeout"))
+                       "dfs.ha.fencing.ssh.connect-timeout"),
+                   ssh_private_key_files=conf.get_list("dfs.ha.fencing.ssh.private-key-files"),
+                   graceful_connection_retries=max(0, int(conf.get_int(
+                       "ha.failover-controller.graceful-fence.connection.retries"))))
 
 
-async def graceful_fence(target: HATarget, proxy_factory: ProxyFactory, timeout_ms: int) -> str | None:
+async def graceful_fence(target: HATarget, proxy_factory: ProxyFactory, timeout_ms: int,
+                         connection_retries: int = 0) -> str | None:
     """Ask the old active to become standby.
+
+    Args:
+        connection_retries: further connect attempts after a failed connect (a refused
+            or reset connection); all attempts share one ``timeout_ms`` deadline, so
+            retries never lengthen the failover budget. A failed
+            ``transition_to_standby`` call is not retried.
 
     Returns:
         None on success, else the reason it failed.
     """
     proxy = None
     try:
-        proxy = await asyncio.wait_for(proxy_factory(), timeout_ms / 1000.0)
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + timeout_ms / 1000.0
+        for attempt in range(connection_retries + 1):
+            try:
+                proxy = await asyncio.wait_for(proxy_factory(), max(0.0, deadline - clock()))
+                break
+            except (QJournalError, OSError, asyncio.TimeoutError) as e:
+                if attempt == connection_retries or clock() >= deadline:
+                    raise
+                log.info("graceful fence of %s: connect attempt %d failed: %s", target.nn_id,
+                         attempt + 1, e, extra={"event": "fence_connect_retry", "target": target.nn_id})
         await proxy.call("transition_to_standby", timeout_ms=timeout_ms, request_source="zkfc")
         return None
     except (QJournalError, OSError, asyncio.TimeoutError) as e:
@@ -249,7 +274,8 @@ async def fence_old_active(target: HATarget, settings: FencingSettings,
     clock = asyncio.get_running_loop().time
     attempts: list[str] = []
     t0 = clock()
-    reason = await graceful_fence(target, factory, settings.graceful_timeout_ms)
+    reason = await graceful_fence(target, factory, settings.graceful_timeout_ms,
+                                  settings.graceful_connection_retries)
     if reason is None:
         log.info("fenced %s gracefully", target.nn_id,
                  extra={"event": "fence", "method": "graceful", "target": target.nn_id,
@@ -337,6 +363,8 @@ async def _ssh_fence(arg: str, target: HATarget, settings: FencingSettings) -> s
             "-o", f"ConnectTimeout={max(1, settings.ssh_connect_timeout_ms // 1000)}"]
     if port:
         argv += ["-p", port]
+    for key_file in settings.ssh_private_key_files:
+        argv += ["-i", key_file]
     argv += [f"{user}@{target.host}" if user else target.host,
              f"fuser -k -n tcp {int(target.port)} || ! fuser -n tcp {int(target.port)}"]
     proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,

@@ -158,14 +158,29 @@ class HealthMonitorSettings:
     check_interval_ms: int = 1000
     rpc_timeout_ms: int = 45000
     connect_retry_interval_ms: int = 1000
+    sleep_after_disconnect_ms: int = 1000
 
     @classmethod
     def from_conf(cls, conf) -> "HealthMonitorSettings":
-        """Read ``ha.health-monitor.{check-interval,rpc-timeout,connect-retry-interval}.ms``."""
+        """Read ``ha.health-monitor.{check-interval,rpc-timeout,connect-retry-interval,sleep-after-disconnect}.ms``."""
         return cls(check_interval_ms=conf.get_duration_ms("ha.health-monitor.check-interval.ms"),
                    rpc_timeout_ms=conf.get_duration_ms("ha.health-monitor.rpc-timeout.ms"),
                    connect_retry_interval_ms=conf.get_duration_ms(
-                       "ha.health-monitor.connect-retry-interval.ms"))
+                       "ha.health-monitor.connect-retry-interval.ms"),
+                   sleep_after_disconnect_ms=conf.get_duration_ms(
+                       "ha.health-monitor.sleep-after-disconnect.ms"))
+
+    def wait_after_ms(self, outcome: "CheckOutcome", connected: bool, disconnected: bool) -> int:
+        """How long to wait before the next check (Hadoop's HealthMonitor loop).
+
+        Args:
+            outcome: the check's outcome.
+            connected: a connection to the service is open now.
+            disconnected: this check lost an open connection (a failed call closed it).
+        """
+        if outcome is not CheckOutcome.NOT_RESPONDING or connected:
+            return self.check_interval_ms
+        return self.sleep_after_disconnect_ms if disconnected else self.connect_retry_interval_ms
 
 
 HealthCallback = Callable[[HealthState], Any]
@@ -199,6 +214,7 @@ class HealthMonitor:
         self.last_status: dict | None = None
         self.last_error: str = ""
         self._proxy: HAServiceProxy | None = None
+        self._disconnected = False  # the last check closed a connection that had been open
         self._task: asyncio.Task | None = None
         self._stop = asyncio.Event()
         self._changed = asyncio.Condition()
@@ -248,8 +264,7 @@ class HealthMonitor:
             await self._apply(outcome)
             if self.state is HealthState.HEALTH_MONITOR_FAILED:
                 return
-            wait_ms = (s.check_interval_ms if outcome is not CheckOutcome.NOT_RESPONDING or self._proxy
-                       else s.connect_retry_interval_ms)
+            wait_ms = s.wait_after_ms(outcome, self._proxy is not None, self._disconnected)
             try:
                 await asyncio.wait_for(self._stop.wait(), wait_ms / 1000.0)
             except asyncio.TimeoutError:
@@ -257,6 +272,7 @@ class HealthMonitor:
 
     async def _check_once(self) -> CheckOutcome:
         s = self.settings
+        self._disconnected = False
         if self._proxy is None:
             try:
                 self._proxy = await asyncio.wait_for(self._factory(), s.rpc_timeout_ms / 1000.0)
@@ -275,6 +291,7 @@ class HealthMonitor:
             outcome = classify_error(e)
             if outcome is CheckOutcome.NOT_RESPONDING:
                 await self._drop_proxy()
+                self._disconnected = True
             return outcome
         if not isinstance(status, dict) or status.get("state") not in HA_SERVICE_STATES:
             self.last_error = f"uninterpretable get_service_status answer {status!r}"

@@ -191,6 +191,7 @@ class LocalCluster:
             "ha.health-monitor.check-interval.ms": "500",
             "ha.health-monitor.rpc-timeout.ms": "5000",
             "ha.health-monitor.connect-retry-interval.ms": "500",
+            "ha.health-monitor.sleep-after-disconnect.ms": "500",
             "ha.failover-controller.graceful-fence.rpc-timeout.ms": "1000",
             "ha.failover-controller.sleep-after-failure-to-become-active.ms": "500",
             "dfs.client.failover.sleep.base.millis": "50",
