@@ -445,6 +445,7 @@ class SimHACluster:
             "ha.health-monitor.check-interval.ms": str(t.health_check_interval_ms),
             "ha.health-monitor.rpc-timeout.ms": str(t.health_rpc_timeout_ms),
             "ha.health-monitor.connect-retry-interval.ms": str(t.connect_retry_ms),
+            "ha.health-monitor.sleep-after-disconnect.ms": str(t.connect_retry_ms),
             "ha.failover-controller.graceful-fence.rpc-timeout.ms": str(t.graceful_fence_ms),
             "ha.failover-controller.sleep-after-failure-to-become-active.ms": str(t.sleep_after_failure_ms),
             "ha.failover-controller.new-active.rpc-timeout.ms": str(t.new_active_timeout_ms),
