@@ -11,9 +11,11 @@ import threading
 
 import pytest
 
+from qjournal.cli import dfs as dfs_cli
 from qjournal.cli.main import main as qjournal_main
 from qjournal.config import Configuration
 from qjournal.namenode.daemon import NameNode
+from qjournal.namenode.dfs_client import DFSClient
 from qjournal.namenode.format import format_namenode
 
 
@@ -81,7 +83,7 @@ def test_dfs_commands_and_formats(namenode, capsys):
     rc, out, _ = dfs(a, capsys, "-count", "/u")
     assert out == f"{3:>12} {2:>12} {0:>18} /u\n"
     rc, out, _ = dfs(a, capsys, "-stat", "%n %F %a %o", "/u/a/f", "/u/a")
-    assert out.splitlines() == ["f regular empty file 644 134217728", "a directory 755 0"]
+    assert out.splitlines() == ["f regular file 644 134217728", "a directory 755 0"]
     assert dfs(a, capsys, "-chmod", "-R", "700", "/u/a")[0] == 0
     rc, out, _ = dfs(a, capsys, "-stat", "%A", "/u/a/b")
     assert out.strip() == "rwx------"
@@ -99,3 +101,137 @@ def test_dfs_commands_and_formats(namenode, capsys):
     assert rc == 1 and "octal only" in err
     rc, _, err = dfs(a, capsys, "-frobnicate", "/u")
     assert rc == 2 and "expected one of" in err
+
+
+@pytest.fixture
+def tree(namenode, capsys):
+    """Empty files /t/a/x.txt, /t/a/sub/Y.TXT, /t/b.log, /t/z and the empty directory /t/empty."""
+    a = namenode
+    assert dfs(a, capsys, "-mkdir", "-p", "/t/a/sub", "/t/empty")[0] == 0
+    assert dfs(a, capsys, "-touchz", "/t/a/x.txt", "/t/a/sub/Y.TXT", "/t/b.log", "/t/z")[0] == 0
+    return a
+
+
+LS_LINE = r"[d-][rwx-]{9} +[-\d]+ hdfs supergroup +\d+ \d{4}-\d\d-\d\d \d\d:\d\d "
+
+
+@pytest.mark.parametrize("argv, paths, found", [
+    (["-ls", "-R", "/t"], ["/t/a", "/t/a/sub", "/t/a/sub/Y.TXT", "/t/a/x.txt", "/t/b.log", "/t/empty", "/t/z"],
+     None),
+    (["-ls", "/t"], ["/t/a", "/t/b.log", "/t/empty", "/t/z"], "Found 4 items"),
+    (["-ls", "-R", "-d", "/t"], ["/t"], None),          # -d lists the directory itself, -R ignored
+    (["-ls", "-d", "-R", "/t/a"], ["/t/a"], None),
+    (["-ls", "-R", "/t/z"], ["/t/z"], None),            # a file lists itself
+    (["-ls", "/t/empty"], [], None),                    # no "Found 0 items" (Hadoop prints none)
+    (["-ls", "-R", "/t/empty"], [], None),
+])
+def test_ls_recursive_and_directory(tree, capsys, argv, paths, found):
+    rc, out, err = dfs(tree, capsys, *argv)
+    assert rc == 0 and err == ""
+    lines = out.splitlines()
+    if found:
+        assert lines.pop(0) == found
+    assert [ln.rsplit(" ", 1)[1] for ln in lines] == paths
+    assert all(re.match(LS_LINE, ln) for ln in lines), lines
+
+
+def test_ls_recursive_reports_an_unreadable_subdirectory_and_goes_on(tree, capsys):
+    assert dfs(tree, capsys, "-chmod", "700", "/t/a/sub")[0] == 0
+    assert dfs(tree, capsys, "-chmod", "777", "/t", "/t/a")[0] == 0
+    rc, out, err = dfs(tree, capsys, "-ls", "-R", "/t", user="bob")
+    assert rc == 1 and err.startswith("ls: `/t/a/sub': Permission denied: user=bob")
+    assert [ln.rsplit(" ", 1)[1] for ln in out.splitlines()] == [
+        "/t/a", "/t/a/sub", "/t/a/x.txt", "/t/b.log", "/t/empty", "/t/z"]
+    rc, _, err = dfs(tree, capsys, "-ls", "-R", "/nope")
+    assert rc == 1 and err == "ls: `/nope': No such file or directory\n"
+
+
+@pytest.mark.parametrize("flag, path, rc", [
+    ("-e", "/t", 0), ("-e", "/t/z", 0), ("-e", "/nope", 1),
+    ("-d", "/t", 0), ("-d", "/t/z", 1), ("-d", "/nope", 1),
+    ("-f", "/t/z", 0), ("-f", "/t", 1), ("-f", "/nope", 1),
+    ("-s", "/t/z", 1), ("-s", "/t", 1), ("-s", "/nope", 1),   # every file here is empty
+    ("-z", "/t/z", 0), ("-z", "/t/empty", 0), ("-z", "/nope", 1),
+])
+def test_test(tree, capsys, flag, path, rc):
+    assert dfs(tree, capsys, "-test", flag, path) == (rc, "", "")
+
+
+@pytest.mark.parametrize("argv, err", [
+    (["-test", "/t"], "test: No test flag given\n"),
+    (["-test", "-e", "-d", "/t"], "test: Only one test flag is allowed\n"),
+    (["-test", "-ed", "/t"], "test: Only one test flag is allowed\n"),
+    (["-test", "-e", "/t", "/t/z"], "test: Too many arguments: expected 1 but got 2\n"),
+    (["-test", "-e"], "test: Not enough arguments: expected 1 but got 0\n"),
+])
+def test_test_usage_errors(tree, capsys, argv, err):
+    assert dfs(tree, capsys, *argv) == (1, "", err)
+
+
+class _OneFile:
+    """A client whose only path is ``/f``, 5 bytes long (the NameNode's RPCs make only empty files)."""
+
+    async def get_file_info(self, path):
+        return {"type": "f", "length": 5} if path == "/f" else None
+
+
+@pytest.mark.parametrize("flag, rc", [("-s", 0), ("-z", 1), ("-f", 0), ("-e", 0), ("-d", 1)])
+def test_test_on_a_file_with_data(flag, rc):
+    assert asyncio.run(dfs_cli.path_test(_OneFile(), {flag[1]}, ["/f"])) == rc
+
+
+@pytest.mark.parametrize("argv, printed", [
+    (["/t"], ["/t", "/t/a", "/t/a/sub", "/t/a/sub/Y.TXT", "/t/a/x.txt", "/t/b.log", "/t/empty", "/t/z"]),
+    (["/t", "-name", "*.txt"], ["/t/a/x.txt"]),
+    (["/t", "-iname", "*.txt"], ["/t/a/sub/Y.TXT", "/t/a/x.txt"]),
+    (["/t", "-name", "*.txt", "-print"], ["/t/a/x.txt"]),
+    (["/t", "-name", "?"], ["/t", "/t/a", "/t/z"]),
+    (["/t", "-name", "[ab]*"], ["/t/a", "/t/b.log"]),
+    (["/t", "-name", "[!ab]*"], ["/t", "/t/a/sub", "/t/a/sub/Y.TXT", "/t/a/x.txt", "/t/empty", "/t/z"]),
+    (["/t", "-name", "[^ab]*.???"], ["/t/a/sub/Y.TXT", "/t/a/x.txt"]),
+    (["/t", "-name", "\\*"], []),
+    (["/t", "-name", "*.{log,txt}"], ["/t/a/x.txt", "/t/b.log"]),
+    (["/t", "-name", "t"], ["/t"]),                    # the argument itself is matched too
+    (["/t", "-iname", "*.TXT", "-and", "-name", "x*"], ["/t/a/x.txt"]),
+    (["/t/a/sub", "/t/empty"], ["/t/a/sub", "/t/a/sub/Y.TXT", "/t/empty"]),
+    (["/t/z", "-name", "z"], ["/t/z"]),
+    (["/t", "-name", "nothing"], []),
+])
+def test_find(tree, capsys, argv, printed):
+    rc, out, err = dfs(tree, capsys, "-find", *argv)
+    assert (rc, err) == (0, "")
+    assert out.splitlines() == printed
+
+
+def test_find_print0_and_errors(tree, capsys):
+    assert dfs(tree, capsys, "-find", "/t/a", "-name", "*.txt", "-print0") == (0, "/t/a/x.txt\0", "")
+    rc, out, err = dfs(tree, capsys, "-find", "/nope", "/t/z")
+    assert (rc, out, err) == (1, "/t/z\n", "find: `/nope': No such file or directory\n")
+    assert dfs(tree, capsys, "-find", "/t", "-size", "0") == (1, "", "find: Unexpected argument: -size\n")
+    assert dfs(tree, capsys, "-find", "/t", "-name")[0] == 1
+
+
+@pytest.mark.parametrize("fmt, want", [
+    ("%a", "644"), ("%A", "rw-r--r--"), ("%b", "0"), ("%F", "regular file"), ("%g", "supergroup"),
+    ("%n", "z"), ("%o", "134217728"), ("%r", "3"), ("%u", "hdfs"),
+    ("%x", "1970-01-02 10:17:36"), ("%X", "123456000"),
+    ("%y", "2001-09-09 01:46:40"), ("%Y", "1000000000000"),
+    ("%n|%F|%u:%g", "z|regular file|hdfs:supergroup"),
+])
+def test_stat_specifiers(tree, capsys, fmt, want):
+    conf = Configuration()
+    conf.set("dfs.namenode.rpc-address", tree)
+
+    async def set_times():
+        async with DFSClient(conf, user="hdfs", groups=["supergroup"]) as c:
+            await c.set_times("/t/z", mtime=1_000_000_000_000, atime=123_456_000)
+    asyncio.run(set_times())
+    assert dfs(tree, capsys, "-stat", fmt, "/t/z") == (0, want + "\n", "")
+
+
+def test_stat_default_format_directory_and_recursion(tree, capsys):
+    rc, out, _ = dfs(tree, capsys, "-stat", "/t/z")
+    assert rc == 0 and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n", out)
+    assert dfs(tree, capsys, "-stat", "%F %a %b", "/t") == (0, "directory 755 0\n", "")
+    rc, out, _ = dfs(tree, capsys, "-stat", "-R", "%n", "/t/a")
+    assert (rc, out.split()) == (0, ["a", "sub", "Y.TXT", "x.txt"])

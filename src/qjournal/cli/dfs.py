@@ -4,10 +4,11 @@ Why: operators know ``hdfs dfs -ls``; the same commands and output formats
 make the NameNode usable and its failover visible from a shell. The client
 fails over between the NameNodes of the nameservice (``DFSClient``).
 
-Commands: ``-ls [-d] PATH...``, ``-mkdir [-p] PATH...``, ``-touchz PATH...``,
+Commands: ``-ls [-d] [-R] PATH...``, ``-mkdir [-p] PATH...``, ``-touchz PATH...``,
 ``-rm [-r|-R] [-f] PATH...``, ``-mv SRC... DST``, ``-chmod [-R] OCTAL PATH...``,
-``-chown [-R] OWNER[:GROUP] PATH...``, ``-stat [FORMAT] PATH...``,
-``-du [-s] PATH...``, ``-count PATH...``, ``-setrep N PATH...``.
+``-chown [-R] OWNER[:GROUP] PATH...``, ``-stat [-R] [FORMAT] PATH...``,
+``-du [-s] PATH...``, ``-count PATH...``, ``-setrep N PATH...``,
+``-test -e|-d|-f|-s|-z PATH``, ``-find PATH... [-name|-iname PATTERN] [-print|-print0]``.
 Errors print ``<cmd>: `<path>': <message>`` on stderr; the exit status is 1
 when any path failed. Options: ``--user``, ``--groups`` (simple authentication).
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -42,34 +44,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _fmt_time(ms: int, with_seconds: bool = False) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S" if with_seconds else "%Y-%m-%d %H:%M",
-                         time.localtime(ms / 1000.0))
+def _fmt_time(ms: int) -> str:
+    """``-ls`` times: local time to the minute (Hadoop's Ls)."""
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000.0))
+
+
+def _fmt_utc(ms: int) -> str:
+    """``-stat`` %x/%y times: UTC to the second (Hadoop's Stat)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000.0))
 
 
 def mode_string(st: dict) -> str:
     return namespace.mode_string(st["type"] == "d", st["permission"])
 
 
+def _rep(st: dict) -> str:
+    return "-" if st["type"] == "d" else str(st["replication"])
+
+
+def ls_widths(statuses: list[dict]) -> tuple[int, int, int, int]:
+    """Column widths (replication, owner, group, length) of one batch, as Hadoop's Ls adjusts them:
+    replication at least 3 wide, length at least 10 wide."""
+    return (max([3] + [len(_rep(s)) for s in statuses]),
+            max([0] + [len(s["owner"]) for s in statuses]),
+            max([0] + [len(s["group"]) for s in statuses]),
+            max([10] + [len(str(s["length"])) for s in statuses]))
+
+
+def ls_line(s: dict, widths: tuple[int, int, int, int]) -> str:
+    wr, wo, wg, wl = widths
+    return (f"{mode_string(s)} {_rep(s):>{wr}} {s['owner']:<{wo}} {s['group']:<{wg}} "
+            f"{s['length']:>{wl}} {_fmt_time(s['mtime'])} {s['path']}")
+
+
 def format_ls(statuses: list[dict]) -> list[str]:
     """``hdfs dfs -ls`` lines (columns aligned as Hadoop's Ls command does)."""
-    if not statuses:
-        return []
-    # Hadoop's Ls: replication at least 3 wide, length at least 10 wide, owner/group left-aligned
-    rep = [("-" if s["type"] == "d" else str(s["replication"])) for s in statuses]
-    wr = max([3] + [len(r) for r in rep])
-    wo = max(len(s["owner"]) for s in statuses)
-    wg = max(len(s["group"]) for s in statuses)
-    wl = max([10] + [len(str(s["length"])) for s in statuses])
-    out = []
-    for s, r in zip(statuses, rep):
-        out.append(f"{mode_string(s)} {r:>{wr}} {s['owner']:<{wo}} {s['group']:<{wg}} "
-                   f"{s['length']:>{wl}} {_fmt_time(s['mtime'])} {s['path']}")
-    return out
+    widths = ls_widths(statuses)
+    return [ls_line(s, widths) for s in statuses]
 
 
 def format_stat(fmt: str, st: dict) -> str:
-    """``-stat`` format: %b %F %g %n %o %r %u %y %Y %a %A."""
+    """``-stat`` format, Hadoop's Stat specifiers: %a octal permission, %A symbolic permission,
+    %b length in bytes, %F ``directory``/``regular file``, %g group, %n name, %o block size,
+    %r replication, %u owner, %x/%y access/modification time (UTC ``yyyy-MM-dd HH:mm:ss``),
+    %X/%Y access/modification time in ms since the epoch."""
     out = []
     i = 0
     while i < len(fmt):
@@ -77,11 +95,11 @@ def format_stat(fmt: str, st: dict) -> str:
         if ch == "%" and i + 1 < len(fmt):
             c = fmt[i + 1]
             i += 2
-            val = {"b": str(st["length"]), "F": "directory" if st["type"] == "d" else
-                   ("regular file" if st["length"] else "regular empty file"),
+            val = {"b": str(st["length"]), "F": "directory" if st["type"] == "d" else "regular file",
                    "g": st["group"], "n": st["name"] or "/", "o": str(st["block_size"]),
                    "r": str(st["replication"]), "u": st["owner"],
-                   "y": _fmt_time(st["mtime"], True), "Y": str(st["mtime"]),
+                   "x": _fmt_utc(st["atime"]), "X": str(st["atime"]),
+                   "y": _fmt_utc(st["mtime"]), "Y": str(st["mtime"]),
                    "a": f"{st['permission']:o}", "A": mode_string(st)[1:]}.get(c)
             out.append(val if val is not None else "%" + c)
         elif ch == "\\" and fmt[i:i + 2] == "\\n":
@@ -176,18 +194,40 @@ async def _walk(c: DFSClient, path: str) -> list[str]:
 
 # ------------------------------------------------------------------ the commands
 async def ls(c: DFSClient, flags: set[str], args: list[str]) -> int:
-    """``-ls [-d] [PATH...]``: a directory's entries (``-d``: the directory itself); default ``/``."""
+    """``-ls [-d] [-R] [PATH...]``: a directory's entries; default ``/``.
+
+    Hadoop's Ls: ``-d`` lists the directory itself (and turns ``-R`` off); ``-R`` lists the tree
+    depth-first, each directory's entries in name order, without ``Found N items`` lines; the column
+    widths are those of the batch (one directory's entries) printed last, so entries after a
+    subdirectory's listing keep its widths, as Hadoop's shared line format does.
+    """
+    recursive = "R" in flags and "d" not in flags
+    rc = 0
+    widths = ls_widths([])
+
+    async def batch(items: list[dict]) -> None:
+        nonlocal widths, rc
+        widths = ls_widths(items)
+        for item in items:
+            print(ls_line(item, widths))
+            if recursive and item["type"] == "d":
+                try:
+                    await batch(await c.list_status(item["path"]))
+                except QJournalError as e:
+                    _err("-ls", item["path"], e)
+                    rc = 1
+
     async def show(p: str) -> None:
         st = await _stat(c, p)
         if st["type"] == "d" and "d" not in flags:
             items = await c.list_status(p)
-            print(f"Found {len(items)} items")
-            for line in format_ls(items):
-                print(line)
+            if items and not recursive:
+                print(f"Found {len(items)} items")
+            await batch(items)
         else:
-            for line in format_ls([st]):
-                print(line)
-    return await _for_each("-ls", args or ["/"], show)
+            await batch([st])
+    failed = await _for_each("-ls", args or ["/"], show)
+    return rc or failed
 
 
 async def mkdir(c: DFSClient, flags: set[str], args: list[str]) -> int:
@@ -290,14 +330,145 @@ async def setrep(c: DFSClient, flags: set[str], args: list[str]) -> int:
 
 
 async def stat(c: DFSClient, flags: set[str], args: list[str]) -> int:
-    """``-stat [FORMAT] PATH...`` (default format ``%y``)."""
+    """``-stat [-R] [FORMAT] PATH...`` (default format ``%y``; as Hadoop, the first argument is the
+    format when it contains ``%``; ``-R``: each path and everything under it)."""
     fmt = "%y"
-    if args and not args[0].startswith("/"):
+    if args and "%" in args[0]:
         fmt, args = args[0], args[1:]
+    if not args:
+        return _needs_argument("-stat")
+    targets, rc = await _targets(c, "-stat", flags, args)
 
     async def show(p: str) -> None:
         print(format_stat(fmt, await _stat(c, p)))
-    return await _for_each("-stat", args, show)
+    failed = await _for_each("-stat", targets, show)
+    return rc or failed
+
+
+async def path_test(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-test -e|-d|-f|-s|-z PATH``: exit status 0 when the path exists (``-e``), is a directory
+    (``-d``), is a file (``-f``), has a length > 0 (``-s``) or a length of 0 (``-z``); 1 otherwise,
+    and when it does not exist. No output (Hadoop's Test)."""
+    if not flags:
+        print("test: No test flag given", file=sys.stderr)
+        return 1
+    if len(flags) > 1:
+        print("test: Only one test flag is allowed", file=sys.stderr)
+        return 1
+    if len(args) != 1:
+        print(f"test: {'Too many' if args else 'Not enough'} arguments: expected 1 but got {len(args)}",
+              file=sys.stderr)
+        return 1
+    try:
+        st = await c.get_file_info(args[0])
+    except QJournalError as e:
+        _err("-test", args[0], e)
+        return 1
+    if st is None:
+        return 1
+    flag = next(iter(flags))
+    ok = {"e": True, "d": st["type"] == "d", "f": st["type"] != "d",
+          "s": st["length"] > 0, "z": st["length"] == 0}[flag]
+    return 0 if ok else 1
+
+
+def glob_regex(pattern: str, ignore_case: bool = False) -> re.Pattern[str]:
+    """A Hadoop ``GlobPattern`` as a regular expression: ``*``, ``?``, ``[...]`` (``!`` or ``^``
+    negates), ``{a,b}`` alternatives and ``\\`` escapes; the whole name must match."""
+    out = []
+    i, curly = 0, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "[":
+            end = pattern.find("]", i + 2)
+            if end < 0:
+                raise ValueError(f"Unclosed character class: {pattern}")
+            body = pattern[i + 1:end]
+            neg = body[:1] in ("!", "^")
+            body = body[1:] if neg else body
+            out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\").replace("[", "\\[") + "]")
+            i = end
+        elif ch == "{":
+            curly += 1
+            out.append("(?:")
+        elif ch == "," and curly:
+            out.append("|")
+        elif ch == "}" and curly:
+            curly -= 1
+            out.append(")")
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    if curly:
+        raise ValueError(f"Unclosed group: {pattern}")
+    return re.compile("".join(out), re.DOTALL | (re.IGNORECASE if ignore_case else 0))
+
+
+async def find(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-find PATH... [-name PATTERN | -iname PATTERN]... [-print | -print0]``: every path at or
+    under the given ones whose last component matches all the patterns (Hadoop's Find: glob
+    patterns, expressions joined by an implicit ``-and``, ``-print`` when no action is given),
+    depth-first in name order; default path ``/``."""
+    paths = []
+    while args and not args[0].startswith("-"):
+        paths.append(args.pop(0))
+    patterns: list[re.Pattern[str]] = []
+    end = "\n"
+    while args:
+        a = args.pop(0)
+        try:
+            if a in ("-name", "-iname"):
+                if not args:
+                    print("find: Not enough arguments: expected 1 but got 0", file=sys.stderr)
+                    return 1
+                patterns.append(glob_regex(args.pop(0), ignore_case=a == "-iname"))
+            elif a == "-print":
+                end = "\n"
+            elif a == "-print0":
+                end = "\0"
+            elif a in ("-and", "-a"):
+                pass
+            else:
+                print(f"find: Unexpected argument: {a}", file=sys.stderr)
+                return 1
+        except ValueError as e:
+            print(f"find: {e}", file=sys.stderr)
+            return 1
+    rc = 0
+
+    def visit(path: str) -> None:
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if all(p.fullmatch(name) for p in patterns):
+            print(path, end=end)
+
+    async def walk(path: str) -> None:
+        nonlocal rc
+        try:
+            children = await c.list_status(path)
+        except QJournalError as e:
+            _err("-find", path, e)
+            rc = 1
+            return
+        for child in children:
+            visit(child["path"])
+            if child["type"] == "d":
+                await walk(child["path"])
+
+    async def one(p: str) -> None:
+        st = await _stat(c, p)
+        visit(p)
+        if st["type"] == "d":
+            await walk(p)
+    failed = await _for_each("-find", paths or ["/"], one)
+    return rc or failed
 
 
 async def du(c: DFSClient, flags: set[str], args: list[str]) -> int:
@@ -344,8 +515,10 @@ COMMANDS: dict[str, Command] = {
     "-mv": Command(mv),
     "-chmod": Command(chmod, "Rw"),
     "-chown": Command(chown, "Rw"),
-    "-stat": Command(stat),
+    "-stat": Command(stat, "R"),
     "-du": Command(du, "sh"),
     "-count": Command(count),
     "-setrep": Command(setrep, "Rw"),
+    "-test": Command(path_test, "edfsz"),
+    "-find": Command(find),
 }
