@@ -146,6 +146,30 @@ def test_ls_recursive_reports_an_unreadable_subdirectory_and_goes_on(tree, capsy
     assert rc == 1 and err == "ls: `/nope': No such file or directory\n"
 
 
+def test_ls_column_widths_only_grow_during_one_command(tree, capsys):
+    """Hadoop's Ls keeps its widths in the command: a wide group in /t/a/sub widens every later line."""
+    assert dfs(tree, capsys, "-chown", "hdfs:longergroupname", "/t/a/sub/Y.TXT")[0] == 0
+    rc, out, _ = dfs(tree, capsys, "-ls", "-R", "/t")
+    # the width of the line up to the path: "supergroup" is 10 wide, "longergroupname" 15
+    width = {ln.rsplit(" ", 1)[1]: len(ln.rsplit(" ", 1)[0]) for ln in out.splitlines()}
+    narrow = width["/t/a"]
+    assert width["/t/a/sub"] == narrow                                    # before the wide batch
+    assert width["/t/a/sub/Y.TXT"] == width["/t/a/x.txt"] == width["/t/b.log"] == width["/t/z"] == narrow + 5
+    assert " supergroup      " in out.splitlines()[-1]                      # left-aligned, padded
+    rc, out, _ = dfs(tree, capsys, "-ls", "/t/a/sub", "/t/z")               # across path arguments too
+    assert [len(ln.rsplit(" ", 1)[0]) for ln in out.splitlines() if ln.startswith("-")] == [narrow + 5] * 2
+
+
+@pytest.mark.parametrize("pattern, name, match", [
+    ("*", "", True), ("*", "abc", True), ("a?c", "abc", True), ("a?c", "ac", False),
+    ("[a-c]x", "bx", True), ("[!a-c]x", "bx", False), ("[^a-c]x", "dx", True),
+    ("{foo,ba{r,z}}", "baz", True), ("{foo,bar}", "foobar", False), ("a,b", "a,b", True),
+    ("\\*", "*", True), ("\\*", "x", False), ("x.y", "xzy", False), ("(a)+", "(a)+", True),
+])
+def test_glob_regex(pattern, name, match):
+    assert bool(dfs_cli.glob_regex(pattern).fullmatch(name)) is match
+
+
 @pytest.mark.parametrize("flag, path, rc", [
     ("-e", "/t", 0), ("-e", "/t/z", 0), ("-e", "/nope", 1),
     ("-d", "/t", 0), ("-d", "/t/z", 1), ("-d", "/nope", 1),

@@ -62,13 +62,15 @@ def _rep(st: dict) -> str:
     return "-" if st["type"] == "d" else str(st["replication"])
 
 
-def ls_widths(statuses: list[dict]) -> tuple[int, int, int, int]:
-    """Column widths (replication, owner, group, length) of one batch, as Hadoop's Ls adjusts them:
-    replication at least 3 wide, length at least 10 wide."""
-    return (max([3] + [len(_rep(s)) for s in statuses]),
-            max([0] + [len(s["owner"]) for s in statuses]),
-            max([0] + [len(s["group"]) for s in statuses]),
-            max([10] + [len(str(s["length"])) for s in statuses]))
+def ls_widths(statuses: list[dict], widths: tuple[int, int, int, int] = (3, 0, 0, 10)
+              ) -> tuple[int, int, int, int]:
+    """Column widths (replication, owner, group, length) that fit ``statuses`` and are no narrower than
+    ``widths`` (Hadoop's Ls starts at replication 3 wide and length 10 wide, and only widens)."""
+    wr, wo, wg, wl = widths
+    return (max([wr] + [len(_rep(s)) for s in statuses]),
+            max([wo] + [len(s["owner"]) for s in statuses]),
+            max([wg] + [len(s["group"]) for s in statuses]),
+            max([wl] + [len(str(s["length"])) for s in statuses]))
 
 
 def ls_line(s: dict, widths: tuple[int, int, int, int]) -> str:
@@ -197,9 +199,9 @@ async def ls(c: DFSClient, flags: set[str], args: list[str]) -> int:
     """``-ls [-d] [-R] [PATH...]``: a directory's entries; default ``/``.
 
     Hadoop's Ls: ``-d`` lists the directory itself (and turns ``-R`` off); ``-R`` lists the tree
-    depth-first, each directory's entries in name order, without ``Found N items`` lines; the column
-    widths are those of the batch (one directory's entries) printed last, so entries after a
-    subdirectory's listing keep its widths, as Hadoop's shared line format does.
+    depth-first, each directory's entries in name order, without ``Found N items`` lines. The column
+    widths only grow during one command, as Hadoop's Ls keeps them: each batch (a directory's entries,
+    or a file argument) widens them to fit, and later lines keep the widths of every earlier batch.
     """
     recursive = "R" in flags and "d" not in flags
     rc = 0
@@ -207,7 +209,7 @@ async def ls(c: DFSClient, flags: set[str], args: list[str]) -> int:
 
     async def batch(items: list[dict]) -> None:
         nonlocal widths, rc
-        widths = ls_widths(items)
+        widths = ls_widths(items, widths)
         for item in items:
             print(ls_line(item, widths))
             if recursive and item["type"] == "d":
