@@ -26,6 +26,7 @@ from qjournal.namenode.dfs_client import OBSERVER_READ_PROXY_PROVIDER, DFSClient
 from qjournal.namenode.format import bootstrap_standby, format_namenode
 from qjournal.namenode.ha_state import HAState
 from qjournal.transport.rpc import RpcClient
+from tests.ha.zk_fixtures import async_wait_until
 
 #: the observers' bounded wait in these tests
 WAIT_MS = 300
@@ -108,16 +109,6 @@ async def observer_cluster(tmp, observers: int = 1):
         await c.close()
 
 
-async def wait_until(cond, what: str, timeout_s: float = 10.0) -> None:
-    """A condition with a deadline (the loop runs the tailers meanwhile)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 W = dict(user="hdfs", groups=["supergroup"])
 
 
@@ -192,7 +183,8 @@ def test_monotonic_reads_across_observers_one_lagging(tmp_path):
                 assert sids == sorted(sids)
                 assert c.nns["obs2"].last_applied_txid < reader.state_id
                 c.nns["obs2"].tailer.start(c.nns["obs2"].shared_reader)   # it catches up and serves again
-                await wait_until(lambda: c.nns["obs2"].last_applied_txid >= writer.state_id, "obs2 catch-up")
+                await async_wait_until(lambda: c.nns["obs2"].last_applied_txid >= writer.state_id, 10.0,
+                                       "obs2 catch-up")
                 # the writer's last mkdirs is another client's write: the reader sees it after an msync
                 # (its state id then covers it, so whichever observer it stays with must too)
                 await reader.msync()

@@ -63,7 +63,7 @@ from qjournal.client.logger import AsyncLogger, Connector
 from qjournal.client.logger_set import AsyncLoggerSet
 from qjournal.client.output_stream import QuorumOutputStream
 from qjournal.client.quorum_call import QuorumCall
-from qjournal.client.reader import (Fetcher, MergedManifest, QuorumSegmentInputStream, http_fetch,
+from qjournal.client.reader import (Fetcher, MergedManifest, QuorumSegmentInputStream,
                                     merge_manifests)
 from qjournal.client.rpc_reader import ChosenEdits, RpcEditLogInputStream, choose_journaled_edits
 from qjournal.client.settings import QJMSettings
@@ -77,7 +77,7 @@ from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, N
                                         SegmentState)
 from qjournal.protocol.segment import LAYOUT_VERSION
 from qjournal.transport import RpcClient
-from qjournal.transport.download import SegmentDownload
+from qjournal.transport.download import SegmentDownload, http_download
 from qjournal.transport.tls import client_context_from_conf
 from qjournal.transport.http import http_client_context
 
@@ -546,27 +546,29 @@ class QuorumJournalManager(JournalManager):
             QuorumError / RpcTimeoutError: no quorum answered the manifest.
         """
         if in_progress_ok and self.settings.tail_in_progress and (to_txid is None or to_txid >= from_txid):
-            try:
-                first = await self.get_journaled_edits(from_txid)
-            except CacheMissError as e:
-                self.rpc_fallbacks += 1
-                self.last_rpc_miss = str(e)
-                log.debug("journal %r: tailing from txid %d streams segments: %s", self.jid, from_txid, e)
-            else:
-                self.rpc_reads += 1
+            first = await self._journaled_edits_or_miss(from_txid)
+            if first is not None:
                 return RpcEditLogInputStream(self.jid, first, self._more_journaled_edits, to_txid)
+            self.rpc_fallbacks += 1
+            log.debug("journal %r: tailing from txid %d streams segments: %s", self.jid, from_txid,
+                      self.last_rpc_miss)
         return await super().open_input(from_txid, to_txid, in_progress_ok)
 
-    async def _more_journaled_edits(self, since_txid: int) -> ChosenEdits:
-        """The next round of a full answer; a miss there ends the stream (the next
-        ``open_input`` falls back to streaming)."""
+    async def _journaled_edits_or_miss(self, since_txid: int) -> ChosenEdits | None:
+        """One RPC tailing round, counted; None on a miss (remembered in ``last_rpc_miss``)."""
         try:
             got = await self.get_journaled_edits(since_txid)
         except CacheMissError as e:
             self.last_rpc_miss = str(e)
-            return ChosenEdits(since_txid, since_txid - 1, b"", False)
+            return None
         self.rpc_reads += 1
         return got
+
+    async def _more_journaled_edits(self, since_txid: int) -> ChosenEdits:
+        """The next round of a full answer; a miss there ends the stream (the next
+        ``open_input`` falls back to streaming)."""
+        got = await self._journaled_edits_or_miss(since_txid)
+        return got if got is not None else ChosenEdits(since_txid, since_txid - 1, b"", False)
 
     async def _ensure_http_urls(self, names: tuple[str, ...]) -> None:
         missing = [self.loggers.by_name(n) for n in names if self.loggers.by_name(n).http_url is None]
@@ -603,8 +605,9 @@ class QuorumJournalManager(JournalManager):
             self._http = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=client_ctx) if client_ctx is not None else None)
         s = self.settings
-        return await http_fetch(self._http, url, (s.http_open_timeout_ms / 1000.0,
-                                                  s.http_read_timeout_ms / 1000.0), s.transfer_chunk_bytes)
+        return await http_download(self._http, url, chunk_bytes=s.transfer_chunk_bytes,
+                                   connect_timeout_s=s.http_open_timeout_ms / 1000.0,
+                                   read_timeout_s=s.http_read_timeout_ms / 1000.0)
 
     async def open_segment(self, seg: SegmentInfo, from_txid: int | None = None) -> EditLogInputStream:
         """A stream over one segment of the last manifest, from any replica.

@@ -69,11 +69,11 @@ from qjournal.journalmanager.streams import EditLogInputStream, SegmentInfo
 from qjournal.protocol.messages import Manifest
 from qjournal.protocol.segment import (DEFAULT_MAX_RECORD_BYTES, INVALID_TXID, EditRecord, SegmentDecoder,
                                        crc32c)
-from qjournal.transport.download import SegmentDownload, http_download
+from qjournal.transport.download import SegmentDownload
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MergedManifest", "merge_manifests", "QuorumSegmentInputStream"]
+__all__ = ["MergedManifest", "merge_manifests", "QuorumSegmentInputStream", "Fetcher"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,14 +106,8 @@ def merge_manifests(manifests: Mapping[str, Manifest], in_progress_ok: bool,
     Returns:
         A :class:`MergedManifest`.
     """
-    committed = INVALID_TXID
-    for name in sorted(manifests):
-        c = manifests[name].committed_txid
-        if c != INVALID_TXID and c > committed:
-            committed = c
-
     def committed_by(epoch: int | None) -> int:
-        """The highest committed txid reported by ``epoch`` (invariant 6)."""
+        """The highest committed txid reported by ``epoch`` (invariant 6; None: by any)."""
         best = INVALID_TXID
         for name in sorted(manifests):
             m = manifests[name]
@@ -122,6 +116,7 @@ def merge_manifests(manifests: Mapping[str, Manifest], in_progress_ok: bool,
                 best = m.committed_txid
         return best
 
+    committed = committed_by(None)
     copies: dict[int, list[tuple[str, Any]]] = {}
     starts: set[int] = set()
     for name in sorted(manifests):
@@ -259,11 +254,15 @@ class QuorumSegmentInputStream(EditLogInputStream):
         if chunk is None:
             self._check_body_crc()
             return False
+        self._account(chunk)
+        self._decoder.feed(chunk)
+        return True
+
+    def _account(self, chunk: bytes) -> None:
+        """Count a downloaded chunk and fold it into the body's CRC32C."""
         if self._on_bytes is not None:
             self._on_bytes(len(chunk))
         self._body_crc = crc32c(chunk, self._body_crc)
-        self._decoder.feed(chunk)
-        return True
 
     def _check_body_crc(self) -> None:
         assert self._download is not None
@@ -277,9 +276,7 @@ class QuorumSegmentInputStream(EditLogInputStream):
         """Read the rest of the body without decoding it, to check its CRC32C (invariant 2)."""
         assert self._download is not None
         while (chunk := await self._download.next_chunk()) is not None:
-            if self._on_bytes is not None:
-                self._on_bytes(len(chunk))
-            self._body_crc = crc32c(chunk, self._body_crc)
+            self._account(chunk)
         self._check_body_crc()
 
     async def _next_from_replica(self) -> EditRecord | None:
@@ -329,14 +326,3 @@ class QuorumSegmentInputStream(EditLogInputStream):
         if download is not None:
             await download.aclose()
 
-
-async def http_fetch(session: Any, url: str, timeout_s: tuple[float, float],
-                     chunk_bytes: int) -> SegmentDownload:
-    """Start a ``GET`` of a segment; its body streams in chunks of at most ``chunk_bytes``.
-
-    Raises:
-        TransportError: a connection failure or a status other than 200 (a short body fails
-            while it is read).
-    """
-    return await http_download(session, url, chunk_bytes=chunk_bytes, connect_timeout_s=timeout_s[0],
-                               read_timeout_s=timeout_s[1])

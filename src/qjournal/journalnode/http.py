@@ -131,7 +131,7 @@ class JournalNodeHttpServer:
             return web.Response(status=500, text=f"getedit failed. {e.message}\n")
         try:
             loop = asyncio.get_running_loop()
-            crc = await loop.run_in_executor(None, _crc_of_prefix, rs.stream, rs.length)
+            crc = await loop.run_in_executor(None, crc_of_prefix, rs.stream, rs.length)
             resp = web.StreamResponse(status=200, headers={
                 "Content-Type": "application/octet-stream",
                 "X-Qjournal-Crc32c": f"{crc:08x}",
@@ -270,12 +270,18 @@ class JournalNodeHttpServer:
         return web.Response(text=body, content_type="text/html")
 
 
-def _crc_of_prefix(stream, length: int) -> int:
+def crc_of_prefix(stream, length: int, chunk_bytes: int = CHUNK_BYTES) -> int:
+    """The CRC32C of the first ``length`` bytes of ``stream`` (the ``X-Qjournal-Crc32c`` header of a
+    segment about to be served), read in chunks from the start.
+
+    Raises:
+        OSError: the file is shorter than ``length``.
+    """
     stream.seek(0)
     crc = 0
     left = length
     while left > 0:
-        chunk = stream.read(min(CHUNK_BYTES, left))
+        chunk = stream.read(min(chunk_bytes, left))
         if not chunk:
             raise OSError(f"file is shorter than the {length} bytes to serve")
         crc = crc32c(chunk, crc)

@@ -1170,9 +1170,8 @@ class Journal:
         self._check_download_name(tmp_name)
         self.storage.delete(tmp_name)
 
-    def _read_chunks(self, name: str) -> Iterator[bytes]:
-        """The bytes of ``name`` in chunks of ``read_chunk_bytes`` (bounded memory)."""
-        off = 0
+    def _read_chunks(self, name: str, off: int = 0) -> Iterator[bytes]:
+        """The bytes of ``name`` from ``off`` in chunks of ``read_chunk_bytes`` (bounded memory)."""
         while True:
             chunk = self.storage.read(name, off, self.read_chunk_bytes)
             if not chunk:
@@ -1283,20 +1282,14 @@ class Journal:
         """``(digest, problem)`` of the file ``name`` holding finalized segment ``start_txid-end_txid``,
         read in chunks: the CRC32C of every byte after its header, and what is wrong (None when the
         records hold exactly those txids and nothing follows them)."""
-        digest = 0
-        size = 0
-
-        def chunks() -> Iterator[bytes]:
-            nonlocal digest, size
-            for chunk in self._read_chunks(name):
-                digest = crc32c(memoryview(chunk)[max(0, HEADER_SIZE - size):], digest)
-                size += len(chunk)
-                yield chunk
-        it = chunks()
-        res, _ = scan_segment_chunks(it, expected_first_txid=start_txid, max_record_bytes=self.max_record_bytes,
-                                     where=f"{self.storage.where}/{name}")
-        for _ in it:  # the rest of the file, for the digest
-            pass
+        res, digest = scan_segment_chunks(self._read_chunks(name), expected_first_txid=start_txid,
+                                          max_record_bytes=self.max_record_bytes,
+                                          where=f"{self.storage.where}/{name}")
+        # the scan's digest covers the valid records; continue it over whatever follows them
+        # (a damaged file keeps a digest of all its bytes after the header)
+        for chunk in self._read_chunks(name, max(res.valid_length, HEADER_SIZE)):
+            digest = crc32c(chunk, digest)
+        size = self.storage.size(name)
         problem = None
         if not res.header_ok:
             problem = "bad segment header"

@@ -62,7 +62,7 @@ import aiohttp
 from qjournal.config import Configuration
 from qjournal.errors import (ConfigError, InvalidRequestError, JournalError, QJournalError,
                              SegmentNotFoundError, TransportError)
-from qjournal.journalnode.http import JournalNodeHttpServer
+from qjournal.journalnode.http import JournalNodeHttpServer, crc_of_prefix
 from qjournal.journalnode.journal import Journal
 from qjournal.transport.download import SegmentDownload, http_download
 from qjournal.protocol.segment import validate_batch
@@ -578,14 +578,11 @@ class JournalNode:
                 return rs.stream.read(n)
             return await asyncio.get_running_loop().run_in_executor(None, rs.stream.read, n)
         try:
-            crc = 0
-            left = rs.length
-            while left > 0:
-                part = await read(min(chunk_bytes, left))
-                if not part:
-                    raise OSError(f"{rs.file_name}: file shrank while being served ({left} bytes missing)")
-                crc = crc32c(part, crc)
-                left -= len(part)
+            if self.threaded:
+                crc = await asyncio.get_running_loop().run_in_executor(
+                    None, crc_of_prefix, rs.stream, rs.length, chunk_bytes)
+            else:
+                crc = crc_of_prefix(rs.stream, rs.length, chunk_bytes)
             rs.stream.seek(0)
         except BaseException:
             rs.stream.close()

@@ -29,11 +29,10 @@ import asyncio
 import os
 import re
 from dataclasses import dataclass, field
-from urllib.parse import quote
 
 from qjournal.config import Configuration
 from qjournal.errors import ConfigError, QJournalError, TransportError
-from qjournal.protocol.journal_uri import parse_qjournal_uri
+from qjournal.protocol.journal_uri import parse_qjournal_uri, segment_url
 from qjournal.protocol.segment import crc32c, segment_file_name
 from qjournal.transport.download import http_download
 from qjournal.transport.rpc import RpcClient
@@ -93,10 +92,7 @@ async def _fetch_node(host: str, port: int, jid: str, node_dir: str, result: Fet
             if os.path.exists(path):
                 result.skipped += 1
                 continue
-            query = f"jid={quote(jid)}&segmentTxId={start}&inProgressOk=false"
-            if storage_info:
-                query += f"&storageInfo={quote(storage_info)}"
-            url = f"{base_url.rstrip('/')}/getJournal?{query}"
+            url = segment_url(base_url.rstrip("/"), jid, start, storage_info or "", in_progress_ok=False)
             try:
                 size = await asyncio.wait_for(_stage(http, url, path, chunk_bytes, timeout_ms),
                                               timeout_ms / 1000)

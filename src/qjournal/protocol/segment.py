@@ -561,9 +561,10 @@ class SegmentDecoder:
         """Append the next chunk of the segment."""
         n = len(data)
         if self.ended:
-            if self._garbage_at is None and bytes(data).strip(b"\x00\xff"):
-                first = next(i for i, b in enumerate(bytes(data)) if b not in (0x00, 0xFF))
-                self._garbage_at = self._fed + first
+            if self._garbage_at is None:
+                first = _first_non_padding(data, 0)
+                if first is not None:
+                    self._garbage_at = self._fed + first
             self._fed += n
             return
         if self._pos:
@@ -609,10 +610,9 @@ class SegmentDecoder:
         if d.status == END:
             if self._pos < len(self._buf):  # a padding byte: the log ends here [3]
                 self.ended = True
-                rest = bytes(self._buf[self._pos:])
-                if rest.strip(b"\x00\xff"):
-                    first = next(i for i, b in enumerate(rest) if b not in (0x00, 0xFF))
-                    self._garbage_at = self.offset + first
+                first = _first_non_padding(self._buf, self._pos)
+                if first is not None:
+                    self._garbage_at = self._base + first
                 self._fold_crc()
                 del self._buf[self._pos:]
             return None
