@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup test demo soak bench clean
+.PHONY: setup test demo soak bench bench-peers clean
 
 setup:
 	@bash scripts/setup.sh
@@ -23,6 +23,11 @@ soak: setup
 
 bench: setup
 	$(PY) bench/run_all.py $(BENCH_ARGS)
+
+# qjournal beside a 3-member etcd and a 3-server ZooKeeper, in one run (installs etcd and the clients first)
+bench-peers:
+	@bash bench/peers/setup.sh
+	$(PY) bench/peers/peers_bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .venv build src/*.egg-info .pytest_cache
