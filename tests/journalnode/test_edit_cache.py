@@ -69,6 +69,13 @@ def test_eviction_keeps_the_newest_within_capacity_and_misses_below():
         c.retrieve(50, 10, 1 << 20, 100, 3)
     assert e.value.fields["lowest_txid"] == 71
     assert txids(c.retrieve(71, 5000, 1 << 20, 100, 3).records) == list(range(71, 101))
+    with pytest.raises(CacheMissError):
+        c.retrieve(61, 10, 1 << 20, 100, 3)
+    with pytest.raises(CacheMissError, match="epoch"):   # another writer's: a miss of distance 0
+        c.retrieve(80, 10, 1 << 20, 100, 4)
+    m = c.metrics()  # Hadoop's JournalMetrics names: 3 misses 21, 10 and 0 txids below the cache
+    assert m["RpcRequestCacheMissAmountNumMisses"] == 3 and m["RpcRequestCacheMissAmountAvgTxns"] == 31 / 3
+    assert m["TxnsServedViaRpc"] == 30 and m["BytesServedViaRpc"] == 3 * one and m["RpcEmptyResponses"] == 0
 
 
 @pytest.mark.parametrize("epoch, first, layout, kept", [

@@ -59,10 +59,12 @@ def test_install_verifies_then_installs_and_a_second_install_is_skipped(j, tmp_p
         install_download(j, seg, 30, seg_bytes(11, 9))          # a short copy
     with pytest.raises(JournalError, match="digest"):
         install_download(j, SegmentState(11, 20, False, 0x1234), 30, seg_bytes(11, 10))
+    assert j.metrics_snapshot()["NumEditLogsSynced"] == 0
     assert install_download(j, seg, 30, seg_bytes(11, 10)) is True
     name = "edits_0000000000000000011-0000000000000000020"
     assert open(os.path.join(current(tmp_path), name), "rb").read() == seg_bytes(11, 10)
     assert install_download(j, seg, 30, seg_bytes(11, 10)) is False  # already held
+    assert j.metrics_snapshot()["NumEditLogsSynced"] == 1             # Hadoop's count of synced segments
     assert [s.start_txid for s in j.get_edit_log_manifest(0, False).segments] == [1, 11, 21]
 
 

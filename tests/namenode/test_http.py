@@ -99,7 +99,7 @@ def test_jmx_metrics_status_page_non_ha(tmp_path):
                 assert states == {"active": 1.0, "initializing": 0.0, "observer": 0.0, "standby": 0.0,
                                   "stopping": 0.0}
                 assert fams["qjournal_namenode_last_written_txid"].samples[0].value == nn.last_applied_txid
-                assert fams["qjournal_namenode_files_total"].samples[0].value == 5
+                assert fams["qjournal_namenode_files"].samples[0].value == 5
                 assert fams["qjournal_namenode_rpc_calls"].samples[0].value == 4
                 assert fams["qjournal_namenode_journal_healthy"].samples[0].value == 1.0
 

@@ -87,6 +87,7 @@ class JournaledEditsCache:
         #: counters for metrics (Hadoop's JournalMetrics names in :meth:`metrics`)
         self.hits = 0
         self.misses = 0
+        self.miss_txns = 0   # summed distance of the misses from the cache's lowest txid
         self.resets = 0
         self.empty_answers = 0
         self.txns_served = 0
@@ -103,14 +104,20 @@ class JournaledEditsCache:
         return self._batches[-1][1] if self._batches else INVALID_TXID
 
     def metrics(self) -> dict:
-        """The cache's part of the ``Journal-<jid>`` bean."""
+        """The cache's part of the ``Journal-<jid>`` bean: Hadoop's ``JournalMetrics`` names
+        (``TxnsServedViaRpc``, ``BytesServedViaRpc``, ``RpcEmptyResponses``, the
+        ``RpcRequestCacheMissAmount`` stat as ``...NumMisses`` / ``...AvgTxns``: how far below the
+        cache's lowest txid the missed requests were, 0 for a miss of an empty or other-epoch
+        cache), then qjournal's ``EditCache*`` and ``JournaledEditsRequests``."""
         with self._lock:
-            return {"EditCacheBytes": self.size_bytes, "EditCacheCapacityBytes": self.capacity_bytes,
+            return {"TxnsServedViaRpc": self.txns_served, "BytesServedViaRpc": self.bytes_served,
+                    "RpcEmptyResponses": self.empty_answers,
+                    "RpcRequestCacheMissAmountNumMisses": self.misses,
+                    "RpcRequestCacheMissAmountAvgTxns": self.miss_txns / self.misses if self.misses else 0.0,
+                    "EditCacheBytes": self.size_bytes, "EditCacheCapacityBytes": self.capacity_bytes,
                     "EditCacheLowestTxId": self.lowest_txid, "EditCacheHighestTxId": self.highest_txid,
-                    "RpcRequestCacheMiss": self.misses, "EditCacheResets": self.resets,
-                    "JournaledEditsRequests": self.hits + self.misses + self.empty_answers,
-                    "JournaledEditsTxns": self.txns_served, "JournaledEditsBytes": self.bytes_served,
-                    "RpcEmptyResponses": self.empty_answers}
+                    "EditCacheResets": self.resets,
+                    "JournaledEditsRequests": self.hits + self.misses + self.empty_answers}
 
     def clear(self) -> None:
         """Forget everything (format, a storage failure, a new writer)."""
@@ -187,6 +194,8 @@ class JournaledEditsCache:
             return CachedEdits(since_txid, 0, b"", self.layout_version, self.writer_epoch)
         if not self._batches or committed_epoch != self.writer_epoch or since_txid < self.lowest_txid:
             self.misses += 1
+            if self._batches and committed_epoch == self.writer_epoch:
+                self.miss_txns += self.lowest_txid - since_txid
             why = ("it is empty" if not self._batches else
                    f"it holds edits of writer epoch {self.writer_epoch}, the committed txid "
                    f"{committed_txid} came from epoch {committed_epoch}"

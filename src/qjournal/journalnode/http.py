@@ -16,7 +16,11 @@ exists and is formatted (else 404), storageInfo (``NSID:CLUSTERID`` or Hadoop's
 ``LV:NSID:CTIME:CLUSTERID``) matches (else 403), the segment exists (else 404).
 ``inProgressOk`` defaults to true; only the literal ``false`` turns it off.
 
-The body is sent in two passes over one open file descriptor (opened on the
+``/jmx`` keeps Hadoop's bean and attribute names (``Journal-<jid>``, ``JournalNodeInfo``);
+``/metrics`` shows the same ``Journal-<jid>`` numbers as Prometheus series labelled ``jid``, in
+base units and under names that ``promtool check metrics`` accepts (tests/cluster/test_metrics_exposition.py).
+
+The body of ``/getJournal`` is sent in two passes over one open file descriptor (opened on the
 journal's thread, so a concurrent finalize or purge cannot pull the file away):
 the first computes the CRC for the header, the second streams the bytes. Both
 read exactly ``length`` bytes, a prefix that never changes while the
@@ -35,10 +39,11 @@ from aiohttp import web
 
 from qjournal.errors import (InvalidRequestError, JournalNotFormattedError, NamespaceMismatchError,
                              QJournalError, SegmentNotFoundError)
+from qjournal.journalnode.metrics import SYNC_PERCENTILES, SYNC_WINDOWS_S, sync_percentile_attr
 from qjournal.protocol.jn_rules import validate_jid
 from qjournal.protocol.messages import parse_storage_info
 from qjournal.protocol.segment import crc32c
-from qjournal.transport.http import Throttle, jmx_response, start_site
+from qjournal.transport.http import Throttle, jmx_response, prometheus_response, start_site
 
 __all__ = ["JournalNodeHttpServer", "ServedNode", "CHUNK_BYTES"]
 
@@ -180,49 +185,12 @@ class JournalNodeHttpServer:
     # --- /metrics (prometheus) -------------------------------------------------------------
 
     async def metrics(self, request: web.Request) -> web.Response:
-        from prometheus_client import CollectorRegistry, generate_latest  # noqa: PLC0415
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # noqa: PLC0415
-
-        snap = await self.node.snapshot()
-        counters = [("BatchesWritten", "batches_written", "journal batches written"),
-                    ("BatchesWrittenWhileLagging", "batches_written_while_lagging",
-                     "batches already known committed (written without fsync)"),
-                    ("TxnsWritten", "txns_written", "transactions written"),
-                    ("BytesWritten", "bytes_written", "bytes of records written"),
-                    ("NumEditLogsSynced", "edit_logs_synced", "batch fsyncs"),
-                    ("SyncerRounds", "syncer_rounds", "JournalNodeSyncer rounds run"),
-                    ("SyncerRoundsFailed", "syncer_rounds_failed", "JournalNodeSyncer rounds that failed"),
-                    ("SyncerSegmentsSynced", "syncer_segments_synced", "finalized segments copied from peers"),
-                    ("SyncerBytesSynced", "syncer_bytes_synced", "bytes of segments copied from peers"),
-                    ("SyncerDownloadFailures", "syncer_download_failures", "segment copies that failed")]
-        gauges = [("LastWriterEpoch", "last_writer_epoch", "epoch of the last writer"),
-                  ("LastPromisedEpoch", "last_promised_epoch", "promised epoch"),
-                  ("LastWrittenTxId", "last_written_txid", "highest txid written"),
-                  ("CurrentLagTxns", "current_lag_txns", "committed txid minus highest written txid"),
-                  ("Syncs60s99thPercentileLatencyMicros", "sync_60s_p99_micros",
-                   "99th percentile batch fsync time over 60 s"),
-                  ("UnderReplicatedSegments", "under_replicated_segments",
-                   "finalized segments held by fewer than all JournalNodes of the journal"),
-                  ("SyncConflicts", "sync_conflicts",
-                   "segments whose finalized copies differ between this node and a peer")]
-
-        class _Collector:
-            def collect(self):  # noqa: ANN202 - prometheus collector protocol
-                for key, name, doc in counters:
-                    fam = CounterMetricFamily(f"qjournal_journalnode_{name}", doc, labels=["jid"])
-                    for jid, v in sorted(snap.items()):
-                        fam.add_metric([jid], float(v["metrics"].get(key, 0)))
-                    yield fam
-                for key, name, doc in gauges:
-                    fam = GaugeMetricFamily(f"qjournal_journalnode_{name}", doc, labels=["jid"])
-                    for jid, v in sorted(snap.items()):
-                        fam.add_metric([jid], float(v["metrics"].get(key, 0)))
-                    yield fam
+        """``/metrics`` in the Prometheus text format (a registry of this request's snapshot)."""
+        from prometheus_client import CollectorRegistry  # noqa: PLC0415
 
         registry = CollectorRegistry()
-        registry.register(_Collector())
-        return web.Response(body=generate_latest(registry),
-                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+        registry.register(_JournalCollector(await self.node.snapshot()))
+        return prometheus_response(registry)
 
     # --- / -------------------------------------------------------------------------------------
 
@@ -287,3 +255,69 @@ def crc_of_prefix(stream, length: int, chunk_bytes: int = CHUNK_BYTES) -> int:
         crc = crc32c(chunk, crc)
         left -= len(chunk)
     return crc
+
+
+#: counters of each journal on /metrics: (``Journal-<jid>`` attribute, name without ``_total``, HELP)
+_COUNTERS = (
+    ("BatchesWritten", "batches_written", "journal batches written"),
+    ("BatchesWrittenWhileLagging", "batches_written_while_lagging",
+     "batches already known committed (written without fsync)"),
+    ("TxnsWritten", "txns_written", "transactions written"),
+    ("BytesWritten", "bytes_written", "bytes of records written"),
+    ("TxnsServedViaRpc", "txns_served_via_rpc", "transactions served from the edit cache (get_journaled_edits)"),
+    ("BytesServedViaRpc", "bytes_served_via_rpc", "bytes of records served from the edit cache"),
+    ("RpcEmptyResponses", "rpc_empty_responses", "get_journaled_edits answers without a transaction"),
+    ("RpcRequestCacheMissAmountNumMisses", "rpc_request_cache_misses",
+     "get_journaled_edits requests the edit cache could not serve"),
+    ("SyncerRounds", "syncer_rounds", "JournalNodeSyncer rounds run"),
+    ("SyncerRoundsFailed", "syncer_rounds_failed", "JournalNodeSyncer rounds that failed"),
+    ("SyncerSegmentsSynced", "syncer_segments_synced",
+     "finalized segments copied from peers (Hadoop NumEditLogsSynced)"),
+    ("SyncerBytesSynced", "syncer_bytes_synced", "bytes of segments copied from peers"),
+    ("SyncerDownloadFailures", "syncer_download_failures", "segment copies that failed"),
+)
+#: gauges of each journal on /metrics: (attribute, name, HELP, factor to the base unit)
+_GAUGES = (
+    ("LastWriterEpoch", "last_writer_epoch", "epoch of the last writer", 1),
+    ("LastPromisedEpoch", "last_promised_epoch", "promised epoch", 1),
+    ("LastWrittenTxId", "last_written_txid", "highest txid written", 1),
+    ("CurrentLagTxns", "current_lag_txns", "committed txid minus highest written txid", 1),
+    ("LastJournalTimestamp", "last_journal_timestamp_seconds",
+     "time of the last batch written (seconds since the epoch, 0 = none)", 1e-3),
+    ("UnderReplicatedSegments", "under_replicated_segments",
+     "finalized segments held by fewer than all JournalNodes of the journal", 1),
+    ("SyncConflicts", "sync_conflicts", "segments whose finalized copies differ between this node and a peer", 1),
+    ("EditCacheBytes", "edit_cache_bytes", "bytes of edits in the edit cache", 1),
+)
+
+
+class _JournalCollector:
+    """Prometheus collector of one ``/metrics`` answer: the ``Journal-<jid>`` beans of a node snapshot
+    as series labelled ``jid``, in base units (the beans keep Hadoop's names and units)."""
+
+    def __init__(self, snap: dict[str, dict]) -> None:
+        self.beans = {jid: v["metrics"] for jid, v in sorted(snap.items())}
+
+    def collect(self):  # noqa: ANN201 - prometheus collector protocol
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # noqa: PLC0415
+
+        p = "qjournal_journalnode_"
+        for key, name, doc in _COUNTERS:
+            fam = CounterMetricFamily(p + name, doc, labels=["jid"])
+            for jid, bean in self.beans.items():
+                fam.add_metric([jid], float(bean.get(key, 0)))
+            yield fam
+        for key, name, doc, factor in _GAUGES:
+            fam = GaugeMetricFamily(p + name, doc, labels=["jid"])
+            for jid, bean in self.beans.items():
+                fam.add_metric([jid], float(bean.get(key, 0)) * factor)
+            yield fam
+        fam = GaugeMetricFamily(p + "sync_duration_seconds",
+                                "percentile of the batch fsync times over a sliding window (Hadoop Syncs<w>s)",
+                                labels=["jid", "window", "percentile"])
+        for jid, bean in self.beans.items():
+            for w in SYNC_WINDOWS_S:
+                for pct in SYNC_PERCENTILES:
+                    micros = bean.get(sync_percentile_attr(w, pct), 0)
+                    fam.add_metric([jid, f"{w}s", str(pct)], float(micros) / 1e6)
+        yield fam

@@ -769,8 +769,6 @@ class Journal:
         m.bytes_written += len(records)
         if lagging:
             m.batches_written_while_lagging += 1
-        else:
-            m.num_edit_logs_synced += 1
         now = self._now()
         if now is not None:
             m.last_journal_timestamp = now
@@ -1406,6 +1404,7 @@ class Journal:
             self._move_aside(stale, ".stale")
         self._fin_checks[target] = (st.file_stamp(target), digest, None)
         self.highest_written_txid = max(self.highest_written_txid, state.end_txid)
+        self.metrics.num_edit_logs_synced += 1
         log.info("journal %s: installed finalized segment %s copied from a peer", self.jid, state)
         return True
 

@@ -19,11 +19,18 @@ from dataclasses import dataclass, field
 
 from qjournal.protocol.segment import INVALID_TXID
 
-__all__ = ["JournalMetrics", "SYNC_WINDOWS_S"]
+__all__ = ["JournalMetrics", "SYNC_WINDOWS_S", "SYNC_PERCENTILES", "sync_percentile_attr"]
 
 #: windows of the sync-time quantiles, as Hadoop's Syncs60s/Syncs300s/Syncs3600s
 SYNC_WINDOWS_S = (60, 300, 3600)
-_PERCENTILES = (50, 75, 90, 95, 99)
+#: percentiles of the sync-time quantiles (Hadoop's MutableQuantiles)
+SYNC_PERCENTILES = (50, 75, 90, 95, 99)
+
+
+
+def sync_percentile_attr(window_s: int, percentile: int) -> str:
+    """The bean attribute of one sync-time percentile, e.g. ``Syncs60s99thPercentileLatencyMicros``."""
+    return f"Syncs{window_s}s{percentile}thPercentileLatencyMicros"
 
 
 @dataclass
@@ -34,6 +41,7 @@ class JournalMetrics:
     batches_written_while_lagging: int = 0
     txns_written: int = 0
     bytes_written: int = 0
+    #: finalized segments installed from peers by the syncer (Hadoop counts them under this name)
     num_edit_logs_synced: int = 0
     last_journal_timestamp: float = 0.0
     max_sync_samples: int = 4096
@@ -49,13 +57,14 @@ class JournalMetrics:
         """Percentiles of sync durations in µs over the last ``window_s`` seconds.
 
         Returns:
-            ``{"NumOps": n, "50thPercentileLatencyMicros": ..., ...}`` (zeros when empty).
+            The bean attributes ``{"Syncs<w>sNumOps": n, "Syncs<w>s50thPercentileLatencyMicros": ..., ...}``
+            (zeros when empty).
         """
         xs = sorted(d for t, d in self._syncs if now_s - t <= window_s)
-        out: dict[str, float] = {"NumOps": float(len(xs))}
-        for p in _PERCENTILES:
+        out: dict[str, float] = {f"Syncs{window_s}sNumOps": float(len(xs))}
+        for p in SYNC_PERCENTILES:
             v = xs[min(len(xs) - 1, (len(xs) * p) // 100)] * 1e6 if xs else 0.0
-            out[f"{p}thPercentileLatencyMicros"] = round(v, 1)
+            out[sync_percentile_attr(window_s, p)] = round(v, 1)
         return out
 
     def snapshot(self, *, last_writer_epoch: int, last_promised_epoch: int,
@@ -79,6 +88,5 @@ class JournalMetrics:
         }
         if now_s is not None:
             for w in SYNC_WINDOWS_S:
-                for k, v in self.sync_quantiles_us(now_s, w).items():
-                    out[f"Syncs{w}s{k}"] = v
+                out.update(self.sync_quantiles_us(now_s, w))
         return out

@@ -335,7 +335,7 @@ class _Collector:
             fam.add_metric([st], 1.0 if v["state"] == st else 0.0)
         yield fam
         for name, doc, value in (
-                ("files_total", "files and directories (FSNamesystem FilesTotal)", v["files_total"]),
+                ("files", "files and directories (FSNamesystem FilesTotal)", v["files_total"]),
                 ("last_written_txid", "last written or applied transaction id", v["last_txid"]),
                 ("txns_since_last_checkpoint", "transactions since the last checkpoint",
                  v["txns_since_checkpoint"]),
