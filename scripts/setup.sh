@@ -11,30 +11,7 @@ command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing system packages: ${need_apt[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  # The prometheus package would start a Prometheus server on :9090 (and enable it at boot); we only want
-  # its promtool. A policy-rc.d answering 101 ("action forbidden") stops invoke-rc.d and deb-systemd-invoke
-  # from starting any service during this install; a policy-rc.d already present (containers ship one) is kept.
-  policy=/usr/sbin/policy-rc.d
-  own_policy=""
-  if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\n# written by qjournal scripts/setup.sh for one apt-get install\nexit 101\n' \
-      | $SUDO tee "$policy" >/dev/null
-    $SUDO chmod 755 "$policy"
-    own_policy=1
-    trap '$SUDO rm -f "$policy"' EXIT
-  fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-  if [ -n "$own_policy" ]; then $SUDO rm -f "$policy"; trap - EXIT; fi
-  # and in case a kept policy allowed it: stop the server and keep it from starting at the next boot
-  if [[ " ${need_apt[*]} " == *" prometheus "* ]]; then
-    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
-      $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
-    elif [ -x /etc/init.d/prometheus ]; then
-      { $SUDO /etc/init.d/prometheus stop; $SUDO update-rc.d prometheus disable; } >/dev/null 2>&1 || true
-    fi
-  fi
+  bash scripts/apt-install.sh "${need_apt[@]}"
 fi
 
 PY=${PYTHON:-python3}
