@@ -20,8 +20,9 @@ $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 if [ -n "$own_policy" ]; then $SUDO rm -f "$policy"; trap - EXIT; fi
 # in case a kept policy allowed a start: stop the servers and keep them from starting at the next boot
-for svc in prometheus etcd; do
-  if [[ " $* " == *" $svc "* || " $* " == *" $svc-server "* ]]; then
+for pkg_svc in prometheus:prometheus etcd-server:etcd openssh-server:ssh; do
+  pkg=${pkg_svc%%:*}; svc=${pkg_svc#*:}
+  if [[ " $* " == *" $pkg "* ]]; then
     if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
       $SUDO systemctl disable --now "$svc.service" >/dev/null 2>&1 || true
     elif [ -x "/etc/init.d/$svc" ]; then

@@ -9,6 +9,9 @@ command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 [ -d /usr/share/zookeeper ] || need_apt+=(zookeeper)
 # promtool (`promtool check metrics` lints every daemon's /metrics in make test) ships in Debian's prometheus.
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+# sshfence's tests run a real OpenSSH server on loopback (installed, never started as a service) and fuser.
+[ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+command -v fuser >/dev/null 2>&1 || need_apt+=(psmisc)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing system packages: ${need_apt[*]}"
   bash scripts/apt-install.sh "${need_apt[@]}"

@@ -302,6 +302,12 @@ define("dfs.ha.automatic-failover.enabled.<ns>", None, "bool", "per-nameservice 
 define("dfs.ha.fencing.methods", "", "str", "fencing methods tried in order, one per line: shell(cmd), pidfence(dir), sshfence")
 define("dfs.ha.fencing.ssh.connect-timeout", 30000, "duration", "sshfence connect timeout", unit="ms")
 define("dfs.ha.fencing.ssh.private-key-files", "", "list", "sshfence keys")
+define("qjournal.ha.fencing.ssh.known-hosts-files", "", "list",
+       "sshfence: known_hosts files that hold the NameNode hosts' keys (empty: ssh's own, ~/.ssh/known_hosts "
+       "and /etc/ssh/ssh_known_hosts); an unknown or changed host key fails the method")
+define("qjournal.ha.fencing.ssh.strict-host-key-checking", True, "bool",
+       "sshfence checks the target's host key against the known_hosts files (false: accept any key, as "
+       "Hadoop's JSch-based sshfence does; a man in the middle can then fake a successful fence)")
 define("dfs.ha.tail-edits.period", 60, "duration", "standby tailer period", unit="s")
 define("dfs.ha.tail-edits.period.backoff-max", 0, "duration",
        "after rounds that found no edit the tailer waits twice as long each time, up to this "

@@ -162,6 +162,10 @@ class FencingSettings:
     ssh_connect_timeout_ms: int = 30000
     #: ``dfs.ha.fencing.ssh.private-key-files``: each becomes an ``ssh -i`` identity
     ssh_private_key_files: list[str] = field(default_factory=list)
+    #: ``qjournal.ha.fencing.ssh.known-hosts-files`` (empty: ssh's defaults)
+    ssh_known_hosts_files: list[str] = field(default_factory=list)
+    #: ``qjournal.ha.fencing.ssh.strict-host-key-checking``
+    ssh_strict_host_key_checking: bool = True
     #: ``ha.failover-controller.graceful-fence.connection.retries``: connect attempts to the
     #: old active beyond the first before graceful fencing gives up
     graceful_connection_retries: int = 1
@@ -181,6 +185,8 @@ class FencingSettings:
                    ssh_connect_timeout_ms=conf.get_duration_ms(
                        "dfs.ha.fencing.ssh.connect-timeout"),
                    ssh_private_key_files=conf.get_list("dfs.ha.fencing.ssh.private-key-files"),
+                   ssh_known_hosts_files=conf.get_list("qjournal.ha.fencing.ssh.known-hosts-files"),
+                   ssh_strict_host_key_checking=conf.get_bool("qjournal.ha.fencing.ssh.strict-host-key-checking"),
                    graceful_connection_retries=max(0, int(conf.get_int(
                        "ha.failover-controller.graceful-fence.connection.retries"))))
 
@@ -354,19 +360,36 @@ async def _pid_fence(pid_dir: str, target: HATarget, wait_ms: int) -> str | None
     return None
 
 
+def ssh_fence_argv(ssh: str, arg: str, target: HATarget, settings: FencingSettings) -> list[str]:
+    """The ``ssh`` command line of ``sshfence([user][:port])`` against ``target``.
+
+    Host keys are checked (``StrictHostKeyChecking=yes``, against the configured known_hosts files or
+    ssh's own) unless the operator turned it off: a fence "succeeds" only on the host it names, never
+    on a machine in the middle that answers for it. ``BatchMode`` keeps ssh from asking anything.
+    """
+    user, _, port = (arg or "").partition(":")
+    argv = [ssh, "-o", "BatchMode=yes",
+            "-o", f"StrictHostKeyChecking={'yes' if settings.ssh_strict_host_key_checking else 'no'}",
+            "-o", f"ConnectTimeout={max(1, settings.ssh_connect_timeout_ms // 1000)}"]
+    if settings.ssh_known_hosts_files:
+        argv += ["-o", "UserKnownHostsFile=" + " ".join(settings.ssh_known_hosts_files),
+                 "-o", "GlobalKnownHostsFile=/dev/null"]
+    elif not settings.ssh_strict_host_key_checking:
+        argv += ["-o", "UserKnownHostsFile=/dev/null"]
+    if port:
+        argv += ["-p", port]
+    for key_file in settings.ssh_private_key_files:
+        argv += ["-i", key_file, "-o", "IdentitiesOnly=yes"]
+    argv += [f"{user}@{target.host}" if user else target.host,
+             f"fuser -k -n tcp {int(target.port)} || ! fuser -n tcp {int(target.port)}"]
+    return argv
+
+
 async def _ssh_fence(arg: str, target: HATarget, settings: FencingSettings) -> str | None:
     ssh = shutil.which("ssh")
     if ssh is None:
         return "no ssh client installed on this machine"
-    user, _, port = (arg or "").partition(":")
-    argv = [ssh, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-            "-o", f"ConnectTimeout={max(1, settings.ssh_connect_timeout_ms // 1000)}"]
-    if port:
-        argv += ["-p", port]
-    for key_file in settings.ssh_private_key_files:
-        argv += ["-i", key_file]
-    argv += [f"{user}@{target.host}" if user else target.host,
-             f"fuser -k -n tcp {int(target.port)} || ! fuser -n tcp {int(target.port)}"]
+    argv = ssh_fence_argv(ssh, arg, target, settings)
     proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
                                                 stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.STDOUT)
@@ -379,5 +402,11 @@ async def _ssh_fence(arg: str, target: HATarget, settings: FencingSettings) -> s
         return "ssh timed out"
     if proc.returncode == 0:
         return None
-    return f"ssh exited with {proc.returncode}: {out.decode('utf-8', 'replace').strip()[-300:]}"
+    text = out.decode("utf-8", "replace").strip()
+    if "Host key verification failed" in text or "REMOTE HOST IDENTIFICATION HAS CHANGED" in text:
+        files = " ".join(settings.ssh_known_hosts_files) or "ssh's known_hosts files"
+        return (f"ssh refused the host key of {target.host}: it is unknown or changed in {files} "
+                f"(qjournal.ha.fencing.ssh.known-hosts-files; add the host's key with ssh-keyscan after "
+                f"checking it): {text[-200:]}")
+    return f"ssh exited with {proc.returncode}: {text[-300:]}"
 
