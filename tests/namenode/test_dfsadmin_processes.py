@@ -17,7 +17,7 @@ from qjournal.namenode import image as img
 from qjournal.protocol.segment import segment_file_name
 from qjournal.util.proc import qjournal_argv
 
-from .procs import Cluster, wait_until
+from .procs import Cluster, file_ha_conf, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -28,13 +28,7 @@ SU = ("++user", "hdfs", "++groups", "supergroup")
 def pair(tmp_path_factory):
     t = str(tmp_path_factory.mktemp("dfsadmin"))
     c = Cluster(t)
-    c.common.update({
-        "dfs.nameservices": "ns1", "dfs.ha.namenodes.ns1": "nn1,nn2",
-        "dfs.namenode.shared.edits.dir": f"file://{t}/shared",
-        "dfs.ha.tail-edits.period": "100ms", "dfs.ha.log-roll.period": "0",
-        "qjournal.namenode.superuser": "hdfs", "dfs.client.failover.sleep.base.millis": "10",
-        "dfs.namenode.rpc-address.ns1.nn1": "127.0.0.1:1", "dfs.namenode.rpc-address.ns1.nn2": "127.0.0.1:1",
-    })
+    c.common.update(file_ha_conf(t), **{"dfs.ha.log-roll.period": "0"})   # -rollEdits rolls
     dirs = {nn: f"{t}/{nn}" for nn in ("nn1", "nn2")}
     try:
         c.run("namenode", "-format", "-clusterid", "CID-admin", extra={"dfs.namenode.name.dir": dirs["nn1"]})
