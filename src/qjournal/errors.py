@@ -177,6 +177,13 @@ class ObserverRetryOnActiveError(StandbyError):
     ``state_id`` (the observer's), ``client_state_id``, ``waited_ms``."""
 
 
+class SafeModeError(QJournalError):
+    """The NameNode's safe mode forbids the call (HDFS's ``SafeModeException``): a namespace write
+    or an edit-log roll while safe mode is on (``dfsadmin -safemode enter``), or ``saveNamespace``
+    while it is off. Safe mode belongs to one NameNode, so this is not a failover error: the
+    client gets it at once. Fields: ``nn`` (the NameNode), ``method``, ``path``, ``safe_mode``."""
+
+
 class ServiceFailedError(QJournalError):
     """A HA service call failed (transition refused, unhealthy)."""
 

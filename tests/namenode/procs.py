@@ -22,6 +22,16 @@ def wait_until(cond, what: str, timeout_s: float = 30.0, poll_s: float = 0.05):
         time.sleep(poll_s)
 
 
+def file_ha_conf(t: str) -> dict[str, str]:
+    """Keys of an HA pair ``nn1,nn2`` of nameservice ``ns1`` over the file:// shared edits dir ``<t>/shared``,
+    superuser ``hdfs``; the rpc addresses are placeholders until the NameNodes report theirs."""
+    return {"dfs.nameservices": "ns1", "dfs.ha.namenodes.ns1": "nn1,nn2",
+            "dfs.namenode.shared.edits.dir": f"file://{t}/shared",
+            "dfs.ha.tail-edits.period": "100ms", "qjournal.namenode.superuser": "hdfs",
+            "dfs.client.failover.sleep.base.millis": "10",
+            "dfs.namenode.rpc-address.ns1.nn1": "127.0.0.1:1", "dfs.namenode.rpc-address.ns1.nn2": "127.0.0.1:1"}
+
+
 class Cluster:
     """Daemons and -D options of one test; ``close()`` kills whatever is still running."""
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from .procs import Cluster, wait_until
+from .procs import Cluster, file_ha_conf, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -26,13 +26,7 @@ def cluster(tmp_path):
 
 def test_file_shared_edits_failover_through_the_clis(cluster, tmp_path):
     t = str(tmp_path)
-    cluster.common.update({
-        "dfs.nameservices": "ns1", "dfs.ha.namenodes.ns1": "nn1,nn2",
-        "dfs.namenode.shared.edits.dir": f"file://{t}/shared",
-        "dfs.ha.tail-edits.period": "100ms", "dfs.ha.log-roll.period": "200ms",
-        "qjournal.namenode.superuser": "hdfs", "dfs.client.failover.sleep.base.millis": "10",
-        "dfs.namenode.rpc-address.ns1.nn1": "127.0.0.1:1", "dfs.namenode.rpc-address.ns1.nn2": "127.0.0.1:1",
-    })
+    cluster.common.update(file_ha_conf(t), **{"dfs.ha.log-roll.period": "200ms"})
     nn1_conf = {"dfs.namenode.name.dir": f"file://{t}/nn1"}
     nn2_conf = {"dfs.namenode.name.dir": f"file://{t}/nn2"}
     out = cluster.run("namenode", "-format", "-clusterid", "CID-cli", extra=nn1_conf)

@@ -37,8 +37,12 @@ def base_conf(tmp, name):
     return c
 
 
-async def start_pair(tmp):
+async def start_pair(tmp, **extra):
+    """Two NameNodes (both standby) over ``<tmp>/shared``; ``extra`` keys are set on both."""
     c1, c2 = base_conf(tmp, "nn1"), base_conf(tmp, "nn2")
+    for c in (c1, c2):
+        for k, v in extra.items():
+            c.set(k, v)
     await format_namenode(c1, cluster_id="CID-test", namespace_id=77)
     nn1 = NameNode(c1, "nn1")
     a1 = await nn1.start("127.0.0.1", 0)

@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 
-from qjournal.errors import ServiceFailedError, StandbyError
-from qjournal.namenode.ha_state import (HAState, OpCategory, Transition, check_operation,
-                                        check_transition)
+from qjournal.errors import SafeModeError, ServiceFailedError, StandbyError
+from qjournal.namenode.ha_state import (SAFE_MODE_REFUSALS, HAState, OpCategory, Transition, check_operation,
+                                        check_safe_mode, check_transition)
 
 I, S, A, O, X = HAState.INITIALIZING, HAState.STANDBY, HAState.ACTIVE, HAState.OBSERVER, HAState.STOPPING
 # (current, target) -> expected outcome for a zkfc / forced / non-automatic user request
@@ -75,3 +75,43 @@ def test_operation_table(state, cat, stale):
             check_operation(state, cat, stale, method="mkdirs")
         assert f"not supported in state {state.value}" in str(ei.value)
         assert "(mkdirs)" in str(ei.value)
+
+
+@pytest.mark.parametrize("cur,target,safe_mode,key",
+                         list(itertools.product(list(HAState), list(HAState), [False, True], [False, True])))
+def test_safe_mode_transition_table(cur, target, safe_mode, key):
+    """Invariant 5: with the key, a NameNode in safe mode does not become active or observer (one already
+    there stays: a no-op); every other outcome is the table's."""
+    want = TABLE[(cur, target)]
+    refused = want == "do" and safe_mode and key and target in (A, O)
+    if want == "refuse" or refused:
+        with pytest.raises(ServiceFailedError) as ei:
+            check_transition(cur, target, "zkfc", False, safe_mode, key)
+        if refused:
+            assert "dfs.ha.nn.not-become-active-in-safemode" in str(ei.value)
+            assert "-safemode leave" in str(ei.value)
+    else:
+        got = check_transition(cur, target, "zkfc", False, safe_mode, key)
+        assert got == (Transition.DO if want == "do" else Transition.NOOP)
+
+
+@pytest.mark.parametrize("safe_mode,cat", list(itertools.product([False, True], list(OpCategory))))
+def test_safe_mode_refuses_writes_only(safe_mode, cat):
+    """Invariant 4: only WRITE is refused, and only in safe mode."""
+    if safe_mode and cat == OpCategory.WRITE:
+        with pytest.raises(SafeModeError) as ei:
+            check_safe_mode(safe_mode, cat, "mkdirs", "/a/b", "NameNode nn1")
+        msg = str(ei.value)
+        assert msg.startswith("Cannot create directory /a/b. Name node is in safe mode (NameNode nn1).")
+        assert 'Use "qjournal dfsadmin -safemode leave" to turn safe mode off.' in msg
+        assert ei.value.fields == {"nn": "NameNode nn1", "method": "mkdirs", "path": "/a/b", "safe_mode": True}
+    else:
+        check_safe_mode(safe_mode, cat, "mkdirs", "/a/b", "NameNode nn1")
+
+
+@pytest.mark.parametrize("method", sorted(SAFE_MODE_REFUSALS) + ["frobnicate"])
+def test_safe_mode_message_names_the_action(method):
+    with pytest.raises(SafeModeError) as ei:
+        check_safe_mode(True, OpCategory.WRITE, method, "/p" if method != "roll_edit_log" else "")
+    want = SAFE_MODE_REFUSALS.get(method, "Cannot frobnicate")
+    assert str(ei.value).startswith(want + (" /p" if method != "roll_edit_log" else "") + ". Name node is in")

@@ -74,7 +74,7 @@ class HAAdminContext:
         if nn_id not in self.nn_ids:
             raise InvalidRequestError(f"Unable to determine the address of NameNode {nn_id!r}: not in "
                                       f"dfs.ha.namenodes.{self.nameservice} ({', '.join(self.nn_ids)})")
-        return rpc_address_of(self.conf, nn_id)
+        return rpc_address_of(self.conf, nn_id, self.nameservice)
 
     def client(self, nn_id: str) -> Any:
         host, port = self.address(nn_id)

@@ -22,6 +22,8 @@ SUBCOMMANDS: dict[str, str] = {
     "namenode": "run a NameNode, or format / bootstrap its storage",
     "dfs": "hdfs dfs-style namespace shell",
     "haadmin": "manage the HA state of the NameNodes",
+    "dfsadmin": "NameNode administration: -report, -safemode, -saveNamespace, -rollEdits",
+    "oiv": "offline image viewer: an fsimage as XML or delimited text",
     "zkfc": "ZooKeeper failover controller for one NameNode",
     "cluster": "local HA cluster: up, down, status, kill, restart, logs",
     "pipeline": "Spark pipeline: ingest, audit, checkpoint, report",

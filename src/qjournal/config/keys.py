@@ -122,8 +122,6 @@ UNSUPPORTED: dict[str, str] = {
         "node) and streams one segment at a time",
     "dfs.ha.zkfc.nn.http.timeout.ms":
         "the ZKFC makes no HTTP calls to its NameNode (health checks are RPC: ha.health-monitor.rpc-timeout.ms)",
-    "dfs.ha.nn.not-become-active-in-safemode":
-        "the NameNode has no safe mode (it holds metadata only, no block reports to wait for)",
 }
 
 
@@ -224,6 +222,12 @@ define("dfs.permissions.superusergroup", "supergroup", doc="members of this grou
 define("dfs.namenode.resource.du.reserved", 100 * MiB, "bytes",
        "monitor-health fails when a name or edits directory has less free space than this")
 define("dfs.ha.allow.stale.reads", False, "bool", "the standby NameNode serves reads")
+define("dfs.ha.nn.not-become-active-in-safemode", False, "bool",
+       "a NameNode in safe mode refuses to become active or observer and reports itself unhealthy "
+       "to its ZKFC (HDFS-14201, HDFS-16547)")
+define("dfs.namenode.missing.checkpoint.periods.before.shutdown", 3, "int",
+       "dfsadmin -saveNamespace -beforeShutdown saves only when the newest image is older than this many "
+       "dfs.namenode.checkpoint.period, or this many dfs.namenode.checkpoint.txns behind")
 define("dfs.namenode.observer.read.wait.ms", 1000, "duration",
        "how long an observer holds a read whose client state id it has not applied yet before "
        "refusing it with the retriable ObserverRetryOnActiveError (0 = refuse at once)", unit="ms")

@@ -28,13 +28,14 @@ def namenode_ids(conf: Any, ns: str | None = None) -> list[str]:
     return conf.get_list(f"dfs.ha.namenodes.{ns}")
 
 
-def rpc_address_of(conf: Any, nn_id: str | None) -> tuple[str, int]:
-    """RPC address of NameNode ``nn_id`` (HA) or ``dfs.namenode.rpc-address``.
+def rpc_address_of(conf: Any, nn_id: str | None, ns: str | None = None) -> tuple[str, int]:
+    """RPC address of NameNode ``nn_id`` of nameservice ``ns`` (default: the first) (HA) or
+    ``dfs.namenode.rpc-address``.
 
     Raises:
         InvalidRequestError: no address configured (the key is named).
     """
-    ns = nameservice_of(conf)
+    ns = ns or nameservice_of(conf)
     if ns and nn_id:
         key = f"dfs.namenode.rpc-address.{ns}.{nn_id}"
     else:
@@ -45,4 +46,21 @@ def rpc_address_of(conf: Any, nn_id: str | None) -> tuple[str, int]:
     return addr
 
 
-__all__ = ["nameservice_of", "namenode_ids", "rpc_address_of"]
+def namenode_addresses(conf: Any, ns: str | None = None) -> list[tuple[str, str, int]]:
+    """``(nn_id, host, port)`` of every NameNode of the nameservice, in configured order; without
+    one (or with no NameNode ids), the non-HA ``dfs.namenode.rpc-address`` as ``("nn", host, port)``;
+    empty when neither is configured.
+
+    Raises:
+        InvalidRequestError: a NameNode of the nameservice has no address (the key is named).
+    """
+    ns = ns or nameservice_of(conf)
+    out = [(nn, *rpc_address_of(conf, nn, ns)) for nn in namenode_ids(conf, ns)]
+    if not out:
+        addr = conf.get_address("dfs.namenode.rpc-address")
+        if addr is not None:
+            out.append(("nn", addr[0], addr[1]))
+    return out
+
+
+__all__ = ["nameservice_of", "namenode_ids", "rpc_address_of", "namenode_addresses"]

@@ -27,6 +27,13 @@ has passed since the last checkpoint (and there is anything new), it
 Upload is an RPC carrying the bytes (bounded by ``ipc.maximum.data.length``);
 a failed upload is retried at the next checkpoint.
 
+``dfsadmin -saveNamespace`` saves through the same steps 1, 2 and 4
+(:meth:`Checkpointer.save_namespace_image`), in any state whose namespace is a
+prefix of the log (the active too), without the upload (HDFS's saveNamespace
+writes the image of the NameNode it is sent to); with ``-beforeShutdown`` only
+when :func:`save_needed` says so. One save at a time (a lock): two saves at
+the same txid would write the same temporary file.
+
 The checkpointer sees its NameNode only through :class:`CheckpointSource`
 (the HA state, the two txids, a synchronous snapshot, retention): it knows
 nothing else of the daemon, which owns and starts it.
@@ -62,8 +69,13 @@ class CheckpointSource(Protocol):
     """What the checkpointer needs of its NameNode, and nothing more (the daemon implements it)."""
 
     def may_checkpoint(self) -> bool:
-        """Is the namespace now exactly the log up to ``last_applied_txid`` (a tailing
-        standby; the non-HA active), so that a snapshot is an image?"""
+        """Is a periodic checkpoint allowed now: the namespace is exactly the log up to
+        ``last_applied_txid`` and this NameNode is the one that checkpoints (a tailing
+        standby; the non-HA active)?"""
+
+    def namespace_is_log_prefix(self) -> bool:
+        """Is the namespace now exactly the log up to ``last_applied_txid``, whatever the
+        HA state (saveNamespace)?"""
 
     async def make_durable(self, txid: int) -> None:
         """Return once the ops up to ``txid`` are durable in the journal."""
@@ -113,6 +125,8 @@ class Checkpointer:
         self.upload_timeout_ms = int(conf.get_duration_ms("qjournal.namenode.checkpoint.upload.timeout.ms")
                                      or 60000)
         self._task: asyncio.Task | None = None
+        #: one save at a time (module docstring)
+        self._save_lock = asyncio.Lock()
         self._last_time_ms = clock_ms()
         self.checkpoints = 0
         self.uploads = 0
@@ -153,22 +167,40 @@ class Checkpointer:
 
         Returns:
             The txid of the image.
+
+        Raises:
+            StandbyError: this NameNode does not checkpoint now (``may_checkpoint``).
         """
+        return await self._save(self.nn.may_checkpoint, upload=self.ha_enabled)
+
+    async def save_namespace_image(self) -> int:
+        """saveNamespace: save an image at the current txid (no upload), purge old storage.
+
+        Returns:
+            The txid of the image.
+
+        Raises:
+            StandbyError: the namespace is not a prefix of the log now (a transition is under way).
+        """
+        return await self._save(self.nn.namespace_is_log_prefix, upload=False)
+
+    async def _save(self, allowed: Callable[[], bool], upload: bool) -> int:
         nn = self.nn
-        # step 1: one synchronous snapshot (invariant 1)
-        if not nn.may_checkpoint():
-            raise StandbyError("this NameNode's namespace is not a prefix of the log now "
-                               "(leaving active, or not serving): no checkpoint")
-        cols, info = nn.snapshot_image()
-        txid = info.txid
-        await nn.make_durable(txid)
-        path = await asyncio.to_thread(img.save_image, self.name_dir, cols, info)
-        nn.last_checkpoint_txid = max(nn.last_checkpoint_txid, txid)
-        self._last_time_ms = self.clock_ms()
-        self.checkpoints += 1
-        log.info("saved checkpoint", extra={"txid": txid, "path": path})
-        if self.ha_enabled:
-            await self._upload(path, txid)
+        async with self._save_lock:
+            # step 1: one synchronous snapshot (invariant 1), no await since the check
+            if not allowed():
+                raise StandbyError("this NameNode's namespace is not a prefix of the log now "
+                                   "(leaving active, or not serving): no checkpoint")
+            cols, info = nn.snapshot_image()
+            txid = info.txid
+            await nn.make_durable(txid)
+            path = await asyncio.to_thread(img.save_image, self.name_dir, cols, info)
+            nn.last_checkpoint_txid = max(nn.last_checkpoint_txid, txid)
+            self._last_time_ms = self.clock_ms()
+            self.checkpoints += 1
+            log.info("saved checkpoint", extra={"txid": txid, "path": path})
+            if upload:
+                await self._upload(path, txid)
         await nn.purge_old_storage()
         return txid
 
@@ -190,4 +222,27 @@ class Checkpointer:
                 log.info("checkpoint upload to %s not accepted: %s", other, e)
 
 
-__all__ = ["Checkpointer", "CheckpointSource"]
+def save_needed(image_age_ms: int | None, image_txid: int, last_txid: int, time_window_s: int,
+                tx_gap: int) -> bool:
+    """Does ``saveNamespace`` write an image (HDFS's ``FSImage.saveNamespace(timeWindow, txGap)``)?
+
+    Args:
+        image_age_ms: age of the newest image file (None: there is none).
+        image_txid: its txid.
+        last_txid: the NameNode's last applied (or written) txid.
+        time_window_s / tx_gap: ``-beforeShutdown``'s window: the checkpoint period and txn
+            count times ``dfs.namenode.missing.checkpoint.periods.before.shutdown``; both 0
+            without ``-beforeShutdown``.
+
+    Returns:
+        True unless a window is given and the newest image is both younger than it and at
+        most ``tx_gap`` txns behind.
+    """
+    if time_window_s <= 0 and tx_gap <= 0:
+        return True
+    if image_age_ms is None:
+        return True
+    return not (image_age_ms <= time_window_s * 1000 and image_txid >= last_txid - tx_gap)
+
+
+__all__ = ["Checkpointer", "CheckpointSource", "save_needed"]

@@ -23,7 +23,8 @@ Theory of operation:
 * ``msync``: the active answers its last written txid once it passed the read
   barrier (durable, still the writer); every other state refuses it.
 * A write: the HA gate, the retry cache (a retried ``(client_id, call_id)``
-  gets its first answer), then ``FSEditLog.log_edit`` + ``log_sync``; the
+  gets its first answer), the safe-mode check (invariant 6), then
+  ``FSEditLog.log_edit`` + ``log_sync``; the
   answer (a function of the ops, ``retry_cache.answer_from_ops``) is recorded
   in the retry cache and returned. A retry that arrives while its first
   attempt is still syncing waits for that attempt's answer.
@@ -53,6 +54,11 @@ Invariants:
    before the answer leaves; elsewhere the tailer's applied txid, which is
    committed. So a client that reads on any NameNode with the highest state id
    it has seen reads its writes and never goes back in time.
+6. In safe mode (``ha_state`` invariant 4) no write is applied: the check runs
+   inside the mutation, under the namespace lock, so a write that passed the HA
+   gate before safe mode was entered is refused too. A retry of a write that was
+   already answered still gets its answer from the retry cache (as HDFS, whose
+   retry cache is consulted before the safe-mode check).
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ from typing import Any, Callable, Protocol
 
 from qjournal.errors import InvalidRequestError, ObserverRetryOnActiveError, QJournalError, StandbyError
 from qjournal.namenode.editlog import EditLogFatalError, FSEditLog
-from qjournal.namenode.ha_state import HAState, OpCategory
+from qjournal.namenode.ha_state import HAState, OpCategory, check_safe_mode
 from qjournal.namenode.namespace import CallContext, Namespace, check_int, check_name
 from qjournal.namenode.observer_rules import ReadDecision, observer_read_decision
 from qjournal.namenode.retry_cache import RetryCache, answer_from_ops
@@ -86,6 +92,8 @@ class Namesystem(Protocol):
     fatal_error: BaseException | None
     #: "NameNode <id>", for messages
     label: str
+    #: safe mode (``ha_state`` invariant 4)
+    safe_mode: bool
     clock_ms: Callable[[], int]
     #: dfs.namenode.observer.read.wait.ms
     observer_read_wait_ms: int
@@ -98,6 +106,23 @@ class Namesystem(Protocol):
 
     def check_operation(self, category: OpCategory, method: str) -> None:
         """The HA gate. Raises StandbyError when this NameNode does not serve ``category``."""
+
+
+def call_context(now_ms: int, user: Any, groups: Any, client_id: Any = b"", call_id: Any = -1) -> CallContext:
+    """The namespace's view of a caller (simple authentication: the ``user`` and ``groups`` it sends).
+
+    Raises:
+        InvalidRequestError: a malformed user, group list, client id or call id.
+    """
+    check_name(user, "user")
+    if not isinstance(groups, (list, tuple)) or len(groups) > MAX_GROUPS:
+        raise InvalidRequestError(f"invalid groups: a list of at most {MAX_GROUPS} names expected")
+    for g in groups:
+        check_name(g, "group")
+    if not isinstance(client_id, bytes) or len(client_id) not in (0, 16):
+        raise InvalidRequestError("client_id must be 16 bytes")
+    check_int(call_id, "call_id", "call", -(2 ** 63))
+    return CallContext(user, tuple(sorted(groups)), client_id or b"\x00" * 16, call_id, now_ms)
 
 
 class ClientProtocolHandler:
@@ -116,16 +141,7 @@ class ClientProtocolHandler:
         self._inflight: dict[tuple[bytes, int], asyncio.Future] = {}
 
     def _ctx(self, user: Any, groups: Any, client_id: Any = b"", call_id: Any = -1) -> CallContext:
-        check_name(user, "user")
-        if not isinstance(groups, (list, tuple)) or len(groups) > MAX_GROUPS:
-            raise InvalidRequestError(f"invalid groups: a list of at most {MAX_GROUPS} names expected")
-        for g in groups:
-            check_name(g, "group")
-        if not isinstance(client_id, bytes) or len(client_id) not in (0, 16):
-            raise InvalidRequestError("client_id must be 16 bytes")
-        check_int(call_id, "call_id", "call", -(2 ** 63))
-        return CallContext(user, tuple(sorted(groups)), client_id or b"\x00" * 16, call_id,
-                           self.nn.clock_ms())
+        return call_context(self.nn.clock_ms(), user, groups, client_id, call_id)
 
     @staticmethod
     def _reply(answer: Any, server_state_id: int, client_state_id: Any) -> Any:
@@ -141,21 +157,23 @@ class ClientProtocolHandler:
         check_int(client_state_id, "state_id", "call", -1)
         return int(client_state_id)
 
-    async def _write(self, method: str, user: Any, groups: Any, client_id: Any, call_id: Any,
+    async def _write(self, method: str, target: Any, user: Any, groups: Any, client_id: Any, call_id: Any,
                      mutation: Callable[[CallContext], list], state_id: Any = None) -> Any:
-        """The write path (module docstring), answered with the state id when the caller sent one."""
+        """The write path (module docstring), answered with the state id when the caller sent one.
+        ``target`` is the path the call names (for a refusal in safe mode)."""
         client_sid = self._check_state_id(state_id)
         sid = [0]
         try:
-            answer = await self._write_logged(method, user, groups, client_id, call_id, mutation, sid)
+            answer = await self._write_logged(method, str(target), user, groups, client_id, call_id,
+                                              mutation, sid)
         except QJournalError as e:
             if client_sid is not None and not isinstance(e, StandbyError) and sid[0]:
                 e.fields.setdefault("state_id", sid[0])
             raise
         return self._reply(answer, sid[0], client_sid)
 
-    async def _write_logged(self, method: str, user: Any, groups: Any, client_id: Any, call_id: Any,
-                            mutation: Callable[[CallContext], list], sid: list[int]) -> Any:
+    async def _write_logged(self, method: str, target: str, user: Any, groups: Any, client_id: Any,
+                            call_id: Any, mutation: Callable[[CallContext], list], sid: list[int]) -> Any:
         """Apply, log and sync one write; ``sid[0]`` is set to the state id its answer reflects."""
         nn = self.nn
         nn.check_operation(OpCategory.WRITE, method)
@@ -181,6 +199,8 @@ class ClientProtocolHandler:
 
             def attempt() -> list:
                 try:
+                    # invariant 6: under the namespace lock, where the op is applied
+                    check_safe_mode(nn.safe_mode, OpCategory.WRITE, method, target, nn.label)
                     return mutation(ctx)
                 except QJournalError as e:  # the namespace refused: nothing was applied
                     refused.append(e)
@@ -230,7 +250,7 @@ class ClientProtocolHandler:
             PermissionDeniedError, InvalidRequestError, StandbyError (not active),
             EditLogFatalError (the journal failed: not durable).
         """
-        return await self._write("mkdirs", user, groups, client_id, call_id,
+        return await self._write("mkdirs", path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.mkdirs(ctx, path, perm, create_parent),
                                  state_id)
 
@@ -246,7 +266,7 @@ class ClientProtocolHandler:
         Raises:
             as :meth:`rpc_mkdirs`.
         """
-        return await self._write("create", user, groups, client_id, call_id,
+        return await self._write("create", path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.create(ctx, path, perm, bool(overwrite),
                                                                       replication, block_size),
                                  state_id)
@@ -262,7 +282,7 @@ class ClientProtocolHandler:
             FileNotFoundError_, DirectoryNotEmptyError, PermissionDeniedError,
             StandbyError, EditLogFatalError.
         """
-        return await self._write("delete", user, groups, client_id, call_id,
+        return await self._write("delete", path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.delete(ctx, path, bool(recursive)), state_id)
 
     async def rpc_rename(self, src: str, dst: str, overwrite: bool = False, user: str = "",
@@ -277,34 +297,34 @@ class ClientProtocolHandler:
             FileNotFoundError_, FileAlreadyExistsError, InvalidRequestError,
             PermissionDeniedError, StandbyError, EditLogFatalError.
         """
-        return await self._write("rename", user, groups, client_id, call_id,
+        return await self._write("rename", src, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.rename(ctx, src, dst, bool(overwrite)), state_id)
 
     async def rpc_set_permission(self, path: str, perm: int, user: str = "", groups: list = (),
                                  client_id: bytes = b"", call_id: int = -1, state_id: int | None = None) -> Any:
         """chmod. Returns None. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
-        return await self._write("set_permission", user, groups, client_id, call_id,
+        return await self._write("set_permission", path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.set_permission(ctx, path, perm), state_id)
 
     async def rpc_set_owner(self, path: str, owner: str | None = None, group: str | None = None,
                             user: str = "", groups: list = (), client_id: bytes = b"",
                             call_id: int = -1, state_id: int | None = None) -> Any:
         """chown. Returns None. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
-        return await self._write("set_owner", user, groups, client_id, call_id,
+        return await self._write("set_owner", path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.set_owner(ctx, path, owner, group), state_id)
 
     async def rpc_set_times(self, path: str, mtime: int = -1, atime: int = -1, user: str = "",
                             groups: list = (), client_id: bytes = b"", call_id: int = -1,
                             state_id: int | None = None) -> Any:
         """Set mtime/atime (-1 = unchanged). Returns None. Raises FileNotFoundError_, PermissionDeniedError."""
-        return await self._write("set_times", user, groups, client_id, call_id,
+        return await self._write("set_times", path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.set_times(ctx, path, mtime, atime), state_id)
 
     async def rpc_set_replication(self, path: str, replication: int, user: str = "",
                                   groups: list = (), client_id: bytes = b"", call_id: int = -1,
                                   state_id: int | None = None) -> Any:
         """setrep on a file. Returns None. Raises FileNotFoundError_, InvalidRequestError, PermissionDeniedError."""
-        return await self._write("set_replication", user, groups, client_id, call_id,
+        return await self._write("set_replication", path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.set_replication(ctx, path, replication), state_id)
 
     async def _observer_wait(self, method: str, client_state_id: int | None) -> None:
@@ -414,4 +434,4 @@ class ClientProtocolHandler:
         return sid if client_sid is None else self._reply(None, sid, client_sid)
 
 
-__all__ = ["ClientProtocolHandler", "Namesystem", "MAX_GROUPS"]
+__all__ = ["ClientProtocolHandler", "Namesystem", "MAX_GROUPS", "call_context"]

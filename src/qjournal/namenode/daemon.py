@@ -12,7 +12,8 @@ Theory of operation:
   own module and each seeing the NameNode through a narrow ``Protocol`` that
   this class implements: ``client_protocol.py`` (ClientProtocol),
   ``ha_service.py`` (HAServiceProtocol and the order of the transitions),
-  ``namenode_protocol.py`` (image transfer, roll, stats). :class:`RpcHandlers`
+  ``namenode_protocol.py`` (image transfer, roll, stats), ``admin_protocol.py``
+  (``dfsadmin``: safe mode, saveNamespace, rollEdits, report). :class:`RpcHandlers`
   joins them into the one object the ``RpcServer`` dispatches to. Storage
   layout and journals: ``storage.py``; tasks: ``tailer.py``, ``checkpointer.py``.
 * Start-up: read ``NNVERSION``, load the newest valid image, then
@@ -33,6 +34,9 @@ Theory of operation:
   tailer) and reads are served under the observer read rule; the tailer wakes
   the reads waiting for a txid through :attr:`applied_waiters` after every
   applied batch. Observers do not checkpoint (as in HDFS).
+* Safe mode (``ha_state`` invariant 4): :attr:`NameNode.safe_mode`, set and
+  cleared by ``admin_protocol.py``; the client protocol refuses writes while it
+  is on, and the periodic log roll pauses (HDFS refuses a roll in safe mode).
 * Fatal journal failure (fenced, quorum lost): the edit log calls
   :meth:`NameNode._on_fatal`: the NameNode enters ``stopping``, answers no
   more calls and the process exits with status 1 (``exit_hook``). It never
@@ -67,6 +71,7 @@ from qjournal.errors import (CorruptSegmentError, InvalidRequestError, Invariant
 from qjournal.journalmanager.base import JournalManager
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import nameservice_of, rpc_address_of
+from qjournal.namenode.admin_protocol import AdminProtocolHandler
 from qjournal.namenode.checkpointer import Checkpointer
 from qjournal.namenode.client_protocol import ClientProtocolHandler
 from qjournal.namenode.editlog import FSEditLog
@@ -170,6 +175,8 @@ class NameNode:
             int(conf.get_duration_ms("dfs.namenode.retrycache.expirytime.millis") or 0),
             int(conf.get_int("qjournal.namenode.retrycache.max-entries") or 1))
         self.state = HAState.INITIALIZING
+        #: manual safe mode (``ha_state`` invariant 4): per NameNode, in memory, off after a restart
+        self.safe_mode = False
         self.ns_lock = asyncio.Lock()
         self.namespace: Namespace | None = None
         self.ns_info: NamespaceInfo | None = None
@@ -182,6 +189,7 @@ class NameNode:
         self.client_protocol = ClientProtocolHandler(self)
         self.ha_service = HAService(self, conf, name_dir=self.name_dir, ha_enabled=self.ha_enabled)
         self.namenode_protocol = NamenodeProtocolHandler(self)
+        self.admin_protocol = AdminProtocolHandler(self)
         self.rpc_server: RpcServer | None = None
         self.address: tuple[str, int] | None = None
         self._roll_task: asyncio.Task | None = None
@@ -262,7 +270,7 @@ class NameNode:
     async def _serve(self, host: str | None, port: int | None,
                      network: MemoryNetwork | None = None) -> tuple[str, int]:
         """Listen for RPC on ``host:port`` (default: the configured address), mutual TLS when configured."""
-        handlers = RpcHandlers(self.client_protocol, self.ha_service, self.namenode_protocol)
+        handlers = RpcHandlers(self.client_protocol, self.ha_service, self.namenode_protocol, self.admin_protocol)
         self.rpc_server = RpcServer(handlers, max_frame_bytes=int(self.conf.get_bytes("ipc.maximum.data.length")),
                                     name=f"namenode-{self.nn_id or 'nn'}")
         if host is None or port is None:
@@ -305,6 +313,8 @@ class NameNode:
             el = self.editlog
             if el is None or self.state != HAState.ACTIVE:
                 return
+            if self.safe_mode:  # no roll in safe mode (nothing is written either)
+                continue
             try:
                 await el.roll()
             except QJournalError as e:
@@ -448,14 +458,22 @@ class NameNode:
                                state="stopping")
         check_operation(self.state, category, self.allow_stale_reads, method)
 
-    def may_checkpoint(self) -> bool:
-        """The namespace is exactly the log up to ``last_applied_txid``: a standby whose
-        tailer runs (not one still leaving active), or the non-HA active."""
+    def namespace_is_log_prefix(self) -> bool:
+        """The namespace is exactly the log up to ``last_applied_txid`` (once that txid is durable):
+        an active writing, or a standby or observer whose tailer runs (not one still leaving active)."""
         if self.fatal_error is not None or self.namespace is None or self.tailer is None:
             return False
-        if self.ha_enabled:
-            return self.state == HAState.STANDBY and self.editlog is None and self.tailer.running
-        return self.state == HAState.ACTIVE and self.editlog is not None
+        if self.state == HAState.ACTIVE:
+            return self.editlog is not None
+        if self.state in (HAState.STANDBY, HAState.OBSERVER):
+            return self.editlog is None and self.tailer.running
+        return False
+
+    def may_checkpoint(self) -> bool:
+        """Periodic checkpoints: the standby (HA) or the non-HA active, when the namespace is a
+        prefix of the log (:meth:`namespace_is_log_prefix`)."""
+        want = HAState.STANDBY if self.ha_enabled else HAState.ACTIVE
+        return self.state == want and self.namespace_is_log_prefix()
 
     async def make_durable(self, txid: int) -> None:
         """Return once the ops up to ``txid`` are durable (the active syncs; a standby's are).
@@ -483,7 +501,7 @@ class NameNode:
 
     def stats(self) -> dict:
         """Counters: state, last applied txid, inodes, edit log and retry cache statistics."""
-        return {"state": self.state.value, "last_applied_txid": self.last_applied_txid,
+        return {"state": self.state.value, "safe_mode": self.safe_mode, "last_applied_txid": self.last_applied_txid,
                 "time_ms": self.clock_ms(),  # when these counters were read (lag measurements)
                 "inodes": len(self.namespace) if self.namespace else 0,
                 "editlog": self.editlog.stats() if self.editlog is not None else None,

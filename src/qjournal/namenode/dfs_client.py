@@ -62,6 +62,7 @@ from typing import Any, Callable
 
 from qjournal.errors import (ConfigError, InvalidRequestError, ObserverRetryOnActiveError, QJournalError,
                              RpcTimeoutError, StandbyError, TransportError)
+from qjournal.namenode.addresses import namenode_addresses
 from qjournal.namenode.editlog import EditLogFatalError  # registers the type for the wire
 from qjournal.transport.rpc import RpcClient, RpcConnector, tcp_connector
 from qjournal.transport.tls import client_context_from_conf
@@ -171,22 +172,7 @@ class DFSClient:
 
     @staticmethod
     def _configured(conf: Any, nameservice: str | None) -> list[tuple[str, str, int]]:
-        if conf is None:
-            return []
-        ns = nameservice or (conf.get_list("dfs.nameservices") or [None])[0]
-        out = []
-        if ns:
-            for nn in conf.get_list(f"dfs.ha.namenodes.{ns}"):
-                addr = conf.get_address(f"dfs.namenode.rpc-address.{ns}.{nn}")
-                if addr is None:
-                    raise InvalidRequestError(f"configuration key dfs.namenode.rpc-address.{ns}.{nn} is not set",
-                                              key=f"dfs.namenode.rpc-address.{ns}.{nn}")
-                out.append((nn, addr[0], addr[1]))
-        if not out:
-            addr = conf.get_address("dfs.namenode.rpc-address")
-            if addr is not None:
-                out.append(("nn", addr[0], addr[1]))
-        return out
+        return namenode_addresses(conf, nameservice) if conf is not None else []
 
     async def _client(self, idx: int) -> Any:
         c = self._clients.get(idx)
@@ -355,6 +341,18 @@ class DFSClient:
                     delay = min(self.sleep_max_ms, self.sleep_base_ms * 2 ** (attempt - len(self.addresses)))
                     await asyncio.sleep(delay / 1000.0)
                 log.debug("failing over to %s after %s", self.addresses[self.current][0], e)
+
+    async def call_on(self, name: str, method: str, **kwargs: Any) -> Any:
+        """One call on the NameNode ``name`` (of :attr:`addresses`) with this client's identity, without
+        failover: ``dfsadmin``'s commands that go to every NameNode of the nameservice.
+
+        Raises:
+            InvalidRequestError: no NameNode of that name; else whatever the call raised.
+        """
+        for idx, (n, _host, _port) in enumerate(self.addresses):
+            if n == name:
+                return await self._call_on(idx, method, dict(kwargs, user=self.user, groups=self.groups))
+        raise InvalidRequestError(f"no NameNode {name!r} (known: {', '.join(a[0] for a in self.addresses)})")
 
     async def close(self) -> None:
         for idx in sorted(self._clients):

@@ -27,11 +27,14 @@ Theory of operation:
   (``observer_rules.py``). An observer reports itself not ready to become
   active, so neither a ZKFC nor ``haadmin`` takes it into a failover.
 * ``get_service_status``: ready to become active unless initializing,
-  stopping, an observer, not HA, or the standby's tailer found a gap (purged
-  edits). It also names the last applied txid (``cluster status``).
+  stopping, an observer, not HA, a standby in safe mode (as HDFS: ``haadmin
+  -failover`` then needs ``--forceactive``), or the standby's tailer found a
+  gap (purged edits). It also names the last applied txid (``cluster status``).
 * ``monitor_health``: fails when stopping or after a journal failure, when a
   name or edits dir has less free space than ``dfs.namenode.resource.du.reserved``,
-  or when the standby's or observer's tailer died.
+  when the standby's or observer's tailer died, or in safe mode with
+  ``dfs.ha.nn.not-become-active-in-safemode`` (``ha_state`` invariant 5: the ZKFC
+  then leaves the election, and an active in safe mode is made standby).
 
 Invariants:
 
@@ -53,7 +56,7 @@ from typing import Callable, Protocol
 from qjournal.config import Configuration
 from qjournal.errors import HealthCheckFailedError, QJournalError, ServiceFailedError
 from qjournal.namenode.addresses import nameservice_of
-from qjournal.namenode.ha_state import HAState, Transition, check_transition
+from qjournal.namenode.ha_state import SAFE_MODE_TIP, HAState, Transition, check_transition
 from qjournal.namenode.storage import local_edits_dirs
 from qjournal.namenode.tailer import EditLogTailer
 
@@ -65,6 +68,8 @@ class HAContext(Protocol):
 
     #: the HA state (the service changes it on transitions)
     state: HAState
+    #: this NameNode is in safe mode (``ha_state`` invariant 4)
+    safe_mode: bool
     #: the journal failure that stops the NameNode, if any
     fatal_error: BaseException | None
     #: the standby's tailer (None before the image is loaded)
@@ -119,6 +124,8 @@ class HAService:
             if per_ns is not None:
                 self.automatic_failover = per_ns
         self.du_reserved_bytes = int(conf.get_bytes("dfs.namenode.resource.du.reserved") or 0)
+        #: ``ha_state`` invariant 5
+        self.not_active_in_safe_mode = bool(conf.get_bool("dfs.ha.nn.not-become-active-in-safemode"))
         self._transition_lock = asyncio.Lock()
         #: test hook: free bytes the resource check sees instead of the real ones
         self.health_free_bytes_override: int | None = None
@@ -144,6 +151,8 @@ class HAService:
             ready, reason = False, "an observer becomes active only through standby"
         elif not self.ha_enabled and nn.state != HAState.ACTIVE:
             ready, reason = False, "HA is not enabled"
+        elif nn.state == HAState.STANDBY and nn.safe_mode:
+            ready, reason = False, f"The NameNode is in safe mode. {SAFE_MODE_TIP}"
         elif nn.state in (HAState.STANDBY, HAState.OBSERVER) and nn.tailer is not None and nn.tailer.gap:
             ready, reason = False, (f"the shared journal has a gap after txid {nn.tailer.last_applied_txid} "
                                     f"(re-run namenode -bootstrapStandby): {nn.tailer.last_error}")
@@ -154,7 +163,8 @@ class HAService:
         """HAServiceProtocol monitorHealth.
 
         Raises:
-            HealthCheckFailedError: stopping, failed journal, short of space, or a dead tailer.
+            HealthCheckFailedError: stopping, failed journal, short of space, a dead tailer,
+                or safe mode with ``dfs.ha.nn.not-become-active-in-safemode``.
         """
         nn = self.nn
         if nn.fatal_error is not None or nn.state == HAState.STOPPING:
@@ -165,6 +175,9 @@ class HAService:
         if (nn.tailer is not None and nn.state in (HAState.STANDBY, HAState.OBSERVER) and not nn.tailer.running
                 and not self._transition_lock.locked()):  # invariant 2
             raise HealthCheckFailedError(f"{nn.label}: the edit log tailer is not running")
+        if nn.safe_mode and self.not_active_in_safe_mode:
+            raise HealthCheckFailedError(f"{nn.label} is in safe mode and configured to report UNHEALTHY to "
+                                         f"ZKFC in safe mode (dfs.ha.nn.not-become-active-in-safemode)")
         return None
 
     async def rpc_transition_to_active(self, request_source: str = "user") -> None:
@@ -220,10 +233,11 @@ class HAService:
 
         Raises:
             ServiceFailedError: not allowed from this state, manual control refused
-                under automatic failover, or HA not enabled.
+                under automatic failover, HA not enabled, or safe mode refuses it
+                (``ha_state`` invariant 5).
         """
-        if check_transition(self.nn.state, target, request_source,
-                            self.automatic_failover) == Transition.NOOP:
+        if check_transition(self.nn.state, target, request_source, self.automatic_failover,
+                            self.nn.safe_mode, self.not_active_in_safe_mode) == Transition.NOOP:
             return True
         if not self.ha_enabled:
             raise ServiceFailedError("HA is not enabled (no dfs.namenode.shared.edits.dir)")

@@ -31,13 +31,27 @@ Invariants:
    ``zkfc`` and ``user_forced`` (``--forcemanual``) are accepted. Observer
    transitions need no ``--forcemanual``: the ZKFCs leave observers out of the
    election, so moving a NameNode between standby and observer cannot race one.
+4. Safe mode (HDFS's manual safe mode, ``dfsadmin -safemode enter``) is a flag
+   of one NameNode: in memory, never in the edit log nor replicated (entering
+   it on the active leaves the standby as it was, as in HDFS), kept across
+   HA transitions, gone after a restart. There is no start-up safe mode: the
+   namespace holds metadata only, so there are no block reports to wait for.
+   While it is on, the NameNode refuses every ``WRITE`` (namespace mutations and
+   edit-log rolls) with ``SafeModeError``, after the HA gate of invariant 2 (a
+   standby answers a write with ``StandbyError`` whatever its safe mode, so the
+   client fails over); reads, ``msync``, HA calls and checkpoint uploads are
+   served.
+5. With ``dfs.ha.nn.not-become-active-in-safemode`` (HDFS-14201, HDFS-16547), a
+   NameNode in safe mode refuses a transition to ``active`` or ``observer``
+   (one already there stays: a no-op) and reports itself unhealthy to its ZKFC
+   (``ha_service.py``), so it leaves the election.
 """
 
 from __future__ import annotations
 
 import enum
 
-from qjournal.errors import ServiceFailedError, StandbyError
+from qjournal.errors import SafeModeError, ServiceFailedError, StandbyError
 
 
 class HAState(str, enum.Enum):
@@ -77,21 +91,25 @@ REQUEST_SOURCES = ("user", "zkfc", "user_forced")
 
 
 def check_transition(current: HAState, target: HAState, request_source: str = "user",
-                     automatic_failover: bool = False) -> Transition:
-    """Decide a transition request (invariants 1 and 3).
+                     automatic_failover: bool = False, safe_mode: bool = False,
+                     not_active_in_safe_mode: bool = False) -> Transition:
+    """Decide a transition request (invariants 1, 3 and 5).
 
     Args:
         current: the state now.
         target: the requested state.
         request_source: ``user``, ``zkfc`` or ``user_forced``.
         automatic_failover: ``dfs.ha.automatic-failover.enabled``.
+        safe_mode: the NameNode is in safe mode.
+        not_active_in_safe_mode: ``dfs.ha.nn.not-become-active-in-safemode``.
 
     Returns:
         ``Transition.DO`` or ``Transition.NOOP`` (already there).
 
     Raises:
         ServiceFailedError: the transition is not allowed, or manual control is
-            refused under automatic failover, or the source is unknown.
+            refused under automatic failover, or the source is unknown, or the
+            NameNode is in safe mode and configured not to become active then.
     """
     if request_source not in REQUEST_SOURCES:
         raise ServiceFailedError(f"unknown request source {request_source!r} "
@@ -114,6 +132,10 @@ def check_transition(current: HAState, target: HAState, request_source: str = "u
                                      "NameNode cannot become an observer (make another NameNode active "
                                      "and this one standby first)")
         raise ServiceFailedError(f"transition from {current.value} to {target.value} is not allowed")
+    if safe_mode and not_active_in_safe_mode and target in (HAState.ACTIVE, HAState.OBSERVER):
+        raise ServiceFailedError(
+            f"the NameNode is in safe mode and dfs.ha.nn.not-become-active-in-safemode is true: it does not "
+            f"become {target.value} (leave safe mode first: dfsadmin -safemode leave)")
     return Transition.DO
 
 
@@ -139,5 +161,41 @@ def check_operation(state: HAState, category: OpCategory, allow_stale_reads: boo
                        f"{state.value}", state=state.value, category=category.value)
 
 
-__all__ = ["HAState", "OpCategory", "Transition", "ALLOWED", "REQUEST_SOURCES",
-           "check_transition", "check_operation"]
+#: what a write refused in safe mode could not do, by method (HDFS's messages), invariant 4
+SAFE_MODE_REFUSALS: dict[str, str] = {
+    "mkdirs": "Cannot create directory", "create": "Cannot create file", "delete": "Cannot delete",
+    "rename": "Cannot rename", "set_permission": "Cannot set permission for",
+    "set_owner": "Cannot set owner for", "set_times": "Cannot set times",
+    "set_replication": "Cannot set replication for", "roll_edit_log": "Log not rolled",
+}
+
+#: how an operator leaves safe mode (HDFS's "safe mode tip" for a manual safe mode)
+SAFE_MODE_TIP = 'It was turned on manually. Use "qjournal dfsadmin -safemode leave" to turn safe mode off.'
+
+
+def check_safe_mode(safe_mode: bool, category: OpCategory, method: str = "", target: str = "",
+                    nn_label: str = "NameNode") -> None:
+    """Refuse a write while the NameNode is in safe mode (invariant 4). The HA gate
+    (:func:`check_operation`) comes first.
+
+    Args:
+        safe_mode: the NameNode is in safe mode.
+        category: the call's category (only ``WRITE`` is refused).
+        method: the call, for the message (:data:`SAFE_MODE_REFUSALS`).
+        target: the path it names, if any.
+        nn_label: "NameNode <id>", for the message.
+
+    Raises:
+        SafeModeError: ``Cannot create directory /x. Name node is in safe mode ...``, naming
+            the NameNode and how to leave safe mode.
+    """
+    if not safe_mode or category != OpCategory.WRITE:
+        return
+    action = SAFE_MODE_REFUSALS.get(method, f"Cannot {method or 'write'}")
+    subject = f"{action} {target}" if target else action
+    raise SafeModeError(f"{subject}. Name node is in safe mode ({nn_label}).\n{SAFE_MODE_TIP}",
+                        nn=nn_label, method=method, path=target, safe_mode=True)
+
+
+__all__ = ["HAState", "OpCategory", "Transition", "ALLOWED", "REQUEST_SOURCES", "SAFE_MODE_REFUSALS",
+           "SAFE_MODE_TIP", "check_transition", "check_operation", "check_safe_mode"]

@@ -271,6 +271,19 @@ def list_images(name_dir: str) -> list[tuple[int, str]]:
     return out
 
 
+def newest_image_time_ms(name_dir: str) -> tuple[int, int] | None:
+    """``(txid, modification time in ms)`` of the newest image file (HDFS's ``LastCheckpointTime`` is the
+    image write), or None when there is none."""
+    images = list_images(name_dir)
+    if not images:
+        return None
+    txid, path = images[-1]
+    try:
+        return txid, int(os.stat(path).st_mtime * 1000)
+    except OSError:  # purged meanwhile
+        return None
+
+
 def newest_valid_image(name_dir: str) -> tuple[ImageInfo, pa.Table, str] | None:
     """The valid image with the highest txid (invariant 3), or None when there is none."""
     for txid, path in reversed(list_images(name_dir)):
@@ -305,6 +318,6 @@ def purge_images(name_dir: str, num_retained: int) -> list[int]:
 __all__ = [
     "IMAGE_SCHEMA", "IMAGE_COLUMNS", "ImageInfo", "image_file_name", "parse_image_file_name",
     "image_path", "image_to_bytes", "crc_line", "save_image", "save_image_bytes",
-    "read_image_bytes", "load_image", "list_images", "newest_valid_image", "purge_images",
+    "read_image_bytes", "load_image", "list_images", "newest_image_time_ms", "newest_valid_image", "purge_images",
     "current_dir",
 ]

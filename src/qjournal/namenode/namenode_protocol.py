@@ -13,7 +13,8 @@ Theory of operation:
   stores it (commit point: the rename, ``image.py``) and applies retention.
 * ``get_image``: the newest image that reads back valid, with its ``.crc`` and
   the namespace info, for ``namenode -bootstrapStandby`` (``format.py``).
-* ``get_namespace_info``, ``roll_edit_log`` (the active), ``get_stats``
+* ``get_namespace_info``, ``roll_edit_log`` (the active, not in safe mode:
+  :func:`roll_edit_log`, shared with ``dfsadmin -rollEdits``), ``get_stats``
   (counters for operators and tests).
 
 Invariants:
@@ -31,7 +32,7 @@ from typing import Any, Protocol
 from qjournal.errors import InvalidRequestError, JournalError, QJournalError
 from qjournal.namenode import image as img
 from qjournal.namenode.editlog import FSEditLog
-from qjournal.namenode.ha_state import OpCategory
+from qjournal.namenode.ha_state import OpCategory, check_safe_mode
 from qjournal.protocol.messages import NamespaceInfo
 
 
@@ -45,6 +46,10 @@ class NamenodeContext(Protocol):
     last_checkpoint_txid: int
     #: the open edit log (the active only)
     editlog: FSEditLog | None
+    #: safe mode (``ha_state`` invariant 4)
+    safe_mode: bool
+    #: "NameNode <id>", for messages
+    label: str
 
     def check_operation(self, category: OpCategory, method: str) -> None:
         """The HA gate. Raises StandbyError when this NameNode does not serve ``category``."""
@@ -54,6 +59,25 @@ class NamenodeContext(Protocol):
 
     def stats(self) -> dict:
         """Counters: state, txids, inodes, edit log, retry cache, checkpoints, tailer."""
+
+
+async def roll_edit_log(nn: NamenodeContext, min_txns: int = 1) -> int | None:
+    """Roll the active's edit log (``roll_edit_log``, ``dfsadmin -rollEdits``).
+
+    Args:
+        nn: the NameNode.
+        min_txns: roll only a segment holding at least this many txns besides its start marker
+            (0: always, as ``-rollEdits``).
+
+    Returns:
+        The new segment's first txid, or None when nothing was rolled.
+
+    Raises:
+        StandbyError: not the active; SafeModeError: in safe mode (HDFS: "Log not rolled").
+    """
+    nn.check_operation(OpCategory.WRITE, "roll_edit_log")
+    check_safe_mode(nn.safe_mode, OpCategory.WRITE, "roll_edit_log", nn_label=nn.label)
+    return await nn.editlog.roll(min_txns) if nn.editlog is not None else None
 
 
 class NamenodeProtocolHandler:
@@ -108,14 +132,13 @@ class NamenodeProtocolHandler:
         raise JournalError(f"{nn.name_dir}: no valid image to send")
 
     async def rpc_roll_edit_log(self, **_kw: Any) -> int | None:
-        """Roll the edit log now. Returns the new segment's first txid (None: nothing to roll). Raises StandbyError."""
-        nn = self.nn
-        nn.check_operation(OpCategory.WRITE, "roll_edit_log")
-        return await nn.editlog.roll() if nn.editlog is not None else None
+        """Roll the edit log now. Returns the new segment's first txid (None: nothing to roll).
+        Raises StandbyError, SafeModeError."""
+        return await roll_edit_log(self.nn)
 
     async def rpc_get_stats(self, **_kw: Any) -> dict:
         """Returns counters: state, last applied txid, inodes, edit log and retry cache statistics."""
         return self.nn.stats()
 
 
-__all__ = ["NamenodeProtocolHandler", "NamenodeContext"]
+__all__ = ["NamenodeProtocolHandler", "NamenodeContext", "roll_edit_log"]

@@ -219,6 +219,17 @@ class Namespace:
         return (not self.permissions_enabled or ctx.user == self.superuser
                 or self.supergroup in ctx.groups)
 
+    def check_superuser(self, ctx: CallContext, operation: str) -> None:
+        """HDFS's ``checkSuperuserPrivilege`` (the ``dfsadmin`` calls): the superuser, a member of the
+        supergroup, or anyone when permissions are disabled.
+
+        Raises:
+            PermissionDeniedError: ``Access denied for user <u>. Superuser privilege is required ...``.
+        """
+        if not self._is_super(ctx):
+            raise PermissionDeniedError(f"Access denied for user {ctx.user}. Superuser privilege is required "
+                                        f"for operation {operation}", user=ctx.user, operation=operation)
+
     def _check(self, ctx: CallContext, node: INode, access: int, path: str) -> None:
         if self._is_super(ctx):
             return

@@ -164,5 +164,58 @@ async def purge_old_storage(conf: Configuration, name_dir: str, journals: Journa
             log.warning("purging edits older than %d failed: %s", min_txid, e)
 
 
+def _stream_description(journal: object, stream: object) -> str:
+    """Hadoop-like description of one journal's output stream (``NameJournalStatus``)."""
+    if stream is None:
+        return ""
+    loggers = getattr(getattr(journal, "loggers", None), "loggers", None)
+    seg = getattr(stream, "segment_txid", None)
+    head = f"Writing segment beginning at txid {seg}." if seg is not None else "open for write"
+    if not loggers:
+        return head
+    parts = []
+    for lg in loggers:
+        extra = ", out of sync" if getattr(lg, "out_of_sync", False) else ""
+        parts.append(f"{lg.name} (Written txid {getattr(lg, 'highest_acked_txid', '?')}{extra})")
+    return f"{head} " + ", ".join(parts)
+
+
+def journal_statuses(journal_set: JournalManager | None, shared_reader: JournalManager | None,
+                     conf: Configuration) -> list[dict]:
+    """A NameNode's journals as Hadoop's ``NameJournalStatus`` entries (status page, ``dfsadmin -report``).
+
+    Args:
+        journal_set: the writer's journal set (the active), or None.
+        shared_reader: the shared journal being tailed (a standby), or None.
+        conf: for the local edits dirs of a NameNode that is not writing.
+
+    Returns:
+        ``[{"manager", "stream", "disabled", "required"}]`` (strings, as Hadoop): the writer's
+        set when active, else the shared journal being tailed and the local edits dirs.
+    """
+    def flag(v: object) -> str:
+        return "true" if v else "false"
+
+    out: list[dict] = []
+    members = getattr(journal_set, "members", None)
+    if members is not None:
+        for m in members:
+            out.append({"manager": str(getattr(m.journal, "uri", "") or repr(m.journal)),
+                        "stream": (f"failed: {m.failure}" if m.failed
+                                   else _stream_description(m.journal, m.stream)),
+                        "disabled": flag(m.failed), "required": flag(m.journal.required)})
+        return out
+    if shared_reader is not None:
+        out.append({"manager": str(getattr(shared_reader, "uri", "") or repr(shared_reader)),
+                    "stream": "open for read", "disabled": "false", "required": "true"})
+    try:
+        local = local_edits_uris(conf)
+    except QJournalError:  # a status shows what it can
+        local = []
+    for uri in local:
+        out.append({"manager": uri, "stream": "", "disabled": "false", "required": "false"})
+    return out
+
+
 __all__ = ["NN_VERSION_FILE", "name_dir_of", "local_edits_uris", "local_edits_dirs", "read_nn_version",
-           "write_nn_version", "open_journals", "make_journal_set", "purge_old_storage"]
+           "write_nn_version", "open_journals", "make_journal_set", "purge_old_storage", "journal_statuses"]
