@@ -1,6 +1,7 @@
 """Hadoop's own FsShell (the hadoop-client 3.5 jars inside pyspark) against a real local HA cluster over
 WebHDFS: the everyday commands give the same namespace and output as ``qjournal dfs``, a non-superuser
-is refused by the namespace's permissions, and data is refused with a clear message.
+is refused by the namespace's permissions, and through the nameservice (``webhdfs://ns1/``, Hadoop's
+``ConfiguredFailoverProxyProvider``) FsShell fails over past a standby and past a killed active.
 
 One cluster serves the module. Each FsShell command is one JVM (about 1.5 s), so commands take several
 paths where FsShell allows it.
@@ -142,3 +143,25 @@ def test_fsshell_commands_agree_with_qjournal_dfs(hadoop, capsys):
     ok(fs("-rm", "-r", f"{u}/t/a", f"{u}/t/c/moved"))
     rc, mine, _ = dfs(hadoop, capsys, "-find", "/t")
     assert mine.split() == ["/t", "/t/c", "/t/c/hers"]
+
+
+def test_fsshell_fails_over_through_the_nameservice(hadoop, capsys):
+    c = hadoop.cluster
+    active = c.wait_for_active(60)
+    standby = "nn2" if active == "nn1" else "nn1"
+    # the standby first: its StandbyException sends the client to the active
+    ok(hadoop.fsshell("-mkdir", "-p", f"webhdfs://{NS}/ha/one", conf_dir=hadoop.hadoop_conf([standby, active])))
+    # kill the active: the standby takes over; the dead NameNode first, so the client must fail over
+    c.kill(active)
+    assert c.wait_for_active(60, exclude=active) == standby
+    dead_first = hadoop.hadoop_conf([active, standby])
+    ok(hadoop.fsshell("-touchz", f"webhdfs://{NS}/ha/one/f", f"webhdfs://{NS}/ha/g", conf_dir=dead_first))
+    ok(hadoop.fsshell("-mv", f"webhdfs://{NS}/ha/g", f"webhdfs://{NS}/ha/one/g", conf_dir=dead_first))
+    listing = ok(hadoop.fsshell("-ls", "-R", f"webhdfs://{NS}/ha", conf_dir=dead_first))
+    rc, mine, _ = dfs(hadoop, capsys, "-ls", "-R", "/ha")
+    assert rc == 0 and listing.replace(f"webhdfs://{NS}", "") == mine
+    assert [ln.rsplit(" ", 1)[1] for ln in mine.splitlines()] == ["/ha/one", "/ha/one/f", "/ha/one/g"]
+    # the old active comes back as standby and stays out of the way
+    c.restart(active)
+    ok(hadoop.fsshell("-rm", "-r", f"webhdfs://{NS}/ha", conf_dir=dead_first))
+    assert dfs(hadoop, capsys, "-test", "-e", "/ha")[0] == 1
