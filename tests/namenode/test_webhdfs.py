@@ -1,9 +1,9 @@
 """WebHDFS on the NameNode's HTTP server, in process over real HTTP: every operation and its JSON shape
 (checked against the namespace itself), Hadoop's error shapes and statuses, identity and server-side
-groups, garbage requests (never a 500) and the HA gate (standby and observer).
+groups, garbage requests (never a 500), the HA gate (standby and observer), and fsspec's WebHDFS client.
 
 One NameNode (HA-configured, made active) serves the whole module from a background event loop; the
-tests speak HTTP with ``requests`` from the test thread.
+tests speak HTTP with ``requests`` (and fsspec on top of it) from the test thread.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import socket
 import threading
 import urllib.parse
 
+import fsspec
 import pytest
 import requests
 from aiohttp import web
@@ -412,3 +413,37 @@ def test_standby_and_observer_answer_standby_exception(server):
     finally:
         s.do(s.nn.ha_service.transition_to_active("user"))
     assert call(s, "PUT", "/ha/e", "MKDIRS")[1] == {"boolean": True}
+
+
+def test_fsspec_webhdfs_client(server):
+    s = server
+    port = int(urllib.parse.urlsplit(s.base).port)
+    fs = fsspec.filesystem("webhdfs", host="127.0.0.1", port=port, user="alice", skip_instance_cache=True)
+    call(s, "PUT", "/fs", "MKDIRS", permission="777")
+    fs.mkdir("/fs/a")
+    fs.makedirs("/fs/a/b/c", exist_ok=True)
+    fs.touch("/fs/a/f")
+    assert s.info("/fs/a/f")["owner"] == "alice" and s.info("/fs/a/b/c")["type"] == "d"
+    assert fs.ls("/fs/a") == ["/fs/a/b", "/fs/a/f"]
+    detail = {e["name"]: e for e in fs.ls("/fs/a", detail=True)}
+    assert detail["/fs/a/b"]["type"] == "directory" and detail["/fs/a/f"]["type"] == "file"
+    info = fs.info("/fs/a/f")
+    assert (info["type"], info["size"], info["owner"]) == ("file", 0, "alice")
+    assert fs.exists("/fs/a/f") and not fs.exists("/fs/a/nope")
+    with fs.open("/fs/a/f", "rb") as fh:
+        assert fh.read() == b""
+    fs.mv("/fs/a/f", "/fs/a/g")
+    assert not fs.exists("/fs/a/f") and fs.info("/fs/a/g")["type"] == "file"
+    assert s.info("/fs/a/f") is None and s.info("/fs/a/g") is not None
+    assert fs.content_summary("/fs/a")["fileCount"] == 1
+    with pytest.raises(requests.HTTPError) as refused:  # the data step: fsspec raises the HTTP status
+        with fs.open("/fs/a/data", "wb") as fh:
+            fh.write(b"bytes")
+    assert "metadata only" in refused.value.response.text
+    with pytest.raises(FileNotFoundError):
+        fs.info("/fs/nope")
+    fs.rm("/fs/a", recursive=True)
+    assert not fs.exists("/fs/a") and s.info("/fs/a") is None
+    call(s, "PUT", "/fs/private", "MKDIRS", permission="700")
+    with pytest.raises(PermissionError):  # AccessControlException: alice may not list hdfs's 700 directory
+        fs.ls("/fs/private")
