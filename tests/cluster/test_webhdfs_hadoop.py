@@ -3,7 +3,8 @@ WebHDFS: the everyday commands give the same namespace and output as ``qjournal 
 is refused by the namespace's permissions, and through the nameservice (``webhdfs://ns1/``, Hadoop's
 ``ConfiguredFailoverProxyProvider``) FsShell fails over past a standby and past a killed active.
 
-One cluster serves the module. Each FsShell command is one JVM (about 1.5 s), so commands take several
+One cluster serves the module; FsShell reads the cluster's own configuration directory (or one that
+orders the NameNodes as a test needs). Each FsShell command is one JVM (about 1.5 s), so commands take several
 paths where FsShell allows it.
 """
 
@@ -25,8 +26,6 @@ from qjournal.namenode.dfs_client import CONFIGURED_FAILOVER_PROXY_PROVIDER
 JAVA = shutil.which("java")
 JARS = os.path.join(os.path.dirname(pyspark.__file__), "jars")
 NS = "ns1"
-#: errors only (log4j2 finds this file on the classpath)
-LOG4J2 = "status = error\nrootLogger.level = error\n"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
               pytest.mark.skipif(JAVA is None, reason="java is not installed (scripts/setup.sh installs it)")]
@@ -39,15 +38,10 @@ class Hadoop:
         self.root = root
         self.cluster = LocalCluster(os.path.join(root, "cluster"), out=lambda s: None, extra_conf={
             "qjournal.namenode.superuser": "hdfs",
-            "hadoop.user.group.static.mapping.overrides": "hdfs=supergroup;alice=staff;",
-            f"dfs.client.failover.proxy.provider.{NS}": CONFIGURED_FAILOVER_PROXY_PROVIDER})
+            "hadoop.user.group.static.mapping.overrides": "hdfs=supergroup;alice=staff;"})
         self.cluster.up(fresh=True)
         conf = Configuration.load(self.cluster.conf_dir)
         self.http = {nn: conf.get(f"dfs.namenode.http-address.{NS}.{nn}") for nn in ("nn1", "nn2")}
-        self.log_dir = os.path.join(root, "log4j")
-        os.makedirs(self.log_dir, exist_ok=True)
-        with open(os.path.join(self.log_dir, "log4j2.properties"), "w") as f:
-            f.write(LOG4J2)
 
     def hadoop_conf(self, order: list[str]) -> str:
         """A Hadoop client conf dir naming the nameservice's NameNodes in ``order`` (the client tries them
@@ -63,7 +57,7 @@ class Hadoop:
 
     def fsshell(self, *args: str, user: str = "hdfs", conf_dir: str | None = None) -> subprocess.CompletedProcess:
         """``hdfs dfs ARGS`` as ``user`` (HADOOP_USER_NAME: simple authentication sends it as user.name)."""
-        cp = os.pathsep.join([conf_dir or self.hadoop_conf(["nn1", "nn2"]), self.log_dir, os.path.join(JARS, "*")])
+        cp = os.pathsep.join([conf_dir or self.cluster.conf_dir, os.path.join(JARS, "*")])
         env = dict(os.environ, HADOOP_USER_NAME=user)
         # C1 only: a short-lived JVM starts in half the time
         return subprocess.run([JAVA, "-XX:TieredStopAtLevel=1", "-cp", cp, "org.apache.hadoop.fs.FsShell", *args],
@@ -99,10 +93,9 @@ def ok(r: subprocess.CompletedProcess) -> str:
 def test_fsshell_commands_agree_with_qjournal_dfs(hadoop, capsys):
     active = hadoop.cluster.wait_for_active(60)
     u = f"webhdfs://{hadoop.http[active]}"
-    conf_dir = hadoop.hadoop_conf(["nn1", "nn2"])
 
-    def fs(*args, user="hdfs"):
-        return hadoop.fsshell(*args, user=user, conf_dir=conf_dir)
+    def fs(*args, user="hdfs"):  # with the cluster's own conf dir on the classpath
+        return hadoop.fsshell(*args, user=user)
 
     def strip(text):
         return text.replace(u, "")
@@ -161,7 +154,7 @@ def test_fsshell_fails_over_through_the_nameservice(hadoop, capsys):
     rc, mine, _ = dfs(hadoop, capsys, "-ls", "-R", "/ha")
     assert rc == 0 and listing.replace(f"webhdfs://{NS}", "") == mine
     assert [ln.rsplit(" ", 1)[1] for ln in mine.splitlines()] == ["/ha/one", "/ha/one/f", "/ha/one/g"]
-    # the old active comes back as standby and stays out of the way
+    # the old active comes back as standby and stays out of the way; the cluster's conf dir works as it is
     c.restart(active)
-    ok(hadoop.fsshell("-rm", "-r", f"webhdfs://{NS}/ha", conf_dir=dead_first))
+    ok(hadoop.fsshell("-rm", "-r", f"webhdfs://{NS}/ha"))
     assert dfs(hadoop, capsys, "-test", "-e", "/ha")[0] == 1

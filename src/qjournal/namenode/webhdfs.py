@@ -271,7 +271,7 @@ class WebHdfs:
         groups: the group mapping (default: from ``conf``).
 
     Raises:
-        ConfigError: malformed group overrides.
+        ConfigError: malformed group overrides, or ``dfs.ls.limit`` below 1.
     """
 
     def __init__(self, client: ClientProtocolHandler, conf: Any, groups: GroupMapping | None = None) -> None:
