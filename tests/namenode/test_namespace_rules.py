@@ -7,7 +7,7 @@ import pytest
 from qjournal.errors import (CorruptSegmentError, DirectoryNotEmptyError, FileAlreadyExistsError,
                              FileNotFoundError_, InvalidRequestError, InvariantViolation,
                              NotADirectoryError_, PermissionDeniedError)
-from qjournal.namenode.namespace import CallContext, Namespace, mode_string
+from qjournal.namenode.namespace import READ, WRITE, CallContext, Namespace, mode_string
 from qjournal.namenode.ops import FIRST_INODE_ID, MkdirOp, RenameOp
 
 SU = CallContext("hdfs", ("supergroup",), ts=1)
@@ -139,6 +139,15 @@ def test_traverse_owner_sticky_and_disabled_permissions():
     ns.set_owner(ctx("alice", "users", "eng"), "/tmp/b", group="eng")
     with pytest.raises(PermissionDeniedError, match="does not belong to group ops"):
         ns.set_owner(ctx("alice", "users"), "/tmp/b", group="ops")
+    # checkAccess (FileSystem.access): the same bits, nothing changes
+    ns.check_access(ctx("alice"), "/tmp/b", READ | WRITE)
+    ns.check_access(ctx("bob"), "/tmp/b", READ)
+    with pytest.raises(PermissionDeniedError, match='access=WRITE, inode="/tmp/b"'):
+        ns.check_access(ctx("bob", "eng"), "/tmp/b", WRITE)
+    with pytest.raises(FileNotFoundError_):
+        ns.check_access(ctx("bob"), "/tmp/none", 0)
+    with pytest.raises(InvalidRequestError, match="access"):
+        ns.check_access(ctx("bob"), "/tmp/b", 8)
     off = Namespace(superuser="hdfs", permissions_enabled=False)
     off.mkdirs(SU, "/priv")
     off.set_permission(SU, "/priv", 0o000)
@@ -154,6 +163,19 @@ def test_reads_list_sorted_and_content_summary():
     cs = ns.get_content_summary(SU, "/d")
     assert (cs["directory_count"], cs["file_count"], cs["length"], cs["space_consumed"]) == (2, 2, 10, 20)
     assert ns.get_file_info(SU, "/missing") is None
+    for name in ("b", "a", "c", "é"):  # name (code point = UTF-8 byte) order
+        ns.create(SU, f"/d/sub/{name}")
+
+    def batch(start, limit):
+        out = ns.get_listing(SU, "/d/sub", start, limit)
+        return [s["name"] for s in out["entries"]], out["remaining"]
+    assert batch("", 2) == (["a", "b"], 3)
+    assert batch("b", 2) == (["big", "c"], 1)
+    assert batch("bz", None) == (["c", "é"], 0)
+    assert batch("zz", 5) == (["é"], 0) and batch("é", 5) == ([], 0)
+    assert ns.get_listing(SU, "/g", "x", 1) == {"entries": [ns.get_file_info(SU, "/g")], "remaining": 0}
+    with pytest.raises(InvalidRequestError, match="listing limit"):
+        ns.get_listing(SU, "/d", "", 0)
     assert mode_string(True, 0o1777) == "drwxrwxrwt" and mode_string(False, 0o1644) == "-rw-r--r-T"
 
 

@@ -201,6 +201,8 @@ def test_malformed_arguments_get_typed_errors_never_crashes(tmp_path):
         "rpc_set_replication": ("path", "replication"),
         "rpc_get_file_info": ("path",),
         "rpc_list_status": ("path",),
+        "rpc_get_listing": ("path", "start_after", "limit"),
+        "rpc_check_access": ("path", "access"),
         "rpc_get_content_summary": ("path",),
     }
 
@@ -214,7 +216,8 @@ def test_malformed_arguments_get_typed_errors_never_crashes(tmp_path):
             await nn.client_protocol.rpc_create("/ok/f", **W)
             good = {"path": "/ok/f", "perm": 0o644, "create_parent": True, "replication": 2,
                     "block_size": 1024, "overwrite": True, "recursive": False, "src": "/ok/f",
-                    "dst": "/ok/g", "owner": "hdfs", "group": "g", "mtime": 5, "atime": 5}
+                    "dst": "/ok/g", "owner": "hdfs", "group": "g", "mtime": 5, "atime": 5,
+                    "start_after": "a", "limit": 1, "access": 4}
             for method in sorted(calls):
                 for arg in calls[method]:
                     for v in bad_values:

@@ -12,7 +12,7 @@ Why a separate module: each role owns its CLI (``cli/main.py``). Modes, as
 * no mode: run the daemon in the foreground. It prints ``READY {json}`` once
   serving, writes ``--pid-file``, stops cleanly on SIGTERM/SIGINT (status 0)
   and exits with status 1 when its required journal fails (fenced). It also
-  serves HTTP (``namenode/http.py``: ``/jmx``, ``/metrics``, ``/isActive``, ``/``;
+  serves HTTP (``namenode/http.py``: ``/jmx``, ``/metrics``, ``/isActive``, ``/``, WebHDFS at ``/webhdfs/v1``;
   HTTPS with mutual TLS under ``dfs.http.policy = HTTPS_ONLY``), announced as
   ``"http"`` (and ``"http_url"``) in the READY line.
 """
@@ -136,8 +136,9 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     write_pid_file(args.pid_file)
     assert addr is not None
 
-    http = NameNodeHttpServer(nn)
+    http: NameNodeHttpServer | None = None
     try:
+        http = NameNodeHttpServer(nn)  # ConfigError: malformed WebHDFS group overrides
         (hhost, hport), _key, explicit = http_address_of(conf, nn.nn_id)
         if args.http_address:
             hhost, hport = args.http_address
@@ -147,7 +148,8 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     except (QJournalError, OSError) as e:
         log.error("NameNode HTTP server failed to start: %s", e)
         print(f"namenode: HTTP server failed to start: {e}", file=sys.stderr)
-        await http.stop()
+        if http is not None:
+            await http.stop()
         await nn.stop()
         remove_pid_file(args.pid_file)
         return 1

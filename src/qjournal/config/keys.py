@@ -177,6 +177,12 @@ define("qjournal.rpc.tls.key.file", None, "str", "PEM private key of this proces
 define("qjournal.rpc.tls.ca.file", None, "str", "PEM CA bundle that signs every peer certificate (RPC TLS)")
 define("dfs.http.policy", "HTTP_ONLY", doc="HTTP_ONLY, or HTTPS_ONLY: every daemon HTTP server (and segment "
        "download) uses mutual TLS with the qjournal.rpc.tls.* certificate, key and CA")
+define("hadoop.http.staticuser.user", "dr.who",
+       doc="the user of a WebHDFS request without user.name (empty: such a request is refused with 401)")
+define("hadoop.user.group.static.mapping.overrides", "dr.who=;",
+       doc="groups of named users that replace the OS groups, 'user1=g1,g2;user2=;' (NameNode group mapping)")
+define("hadoop.security.groups.cache.secs", 300, "duration",
+       "how long the NameNode keeps a user's groups before asking the OS again", unit="s")
 define("qjournal.log.level", "INFO", doc="log level of daemons (DEBUG, INFO, WARNING, ERROR)")
 define("qjournal.log.json", True, "bool", "structured JSON-lines logs on stderr (false: plain text)")
 
@@ -221,6 +227,7 @@ define("dfs.permissions.enabled", True, "bool", "check owner/group/other permiss
 define("dfs.permissions.superusergroup", "supergroup", doc="members of this group are superusers")
 define("dfs.namenode.resource.du.reserved", 100 * MiB, "bytes",
        "monitor-health fails when a name or edits directory has less free space than this")
+define("dfs.ls.limit", 1000, "int", "most entries of one WebHDFS LISTSTATUS_BATCH answer (one getListing batch)")
 define("dfs.ha.allow.stale.reads", False, "bool", "the standby NameNode serves reads")
 define("dfs.ha.nn.not-become-active-in-safemode", False, "bool",
        "a NameNode in safe mode refuses to become active or observer and reports itself unhealthy "

@@ -20,7 +20,8 @@ Theory of operation:
   bootstrapped and started after nn2 and, once a NameNode is active, made
   observers (``transition_to_observer``). They have no ZKFC: observers take no
   part in the election. The client configuration then names the
-  ``ObserverReadProxyProvider``, so ``qjournal dfs`` reads go to the observers.
+  ``ObserverReadProxyProvider``, so ``qjournal dfs`` reads go to the observers (without observers it
+  names ``ConfiguredFailoverProxyProvider``, so Hadoop's FsShell can use ``webhdfs://ns1/`` with the conf dir).
   ``restart`` of an observer makes it an observer again.
 * Every started process is recorded in ``<run>/cluster.json`` (argv, pid, log,
   address) *before* the next one starts, so a failed ``up`` can still be torn down.
@@ -54,6 +55,7 @@ from qjournal.errors import QJournalError
 from qjournal.ha.elector import ElectorSettings
 from qjournal.ha.zkfc import format_zk
 from qjournal.ha.zookeeper import ZooKeeperEnsemble, free_ports, server_mode
+from qjournal.namenode.dfs_client import CONFIGURED_FAILOVER_PROXY_PROVIDER, OBSERVER_READ_PROXY_PROVIDER
 from qjournal.transport import RpcClient
 from qjournal.util.fs import atomic_write
 from qjournal.util.proc import pid_alive, qjournal_argv, read_cmdline, read_last_lines, start_daemon
@@ -64,7 +66,6 @@ CLUSTER_STATE_FILE = "cluster.json"
 NAMESERVICE = "ns1"
 #: the NameNodes in the election (each with a ZKFC); observers come after them
 NN_IDS = ["nn1", "nn2"]
-OBSERVER_READ_PROXY_PROVIDER = "org.apache.hadoop.hdfs.server.namenode.ha.ObserverReadProxyProvider"
 JN_NAMES = ["jn1", "jn2", "jn3"]
 
 
@@ -203,8 +204,10 @@ class LocalCluster:
             "dfs.journalnode.enable.sync.format": "true",
             "dfs.journalnode.sync.interval": "5s",
         }
-        if self.observer_ids:  # clients read from the observers
-            values[f"dfs.client.failover.proxy.provider.{NAMESERVICE}"] = OBSERVER_READ_PROXY_PROVIDER
+        # clients read from the observers if there are any; naming a provider also makes the conf dir
+        # usable by Hadoop's own client (webhdfs://ns1/ is a logical URI only with one)
+        values[f"dfs.client.failover.proxy.provider.{NAMESERVICE}"] = (
+            OBSERVER_READ_PROXY_PROVIDER if self.observer_ids else CONFIGURED_FAILOVER_PROXY_PROVIDER)
         for nn in self.nn_ids:
             values[f"dfs.namenode.rpc-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'{nn}.rpc']}"
             if f"{nn}.http" in ports:  # two NameNodes on one host: not both on the default 9870

@@ -133,8 +133,8 @@ class ClientProtocolHandler:
     """
 
     rpc_concurrent = ("mkdirs", "create", "delete", "rename", "set_permission", "set_owner",
-                      "set_times", "set_replication", "get_file_info", "list_status",
-                      "get_content_summary", "msync")
+                      "set_times", "set_replication", "get_file_info", "check_access", "list_status",
+                      "get_listing", "get_content_summary", "msync")
 
     def __init__(self, nn: Namesystem) -> None:
         self.nn = nn
@@ -393,12 +393,40 @@ class ClientProtocolHandler:
                                 lambda ctx: self.nn.namespace.get_file_info(ctx, path),  # type: ignore[union-attr]
                                 state_id)
 
+    async def rpc_check_access(self, path: str, access: int, user: str = "", groups: list = (),
+                               state_id: int | None = None, **_kw: Any) -> Any:
+        """HDFS checkAccess: None when the caller may ``access`` (READ/WRITE/EXECUTE bits) the path.
+
+        Raises:
+            FileNotFoundError_, PermissionDeniedError, InvalidRequestError, StandbyError,
+            ObserverRetryOnActiveError, EditLogFatalError.
+        """
+        return await self._read("check_access", user, groups,
+                                lambda ctx: self.nn.namespace.check_access(ctx, path, access),  # type: ignore[union-attr]
+                                state_id)
+
     async def rpc_list_status(self, path: str, user: str = "", groups: list = (),
                               state_id: int | None = None, **_kw: Any) -> Any:
         """ls. Returns FileStatus dicts sorted by name. Raises FileNotFoundError_, PermissionDeniedError,
         StandbyError, ObserverRetryOnActiveError, EditLogFatalError."""
         return await self._read("list_status", user, groups,
                                 lambda ctx: self.nn.namespace.list_status(ctx, path),  # type: ignore[union-attr]
+                                state_id)
+
+    async def rpc_get_listing(self, path: str, start_after: str = "", limit: int | None = None,
+                              user: str = "", groups: list = (), state_id: int | None = None,
+                              **_kw: Any) -> Any:
+        """One batch of ls (HDFS getListing): children after ``start_after``, at most ``limit``.
+
+        Returns:
+            ``{"entries": [FileStatus dicts], "remaining": int}``.
+
+        Raises:
+            as :meth:`rpc_list_status`, and InvalidRequestError (bad ``start_after`` or ``limit``).
+        """
+        return await self._read("get_listing", user, groups,
+                                lambda ctx: self.nn.namespace.get_listing(  # type: ignore[union-attr]
+                                    ctx, path, start_after, limit),
                                 state_id)
 
     async def rpc_get_content_summary(self, path: str, user: str = "", groups: list = (),

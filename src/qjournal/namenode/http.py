@@ -1,11 +1,13 @@
-"""The NameNode's HTTP server (aiohttp): ``/jmx``, ``/metrics``, ``/isActive`` and a status page.
+"""The NameNode's HTTP server (aiohttp): ``/jmx``, ``/metrics``, ``/isActive``, a status page and WebHDFS.
 
 Why: operators and monitoring built for HDFS look at a NameNode through its
 web port (9870): ``/jmx`` with the beans of Hadoop's ``JMXJsonServlet``
 (``NameNodeStatus``, ``FSNamesystem``, ``NameNodeInfo``, ``RpcActivityForPort<p>``, ...),
 ``/isActive`` for load balancers (Hadoop's ``IsActiveServlet``: 200 on the
 active, 405 otherwise) and a status page. ``/metrics`` serves the same
-numbers to Prometheus from a registry owned by this server.
+numbers to Prometheus from a registry owned by this server. ``/webhdfs/v1``
+is Hadoop's WebHDFS REST API (``webhdfs.py``), served through the NameNode's
+ClientProtocol handler.
 
 Theory of operation:
 
@@ -48,6 +50,7 @@ from qjournal.namenode import image as img
 from qjournal.namenode.addresses import nameservice_of
 from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.storage import local_edits_uris
+from qjournal.namenode.webhdfs import WebHdfs
 from qjournal.transport.http import (http_server_context, https_enabled, jmx_response, prometheus_response,
                                 start_site)
 
@@ -153,6 +156,8 @@ class NameNodeHttpServer:
         self.app.router.add_get("/isActive", self.is_active)
         self.app.router.add_get("/", self.index)
         self.app.router.add_get("/index.html", self.index)
+        self.webhdfs = WebHdfs(nn.client_protocol, nn.conf)
+        self.webhdfs.register(self.app)
         self.registry = CollectorRegistry(auto_describe=False)  # this server's own, never the global one
         self.registry.register(_Collector(self))
         self._runner: web.AppRunner | None = None

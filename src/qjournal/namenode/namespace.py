@@ -33,6 +33,7 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -46,9 +47,11 @@ from qjournal.namenode.ops import (FIRST_INODE_ID, NO_CALL_ID, NO_CLIENT_ID, ROO
                                    SetTimesOp, StartLogSegmentOp)
 
 READ, WRITE, EXECUTE = 4, 2, 1
-_ACCESS_NAMES = {READ: "READ", WRITE: "WRITE", EXECUTE: "EXECUTE", READ | EXECUTE: "READ_EXECUTE",
-                 WRITE | EXECUTE: "WRITE_EXECUTE", READ | WRITE | EXECUTE: "ALL"}
+_ACCESS_NAMES = {0: "NONE", READ: "READ", WRITE: "WRITE", EXECUTE: "EXECUTE", READ | EXECUTE: "READ_EXECUTE",
+                 READ | WRITE: "READ_WRITE", WRITE | EXECUTE: "WRITE_EXECUTE", READ | WRITE | EXECUTE: "ALL"}
 DEFAULT_BLOCK_SIZE = 134217728
+#: replication of a file created without one (Hadoop's ``dfs.replication`` default)
+DEFAULT_REPLICATION = 3
 MAX_PATH_COMPONENT_BYTES = 255
 MAX_PATH_DEPTH = 1000
 #: longest user, owner or group name, in UTF-8 bytes (every name goes into an edit record)
@@ -342,7 +345,7 @@ class Namespace:
         return ops
 
     def create(self, ctx: CallContext, path: str, perm: int = 0o644, overwrite: bool = False,
-               replication: int = 3, block_size: int = DEFAULT_BLOCK_SIZE,
+               replication: int = DEFAULT_REPLICATION, block_size: int = DEFAULT_BLOCK_SIZE,
                create_parent: bool = False) -> list[EditOp]:
         """Create an empty file (``touchz``); with ``overwrite`` an existing file is replaced.
 
@@ -562,6 +565,19 @@ class Namespace:
                 "block_size": node.block_size, "length": node.length, "inode_id": node.id,
                 "children_num": len(node.children) if node.is_dir else 0}  # type: ignore[arg-type]
 
+    def check_access(self, ctx: CallContext, path: str, access: int) -> None:
+        """HDFS ``checkAccess`` (``FileSystem.access``): may the caller ``access`` the path?
+
+        Args:
+            access: the wanted bits, ``READ | WRITE | EXECUTE`` (0..7).
+
+        Raises:
+            FileNotFoundError_, PermissionDeniedError (naming the access), InvalidRequestError (bad ``access``).
+        """
+        check_int(access, "access", path, 0, 7)
+        node, _nodes, parts = self._get(ctx, path)
+        self._check(ctx, node, access, join_path(parts))
+
     def get_file_info(self, ctx: CallContext, path: str) -> dict | None:
         """stat; None when the path does not exist (as HDFS getFileInfo)."""
         nodes, parts = self._resolve(ctx, path)
@@ -575,14 +591,36 @@ class Namespace:
         Raises:
             FileNotFoundError_, PermissionDeniedError (no READ|EXECUTE on the directory).
         """
+        return self.get_listing(ctx, path)["entries"]
+
+    def get_listing(self, ctx: CallContext, path: str, start_after: str = "",
+                    limit: int | None = None) -> dict:
+        """One batch of ``ls`` (HDFS ``getListing``): the children named after ``start_after``, in
+        name order (invariant 4), at most ``limit`` (None: all); a file lists itself.
+
+        Returns:
+            ``{"entries": [FileStatus dicts], "remaining": children left after this batch}``.
+
+        Raises:
+            FileNotFoundError_, PermissionDeniedError (no READ|EXECUTE on the directory),
+            InvalidRequestError (``start_after`` not a string, ``limit`` below 1).
+        """
+        if not isinstance(start_after, str):
+            raise InvalidRequestError(f"ls {path}: invalid start_after {start_after!r}", path=str(path))
+        if limit is not None:
+            check_int(limit, "listing limit", path, 1)
         node, _nodes, parts = self._get(ctx, path)
         p = join_path(parts)
         if not node.is_dir:
-            return [self.status(node, p)]
+            return {"entries": [self.status(node, p)], "remaining": 0}
         self._check(ctx, node, READ | EXECUTE, p)
         base = p.rstrip("/")
-        return [self.status(self.inodes[node.children[n]], f"{base}/{n}")  # type: ignore[index]
-                for n in sorted(node.children)]  # type: ignore[arg-type]
+        names = sorted(node.children)  # type: ignore[arg-type]
+        first = bisect.bisect_right(names, start_after) if start_after else 0
+        last = len(names) if limit is None else min(len(names), first + limit)
+        return {"entries": [self.status(self.inodes[node.children[n]], f"{base}/{n}")  # type: ignore[index]
+                            for n in names[first:last]],
+                "remaining": len(names) - last}
 
     def get_content_summary(self, ctx: CallContext, path: str) -> dict:
         """du / count: length, file_count, directory_count (including itself), space_consumed.
@@ -797,4 +835,4 @@ _APPLY = {
 }
 
 __all__ = ["CallContext", "INode", "Namespace", "split_path", "join_path", "mode_string",
-           "READ", "WRITE", "EXECUTE", "FIRST_INODE_ID"]
+           "READ", "WRITE", "EXECUTE", "FIRST_INODE_ID", "DEFAULT_BLOCK_SIZE", "DEFAULT_REPLICATION"]
