@@ -20,6 +20,7 @@ from qjournal.namenode.checkpointer import save_needed
 from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.format import format_namenode
 from qjournal.namenode.ha_state import HAState
+from qjournal.namenode.http import NameNodeHttpServer
 from qjournal.namenode.namespace import Namespace
 
 from .test_ha_inprocess import start_pair
@@ -108,8 +109,18 @@ def test_safe_mode_and_admin_calls_on_one_namenode(tmp_path):
             assert report["journals"] and report["journals"][0]["disabled"] == "false"
             with pytest.raises(PermissionDeniedError):
                 await adm.rpc_get_report(**BOB)
+            # /jmx's NameNodeInfo.Safemode (Hadoop's tip while on, empty while off) and /metrics say so too
+            http = NameNodeHttpServer(nn)
+
+            def shown():
+                beans = {b["name"].split("name=")[1]: b for b in http.beans()}
+                gauge = http.registry.get_sample_value("qjournal_namenode_safe_mode")
+                return beans["NameNodeInfo"]["Safemode"], gauge
+            tip, gauge = shown()
+            assert tip.startswith("Safe mode is ON") and "-safemode leave" in tip and gauge == 1.0
 
             assert await adm.rpc_set_safe_mode("leave", **W) is False
+            assert shown() == ("", 0.0)
             await cp.rpc_mkdirs("/b", **W)
             seg = await adm.rpc_roll_edits(**W)
             assert seg == nn.editlog.segment_txid == nn.last_applied_txid

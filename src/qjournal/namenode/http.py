@@ -49,12 +49,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import nameservice_of
 from qjournal.namenode.daemon import NameNode
-from qjournal.namenode.storage import local_edits_uris
+from qjournal.namenode.storage import journal_statuses
 from qjournal.namenode.webhdfs import WebHdfs
 from qjournal.transport.http import (http_server_context, https_enabled, jmx_response, prometheus_response,
                                 start_site)
 
-__all__ = ["NameNodeHttpServer", "http_address_of", "journal_statuses"]
+__all__ = ["NameNodeHttpServer", "http_address_of"]
 
 log = logging.getLogger(__name__)
 
@@ -85,58 +85,6 @@ def http_address_of(conf: Any, nn_id: str | None) -> tuple[tuple[str, int], str,
     if bind:
         host = bind
     return (host, port), key, conf.source(key) != "default"
-
-
-def _bool(v: Any) -> str:
-    return "true" if v else "false"
-
-
-def _stream_description(journal: Any, stream: Any) -> str:
-    """Hadoop-like description of one journal's output stream (``NameJournalStatus``)."""
-    if stream is None:
-        return ""
-    loggers = getattr(getattr(journal, "loggers", None), "loggers", None)
-    seg = getattr(stream, "segment_txid", None)
-    head = f"Writing segment beginning at txid {seg}." if seg is not None else "open for write"
-    if not loggers:
-        return head
-    parts = []
-    for lg in loggers:
-        extra = ", out of sync" if getattr(lg, "out_of_sync", False) else ""
-        parts.append(f"{lg.name} (Written txid {getattr(lg, 'highest_acked_txid', '?')}{extra})")
-    return f"{head} " + ", ".join(parts)
-
-
-def journal_statuses(nn: NameNode) -> list[dict]:
-    """The journals of ``nn`` as Hadoop's ``NameJournalStatus`` entries.
-
-    Args:
-        nn: the NameNode.
-
-    Returns:
-        ``[{"manager", "stream", "disabled", "required"}]`` (strings, as Hadoop), the writer's
-        set when active, else the shared journal being tailed and the local edits dirs.
-    """
-    out: list[dict] = []
-    jset = nn.journal_set
-    members = getattr(jset, "members", None)
-    if members is not None:
-        for m in members:
-            out.append({"manager": str(getattr(m.journal, "uri", "") or repr(m.journal)),
-                        "stream": (f"failed: {m.failure}" if m.failed
-                                   else _stream_description(m.journal, m.stream)),
-                        "disabled": _bool(m.failed), "required": _bool(m.journal.required)})
-        return out
-    if nn.shared_reader is not None:
-        out.append({"manager": str(getattr(nn.shared_reader, "uri", "") or repr(nn.shared_reader)),
-                    "stream": "open for read", "disabled": "false", "required": "true"})
-    try:
-        local = local_edits_uris(nn.conf)
-    except Exception:  # noqa: BLE001 - a status page shows what it can
-        local = []
-    for uri in local:
-        out.append({"manager": uri, "stream": "", "disabled": "false", "required": "false"})
-    return out
 
 
 class NameNodeHttpServer:
@@ -222,10 +170,11 @@ class NameNodeHttpServer:
             "num_txns_synced": int(el_stats.get("num_txns_synced", 0)),
             "rpc": rpc, "rpc_port": addr[1] if addr else 0,
             "retry_cache_entries": len(nn.retry_cache), "retry_cache_hits": int(nn.retry_cache.hits),
-            "journals": journal_statuses(nn),
+            "journals": journal_statuses(nn.journal_set, nn.shared_reader, nn.conf),
             "became_active_ms": nn.ha_service.became_active_at_ms or 0,
             "tailer_error": (nn.tailer.last_error if nn.tailer is not None else "") or "",
             "ns_info": nn.ns_info,
+            "safe_mode": bool(nn.safe_mode),
         }
 
     def beans(self) -> list[dict]:
@@ -252,6 +201,9 @@ class NameNodeHttpServer:
                                                    "MostRecentCheckpointTxId": str(v["checkpoint_txid"])}),
              "NameJournalStatus": json.dumps(v["journals"]),
              "NameDirStatuses": json.dumps({"active": {self.nn.name_dir: "IMAGE_AND_EDITS"}, "failed": {}}),
+             # Hadoop's NameNodeInfo.Safemode: empty when off, else the safe-mode tip
+             "Safemode": ("Safe mode is ON. It was turned on manually. Use \"qjournal dfsadmin -safemode leave\" "
+                          "to turn safe mode off.") if v["safe_mode"] else "",
              "Version": "qjournal"},
             {"name": "Hadoop:service=NameNode,name=NameNodeActivity", "modelerType": "NameNodeActivity",
              "tag.ProcessName": "NameNode", "TransactionsNumOps": v["num_txns_synced"],
@@ -311,6 +263,7 @@ class NameNodeHttpServer:
             f"{ns.namespace_id if ns else '-'}</p>"
             "<h2>Summary</h2><table border='1' cellpadding='4'>"
             f"<tr><th>HA state</th><td>{e(v['state'])}</td></tr>"
+            f"<tr><th>safe mode</th><td>{'ON (dfsadmin -safemode leave)' if v['safe_mode'] else 'off'}</td></tr>"
             f"<tr><th>files and directories</th><td>{v['files_total']} ({files} files, {dirs} directories)</td></tr>"
             f"<tr><th>last transaction id</th><td>{v['last_txid']}</td></tr>"
             f"<tr><th>open segment</th><td>{v['segment_txid'] if v['segment_txid'] else '-'}</td></tr>"
@@ -339,6 +292,9 @@ class _Collector:
         for st in ("active", "initializing", "observer", "standby", "stopping"):
             fam.add_metric([st], 1.0 if v["state"] == st else 0.0)
         yield fam
+        sm = GaugeMetricFamily(f"{p}safe_mode", "1 while the NameNode is in safe mode (writes refused)")
+        sm.add_metric([], 1.0 if v["safe_mode"] else 0.0)
+        yield sm
         for name, doc, value in (
                 ("files", "files and directories (FSNamesystem FilesTotal)", v["files_total"]),
                 ("last_written_txid", "last written or applied transaction id", v["last_txid"]),
