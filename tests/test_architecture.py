@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("util",),
     ("config",),
     ("transport",),
+    ("security",),
     ("journalmanager",),
     ("journalnode",),
     ("client",),

@@ -212,6 +212,19 @@ class PermissionDeniedError(QJournalError):
     """Permission denied."""
 
 
+class AuthenticationError(QJournalError):
+    """The peer's identity cannot be established: its certificate names no principal, or no
+    ``hadoop.security.auth_to_local`` rule maps the principal to a short user name (Hadoop's
+    ``NoMatchingRule``). Fields: ``principal`` when one was found."""
+
+
+class AuthorizationError(QJournalError):
+    """Service-level authorization (``hadoop.security.authorization``) refused the call, or a caller
+    claimed to be another user than its certificate's (Hadoop's ``AuthorizationException``). The
+    message names the user, its principal and the protocol; fields: ``user``, ``principal``,
+    ``protocol``, ``method``."""
+
+
 class FencingError(QJournalError):
     """No fencing method succeeded."""
 

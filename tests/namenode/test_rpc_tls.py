@@ -20,7 +20,7 @@ def test_namenode_rpc_requires_mutual_tls(tmp_path):
     d = str(tmp_path)
     ca = pki.make_ca(d, "ca")
     nn_cert = pki.make_cert(d, ca, "nn")
-    cli_cert = pki.make_cert(d, ca, "client")
+    cli_cert = pki.make_cert(d, ca, "hdfs")  # the caller is its certificate's user (docs/security.md)
 
     def conf(cert=None):
         c = Configuration()

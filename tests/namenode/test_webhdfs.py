@@ -25,7 +25,7 @@ from qjournal.config import Configuration
 from qjournal.errors import ConfigError, ObserverRetryOnActiveError, QJournalError, RpcTimeoutError, StandbyError
 from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.format import format_namenode
-from qjournal.namenode.groups import GroupMapping, parse_static_overrides, unix_groups
+from qjournal.security.groups import GroupMapping, parse_static_overrides, unix_groups
 from qjournal.namenode.http import NameNodeHttpServer
 from qjournal.namenode.webhdfs import DATA_STEP, WebHdfs, hadoop_exception_of
 from qjournal.transport.http import start_site

@@ -8,8 +8,12 @@ the files carry over.
 Theory of operation:
 
 * Sources, lowest precedence first: the defaults of :mod:`qjournal.config.keys`,
-  ``<dir>/core-site.xml``, ``<dir>/hdfs-site.xml``, then ``-D key=value``
-  overrides, then :meth:`Configuration.set`. A missing file is fine; a file
+  ``<dir>/core-site.xml``, ``<dir>/hdfs-site.xml``, ``<dir>/hadoop-policy.xml``
+  (the service-level ACLs, as Hadoop's ``ServiceAuthorizationManager`` adds it
+  on top), then ``-D key=value`` overrides, then :meth:`Configuration.set`.
+  :meth:`Configuration.reload` reads the same sources again (the directory's
+  files as they are now): how ``dfsadmin -refreshServiceAcl`` picks up an edited
+  policy without a restart. A missing file is fine; a file
   that exists but does not parse is a :class:`ConfigError` naming it.
 * Values are kept as strings (as in Hadoop) and converted by the typed getters.
   Every value that comes from a file or an override is parsed under its key's
@@ -41,7 +45,7 @@ from qjournal.errors import ConfigError
 from qjournal.util.fs import atomic_write
 
 #: files read from a configuration directory, in order
-SITE_FILES = ("core-site.xml", "hdfs-site.xml")
+SITE_FILES = ("core-site.xml", "hdfs-site.xml", "hadoop-policy.xml")
 CONF_DIR_ENV = "QJOURNAL_CONF_DIR"
 
 _DURATION_SUFFIX_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60000.0,
@@ -145,6 +149,8 @@ class Configuration:
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         self._values: dict[str, str] = {}
         self._sources: dict[str, str] = {}
+        #: the directory the files were read from (None: no files), for :meth:`reload`
+        self.conf_dir: str | None = None
         for name, value in (values or {}).items():
             self.set(name, value)
 
@@ -174,12 +180,30 @@ class Configuration:
             if not os.path.isdir(conf_dir):
                 raise ConfigError(f"configuration directory {conf_dir!r} does not exist "
                                   f"(from --conf or ${CONF_DIR_ENV})", path=conf_dir)
+            conf.conf_dir = os.path.abspath(conf_dir)
             for fname in SITE_FILES:
                 path = os.path.join(conf_dir, fname)
                 if os.path.exists(path):
                     conf.add_resource(path)
         conf.apply_overrides(overrides or {})
         return conf
+
+    def reload(self) -> "Configuration":
+        """The same sources read again: the configuration directory's files as they are now, then
+        this configuration's ``-D`` and ``set()`` values (module docstring).
+
+        Returns:
+            A new configuration; this one is unchanged.
+
+        Raises:
+            ConfigError: as :meth:`load` (a file edited into a bad state).
+        """
+        fresh = Configuration.load(self.conf_dir) if self.conf_dir is not None else Configuration()
+        for where in ("-D", "set()"):
+            for name, value in self._values.items():
+                if self._sources.get(name) == where:
+                    fresh._put(name, value, where)
+        return fresh
 
     @classmethod
     def from_args(cls, args: Any) -> "Configuration":
@@ -262,6 +286,7 @@ class Configuration:
         c = Configuration()
         c._values = dict(self._values)
         c._sources = dict(self._sources)
+        c.conf_dir = self.conf_dir
         return c
 
     def _put(self, name: str, value: str, where: str) -> None:

@@ -182,7 +182,40 @@ define("hadoop.http.staticuser.user", "dr.who",
 define("hadoop.user.group.static.mapping.overrides", "dr.who=;",
        doc="groups of named users that replace the OS groups, 'user1=g1,g2;user2=;' (NameNode group mapping)")
 define("hadoop.security.groups.cache.secs", 300, "duration",
-       "how long the NameNode keeps a user's groups before asking the OS again", unit="s")
+       "how long a daemon keeps a user's groups before asking the OS again", unit="s")
+
+# --- security: identity, group mapping, service-level authorization (docs/security.md) -----
+define("qjournal.security.group.mapping.file", None, "str",
+       "file of 'user=group1,group2' lines giving listed users exactly those groups (after the static "
+       "overrides, before the OS); read again by dfsadmin -refreshUserToGroupsMappings")
+define("hadoop.security.auth_to_local", "DEFAULT",
+       doc="rules mapping a TLS certificate's principal (subject CN) to a short user name: "
+           "RULE:[n:format](match)s/pattern/replacement/g/L and DEFAULT, Hadoop's syntax")
+define("hadoop.security.authorization", False, "bool",
+       "service-level authorization: every RPC and HTTP endpoint checks its security.*.acl for the "
+       "caller's certificate identity (needs qjournal.rpc.tls.enabled and dfs.http.policy=HTTPS_ONLY)")
+define("security.client.protocol.acl", "*",
+       doc="ACL ('users groups', '*') of ClientProtocol: namespace calls, dfsadmin's and WebHDFS")
+define("security.qjournal.service.protocol.acl", "*",
+       doc="ACL of QJournalProtocol on the JournalNodes: the writer's and recovery calls and the "
+           "readers' (the NameNodes), and /getJournal")
+define("security.interqjournal.service.protocol.acl", "*",
+       doc="ACL of InterQJournalProtocol: JournalNodes syncing from each other (get_edit_log_manifest, "
+           "/getJournal)")
+define("security.ha.service.protocol.acl", "*",
+       doc="ACL of HAServiceProtocol on the NameNodes (transition_to_active, monitor_health, ...)")
+define("security.zkfc.protocol.acl", "*", doc="ACL of ZKFCProtocol (cede_active, graceful_failover, status)")
+define("security.namenode.protocol.acl", "*",
+       doc="ACL of NamenodeProtocol: NameNode to NameNode (image upload and download, roll, stats)")
+define("security.refresh.policy.protocol.acl", "*",
+       doc="ACL of refresh_service_acl (dfsadmin -refreshServiceAcl) on every daemon")
+define("security.refresh.user.mappings.protocol.acl", "*",
+       doc="ACL of refresh_user_to_groups_mappings (dfsadmin -refreshUserToGroupsMappings) on every daemon")
+define("hadoop.security.instrumentation.requires.admin", False, "bool",
+       "with authorization on, /jmx, /metrics and the status pages need dfs.cluster.administrators")
+define("dfs.cluster.administrators", "",
+       doc="ACL of the HTTP admin endpoints (/jmx, /metrics, status pages) when "
+           "hadoop.security.instrumentation.requires.admin is true")
 define("qjournal.log.level", "INFO", doc="log level of daemons (DEBUG, INFO, WARNING, ERROR)")
 define("qjournal.log.json", True, "bool", "structured JSON-lines logs on stderr (false: plain text)")
 

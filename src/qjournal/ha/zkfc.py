@@ -32,7 +32,8 @@ Theory of operation:
   then waits until it has won the election itself.
 * The controller serves a small RPC interface on ``dfs.ha.zkfc.port`` (or
   ``dfs.ha.zkfc.rpc-address.<ns>.<nn>``): ``get_zkfc_status``, ``cede_active``,
-  ``graceful_failover``.
+  ``graceful_failover`` (ZKFCProtocol, under ``security.zkfc.protocol.acl`` when
+  ``hadoop.security.authorization`` is on), and the policy refresh calls.
 
 Invariants:
 
@@ -67,7 +68,9 @@ from qjournal.ha.health_monitor import (
 )
 from qjournal.ha.zk_kazoo import KazooZooKeeper
 from qjournal.ha.zk_kazoo import format_zk as kazoo_format_zk
+from qjournal.security.service_auth import PROTOCOLS_ZKFC, ServiceAuthorization
 from qjournal.transport import RpcServer
+from qjournal.transport.rpc import RpcHandlers
 from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
 
 __all__ = ["ZKFailoverController", "ZKFCSettings", "resolve_ha_addresses", "kazoo_zk_factory",
@@ -95,6 +98,7 @@ class ZKFCSettings:
     graceful_failover_timeout_ms: int = 60000
     ssl_client: Any = None   # ssl.SSLContext for calls to NameNodes and other ZKFCs (qjournal.rpc.tls.*)
     ssl_server: Any = None   # ssl.SSLContext of this ZKFC's RPC server
+    service_auth: ServiceAuthorization | None = None  # the service-level ACLs of its RPC server
 
     @classmethod
     def from_conf(cls, conf, nn_id: str | None = None, nameservice: str | None = None) -> "ZKFCSettings":
@@ -106,6 +110,7 @@ class ZKFCSettings:
         """
         ns, nn, (nn_host, nn_port), (zk_host, zk_port) = resolve_ha_addresses(conf, nn_id, nameservice)
         return cls(ssl_client=client_context_from_conf(conf), ssl_server=server_context_from_conf(conf),
+                   service_auth=ServiceAuthorization(conf, PROTOCOLS_ZKFC, service=f"ZKFC {nn}"),
                    nameservice=ns, nn_id=nn, nn_host=nn_host, nn_port=nn_port,
                    zkfc_host=zk_host, zkfc_port=zk_port,
                    elector=ElectorSettings.from_conf(conf, ns),
@@ -230,7 +235,10 @@ class ZKFailoverController:
         """
         bound = None
         if serve_rpc:
-            self._rpc_server = RpcServer(self, name=f"zkfc-{self.settings.nn_id}")
+            sa = self.settings.service_auth
+            self._rpc_server = RpcServer(RpcHandlers(self, sa) if sa is not None else self,
+                                         name=f"zkfc-{self.settings.nn_id}",
+                                         authorize=sa.authorize_rpc if sa is not None and sa.enabled else None)
             bound = await self._rpc_server.start_tcp(self.settings.zkfc_host, self.settings.zkfc_port,
                                                      ssl=self.settings.ssl_server)
             self.settings.zkfc_host, self.settings.zkfc_port = bound

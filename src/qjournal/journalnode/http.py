@@ -68,6 +68,10 @@ class ServedNode(Protocol):
     started_at: float
     #: ``dfs.edit.log.transfer.bandwidthPerSec`` (0 = no limit)
     transfer_bytes_per_s: int
+    #: the service-level ACLs (``security/service_auth.py``): the middleware and its counters
+    service_auth: Any
+    #: the RPC server (its ``metrics`` counters), None before it listens
+    rpc_server: Any
 
     async def journal_slot(self, jid: Any, *, create: bool = True) -> Any:
         """The journal's slot: ``.journal`` (the Journal) and ``async run(fn, *args)`` on its thread."""
@@ -81,7 +85,8 @@ class JournalNodeHttpServer:
 
     def __init__(self, node: ServedNode) -> None:
         self.node = node
-        self.app = web.Application()
+        # service-level authorization before any handler (security/service_auth.py)
+        self.app = web.Application(middlewares=[node.service_auth.http_middleware()])
         self.app.router.add_get("/getJournal", self.get_journal)
         self.app.router.add_get("/jmx", self.jmx)
         self.app.router.add_get("/metrics", self.metrics)
@@ -175,6 +180,13 @@ class JournalNodeHttpServer:
             "EditsDir": self.node.edits_dir,
             "JNStartedTimeInMillis": int(self.node.started_at * 1000),
         })
+        rpc = dict(getattr(self.node.rpc_server, "metrics", None) or {})
+        port = (self.node.rpc_bound or "").rpartition(":")[2]
+        beans.append({"name": f"Hadoop:service=JournalNode,name=RpcActivityForPort{port}",
+                      "modelerType": f"RpcActivityForPort{port}", "tag.port": port,
+                      "RpcQueueTimeNumOps": int(rpc.get("calls", 0)),
+                      "NumOpenConnections": int(rpc.get("connections_open", 0)),
+                      **self.node.service_auth.bean_attributes()})
         for jid, v in sorted(snap.items()):
             bean = {"name": f"Hadoop:service=JournalNode,name=Journal-{jid}", "modelerType": f"Journal-{jid}",
                     "tag.JournalId": jid}
@@ -189,7 +201,7 @@ class JournalNodeHttpServer:
         from prometheus_client import CollectorRegistry  # noqa: PLC0415
 
         registry = CollectorRegistry()
-        registry.register(_JournalCollector(await self.node.snapshot()))
+        registry.register(_JournalCollector(await self.node.snapshot(), self.node.service_auth))
         return prometheus_response(registry)
 
     # --- / -------------------------------------------------------------------------------------
@@ -295,13 +307,15 @@ class _JournalCollector:
     """Prometheus collector of one ``/metrics`` answer: the ``Journal-<jid>`` beans of a node snapshot
     as series labelled ``jid``, in base units (the beans keep Hadoop's names and units)."""
 
-    def __init__(self, snap: dict[str, dict]) -> None:
+    def __init__(self, snap: dict[str, dict], service_auth: Any) -> None:
         self.beans = {jid: v["metrics"] for jid, v in sorted(snap.items())}
+        self.service_auth = service_auth
 
     def collect(self):  # noqa: ANN201 - prometheus collector protocol
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # noqa: PLC0415
 
         p = "qjournal_journalnode_"
+        yield from self.service_auth.metric_families(p)
         for key, name, doc in _COUNTERS:
             fam = CounterMetricFamily(p + name, doc, labels=["jid"])
             for jid, bean in self.beans.items():

@@ -30,6 +30,10 @@ Theory of operation:
   node serves ``/getJournal`` through the network (``mem://<name>`` URLs) and
   downloads ``mem://`` URLs through it, so no test-only path reaches into the
   client or a global registry.
+* Security (docs/security.md): :attr:`JournalNode.service_auth` holds the
+  service-level ACLs; the RPC server checks every call against them before its
+  handler runs (``security.qjournal.service.protocol.acl``: who may be the
+  writer), the HTTP server's middleware every request (``/getJournal``).
 * Errors: a ``QJournalError`` or ``InvariantViolation`` from the Journal goes
   back typed. A storage ``OSError`` becomes ``JournalError`` naming the
   journal. Nothing a client sends can stop the daemon.
@@ -73,8 +77,9 @@ from qjournal.protocol import jn_rules
 from qjournal.protocol.messages import (NamespaceInfo, RequestInfo, SegmentState, parse_storage_info,
                                         wire_bool, wire_int, wire_str)
 from qjournal.protocol.segment import DEFAULT_MAX_RECORD_BYTES, LAYOUT_VERSION, crc32c
+from qjournal.security.service_auth import HTTP_JOURNALNODE, PROTOCOLS_JOURNALNODE, ServiceAuthorization
 from qjournal.transport import RpcServer
-from qjournal.transport.rpc import memory_connector, tcp_connector
+from qjournal.transport.rpc import RpcHandlers, memory_connector, tcp_connector
 from qjournal.util.tasks import cancel_and_wait, spawn
 from qjournal.transport.memory import UrlFetcher
 from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
@@ -175,6 +180,9 @@ class JournalNode:
         self.http_enabled = http
         self.network = network
         self.name = name or "journalnode"
+        #: service-level ACLs (checked by the RPC server and the HTTP middleware)
+        self.service_auth = ServiceAuthorization(c, PROTOCOLS_JOURNALNODE, service=f"JournalNode {self.name}",
+                                                 http=HTTP_JOURNALNODE if http and network is None else None)
         self.threaded = threaded
         self.fault_hook = fault_hook
         self.segment_fetcher = segment_fetcher
@@ -244,8 +252,10 @@ class JournalNode:
                 host, port = await self.http_server.start(*self.http_address, ssl_context=self.http_ssl)
                 self.http_bound = f"{host}:{port}"
                 self.http_url = f"{'https' if self.http_ssl is not None else 'http'}://{host}:{port}"
-            self.rpc_server = RpcServer(JournalNodeRpcHandler(self), max_frame_bytes=self.max_frame_bytes,
-                                        name=f"journalnode {self.name}")
+            sa = self.service_auth
+            self.rpc_server = RpcServer(RpcHandlers(JournalNodeRpcHandler(self), sa),
+                                        max_frame_bytes=self.max_frame_bytes, name=f"journalnode {self.name}",
+                                        authorize=sa.authorize_rpc if sa.enabled else None)
             if self.network is not None:
                 self.rpc_bound = await self.rpc_server.start_memory(self.network, self.name)
             else:

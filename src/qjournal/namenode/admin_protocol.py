@@ -9,8 +9,9 @@ than in the daemon. HDFS's admin half of ``ClientProtocol`` (``setSafeMode``,
 
 Theory of operation:
 
-* Every call carries ``user`` and ``groups`` (as the client calls) and, but
-  for ``set_safe_mode("get")``, needs the superuser (``Namespace.check_superuser``;
+* The caller is identified as for the client calls (``nn.identify``: the
+  certificate's user with TLS on, else the ``user`` and ``groups`` it sends) and,
+  but for ``set_safe_mode("get")``, must be the superuser (``Namespace.check_superuser``;
   others get ``PermissionDeniedError``). Every call is served in every HA state
   (``OpCategory.UNCHECKED``): ``dfsadmin`` sends ``-safemode``,
   ``-saveNamespace`` and ``-report`` to each NameNode of the nameservice. The
@@ -59,6 +60,7 @@ from qjournal.namenode.namenode_protocol import roll_edit_log
 from qjournal.namenode.namespace import CallContext, Namespace
 from qjournal.namenode.storage import journal_statuses
 from qjournal.protocol.messages import NamespaceInfo
+from qjournal.security.identity import Caller
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,9 @@ class AdminContext(Protocol):
     def check_operation(self, category: OpCategory, method: str) -> None:
         """The HA gate. Raises StandbyError when this NameNode does not serve ``category``."""
 
+    async def identify(self, user: Any, groups: Any) -> Caller:
+        """Who calls (``client_protocol``: Identity). Raises AuthenticationError, AuthorizationError."""
+
 
 class AdminProtocolHandler:
     """The dfsadmin calls of one NameNode (module docstring).
@@ -108,12 +113,13 @@ class AdminProtocolHandler:
     def __init__(self, nn: AdminContext) -> None:
         self.nn = nn
 
-    def _caller(self, method: str, user: Any, groups: Any, superuser: bool = True) -> CallContext:
-        """The HA gate (every state, not after a journal failure) and the caller, checked for the
-        superuser. Raises StandbyError, InvalidRequestError, PermissionDeniedError."""
+    async def _caller(self, method: str, user: Any, groups: Any, superuser: bool = True) -> CallContext:
+        """The caller, the HA gate (every state, not after a journal failure) and the superuser check.
+        Raises AuthorizationError, StandbyError, InvalidRequestError, PermissionDeniedError."""
         nn = self.nn
+        caller = await nn.identify(user, groups)
         nn.check_operation(OpCategory.UNCHECKED, method)
-        ctx = call_context(nn.clock_ms(), user, groups)
+        ctx = call_context(nn.clock_ms(), caller.user, caller.groups)
         if superuser:
             nn.namespace.check_superuser(ctx, method)  # type: ignore[union-attr]
         return ctx
@@ -136,16 +142,16 @@ class AdminProtocolHandler:
             raise InvalidRequestError(f"unknown safe mode action {action!r} (expected one of "
                                       f"{', '.join(SAFE_MODE_ACTIONS)})")
         nn = self.nn
-        self._caller("set_safe_mode", user, groups, superuser=action != "get")
+        ctx = await self._caller("set_safe_mode", user, groups, superuser=action != "get")
         if action == "enter":
             if not nn.safe_mode:
                 nn.safe_mode = True  # no await since the check: every later write sees it
-                log.info("STATE* Safe mode is ON. %s", SAFE_MODE_TIP, extra={"user": user})
+                log.info("STATE* Safe mode is ON. %s", SAFE_MODE_TIP, extra={"user": ctx.user})
             if nn.editlog is not None:
                 await nn.editlog.log_sync()
         elif action in ("leave", "force_exit") and nn.safe_mode:
             nn.safe_mode = False
-            log.info("STATE* Safe mode is OFF", extra={"user": user})
+            log.info("STATE* Safe mode is OFF", extra={"user": ctx.user})
         return nn.safe_mode
 
     async def rpc_save_namespace(self, time_window_s: int = 0, tx_gap: int = 0, user: str = "",
@@ -164,7 +170,7 @@ class AdminProtocolHandler:
             (a transition under way); PermissionDeniedError; InvalidRequestError.
         """
         nn = self.nn
-        self._caller("save_namespace", user, groups)
+        ctx = await self._caller("save_namespace", user, groups)
         for v, what in ((time_window_s, "time_window_s"), (tx_gap, "tx_gap")):
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise InvalidRequestError(f"save_namespace: {what} must be a non-negative int, got {v!r}")
@@ -180,7 +186,7 @@ class AdminProtocolHandler:
         if nn.state == HAState.ACTIVE and nn.editlog is not None:
             await nn.editlog.roll(0)  # safe mode: nothing else is written meanwhile
         txid = await nn.checkpointer.save_namespace_image()
-        log.info("New namespace image has been created", extra={"txid": txid, "user": user})
+        log.info("New namespace image has been created", extra={"txid": txid, "user": ctx.user})
         return {"saved": True, "txid": txid}
 
     async def rpc_roll_edits(self, user: str = "", groups: list = (), state_id: int | None = None) -> int:
@@ -193,7 +199,7 @@ class AdminProtocolHandler:
             StandbyError: not the active (the DFS client fails over); SafeModeError; PermissionDeniedError.
         """
         nn = self.nn
-        self._caller("roll_edits", user, groups)
+        await self._caller("roll_edits", user, groups)
         txid = await roll_edit_log(nn, min_txns=0)  # type: ignore[arg-type]
         if txid is None:
             raise StandbyError(f"{nn.label}: no edit log open for write", state=nn.state.value)
@@ -210,7 +216,7 @@ class AdminProtocolHandler:
             PermissionDeniedError, StandbyError (stopping after a journal failure).
         """
         nn = self.nn
-        ctx = self._caller("get_report", user, groups)
+        ctx = await self._caller("get_report", user, groups)
         cs = nn.namespace.get_content_summary(ctx, "/")  # type: ignore[union-attr]
         newest = img.newest_image_time_ms(nn.name_dir)
         ns = nn.ns_info

@@ -7,8 +7,13 @@ ClientProtocol half) in front of ``FSNamesystem``.
 
 Theory of operation:
 
-* Every call carries ``user`` and ``groups`` (simple authentication), checked
-  here and turned into the namespace's ``CallContext`` with the time of the call.
+* Identity (``nn.identify``, :mod:`qjournal.security.identity`): with TLS on, the
+  caller is its certificate's user with the server's groups, and a call whose
+  ``user`` names anyone else is refused (``AuthorizationError``, Hadoop's
+  impersonation message); claimed ``groups`` are ignored. With TLS off every call
+  carries ``user`` and ``groups`` (simple authentication). Either way the
+  identity is decided before the HA gate and turned into the namespace's
+  ``CallContext`` with the time of the call.
 * A read: the HA gate (``check_operation``: the active, an observer, or the
   standby with stale reads allowed); on an observer the observer read rule
   (``observer_rules.py``: answer, wait for the tailer, or refuse with the
@@ -73,9 +78,9 @@ from qjournal.namenode.namespace import CallContext, Namespace, check_int, check
 from qjournal.namenode.observer_rules import ReadDecision, observer_read_decision
 from qjournal.namenode.retry_cache import RetryCache, answer_from_ops
 from qjournal.namenode.state_id import AppliedTxidWaiters
+from qjournal.security.groups import MAX_GROUPS
+from qjournal.security.identity import Caller
 
-#: most groups a caller may claim (each call carries them)
-MAX_GROUPS = 1024
 
 
 class Namesystem(Protocol):
@@ -106,6 +111,9 @@ class Namesystem(Protocol):
 
     def check_operation(self, category: OpCategory, method: str) -> None:
         """The HA gate. Raises StandbyError when this NameNode does not serve ``category``."""
+
+    async def identify(self, user: Any, groups: Any) -> Caller:
+        """Who calls (module docstring: Identity). Raises AuthenticationError, AuthorizationError."""
 
 
 def call_context(now_ms: int, user: Any, groups: Any, client_id: Any = b"", call_id: Any = -1) -> CallContext:
@@ -140,8 +148,9 @@ class ClientProtocolHandler:
         self.nn = nn
         self._inflight: dict[tuple[bytes, int], asyncio.Future] = {}
 
-    def _ctx(self, user: Any, groups: Any, client_id: Any = b"", call_id: Any = -1) -> CallContext:
-        return call_context(self.nn.clock_ms(), user, groups, client_id, call_id)
+    async def _ctx(self, user: Any, groups: Any, client_id: Any = b"", call_id: Any = -1) -> CallContext:
+        caller = await self.nn.identify(user, groups)
+        return call_context(self.nn.clock_ms(), caller.user, caller.groups, client_id, call_id)
 
     @staticmethod
     def _reply(answer: Any, server_state_id: int, client_state_id: Any) -> Any:
@@ -176,8 +185,8 @@ class ClientProtocolHandler:
                             call_id: Any, mutation: Callable[[CallContext], list], sid: list[int]) -> Any:
         """Apply, log and sync one write; ``sid[0]`` is set to the state id its answer reflects."""
         nn = self.nn
+        ctx = await self._ctx(user, groups, client_id, call_id)
         nn.check_operation(OpCategory.WRITE, method)
-        ctx = self._ctx(user, groups, client_id, call_id)
         hit, answer = nn.retry_cache.lookup(ctx.client_id, ctx.call_id, method, ctx.ts)
         if hit:  # recorded after its sync: everything up to synced_txid is durable
             sid[0] = nn.editlog.synced_txid if nn.editlog is not None else nn.last_applied_txid
@@ -361,8 +370,8 @@ class ClientProtocolHandler:
         (invariants 3 and 5)."""
         nn = self.nn
         client_sid = self._check_state_id(state_id)
+        ctx = await self._ctx(user, groups)
         nn.check_operation(OpCategory.READ, method)
-        ctx = self._ctx(user, groups)
         if nn.state == HAState.OBSERVER:
             await self._observer_wait(method, client_sid)
         sid = nn.last_applied_txid  # no await between this and the answer
@@ -452,8 +461,8 @@ class ClientProtocolHandler:
         """
         nn = self.nn
         client_sid = self._check_state_id(state_id)
+        await self._ctx(user, groups)
         nn.check_operation(OpCategory.MSYNC, "msync")
-        self._ctx(user, groups)
         el = nn.editlog
         if el is None:
             raise StandbyError(f"{nn.label}: not active", state=nn.state.value)

@@ -13,8 +13,13 @@ Theory of operation:
   this class implements: ``client_protocol.py`` (ClientProtocol),
   ``ha_service.py`` (HAServiceProtocol and the order of the transitions),
   ``namenode_protocol.py`` (image transfer, roll, stats), ``admin_protocol.py``
-  (``dfsadmin``: safe mode, saveNamespace, rollEdits, report). :class:`RpcHandlers`
-  joins them into the one object the ``RpcServer`` dispatches to. Storage
+  (``dfsadmin``: safe mode, saveNamespace, rollEdits, report), plus the refresh
+  calls of the service-level authorization. :class:`RpcHandlers` joins them into
+  the one object the ``RpcServer`` dispatches to.
+* Security (docs/security.md): :attr:`NameNode.service_auth` holds the
+  service-level ACLs (checked by the RPC server before any handler, and by the
+  HTTP server's middleware); :meth:`NameNode.identify` gives the protocol
+  handlers the caller of a call (its certificate's user when TLS is on). Storage
   layout and journals: ``storage.py``; tasks: ``tailer.py``, ``checkpointer.py``.
 * Start-up: read ``NNVERSION``, load the newest valid image, then
   - HA (a shared edits dir is configured): enter ``standby``; replay the
@@ -85,36 +90,15 @@ from qjournal.namenode.storage import (make_journal_set, name_dir_of, open_journ
                                        read_nn_version)
 from qjournal.namenode.tailer import EditLogTailer
 from qjournal.protocol.messages import NamespaceInfo
+from qjournal.security.identity import Caller
+from qjournal.security.service_auth import HTTP_NAMENODE, PROTOCOLS_NAMENODE, ServiceAuthorization
 from qjournal.journalmanager.registry import JournalOpener, open_journal
 from qjournal.transport.memory import MemoryNetwork
-from qjournal.transport.rpc import RpcConnector, RpcServer, tcp_connector
+from qjournal.transport.rpc import RpcConnector, RpcHandlers, RpcServer, current_peer, tcp_connector
 from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
 from qjournal.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
-
-
-class RpcHandlers:
-    """The one object the ``RpcServer`` dispatches to: every ``rpc_<method>`` of the protocol handlers.
-
-    Args:
-        handlers: objects with ``rpc_<method>`` coroutines and an ``rpc_concurrent`` tuple.
-
-    Raises:
-        InvariantViolation: two handlers serve the same method.
-    """
-
-    def __init__(self, *handlers: Any) -> None:
-        concurrent: list[str] = []
-        for h in handlers:
-            for name in sorted(dir(type(h))):
-                if not name.startswith("rpc_") or name == "rpc_concurrent":
-                    continue
-                if hasattr(self, name):
-                    raise InvariantViolation(f"two NameNode protocol handlers serve {name}")
-                setattr(self, name, getattr(h, name))
-            concurrent.extend(h.rpc_concurrent)
-        self.rpc_concurrent = tuple(concurrent)
 
 
 class NameNode:
@@ -190,6 +174,8 @@ class NameNode:
         self.ha_service = HAService(self, conf, name_dir=self.name_dir, ha_enabled=self.ha_enabled)
         self.namenode_protocol = NamenodeProtocolHandler(self)
         self.admin_protocol = AdminProtocolHandler(self)
+        #: service-level ACLs and the identity of callers (docs/security.md)
+        self.service_auth = ServiceAuthorization(conf, PROTOCOLS_NAMENODE, service=self.label, http=HTTP_NAMENODE)
         self.rpc_server: RpcServer | None = None
         self.address: tuple[str, int] | None = None
         self._roll_task: asyncio.Task | None = None
@@ -270,9 +256,12 @@ class NameNode:
     async def _serve(self, host: str | None, port: int | None,
                      network: MemoryNetwork | None = None) -> tuple[str, int]:
         """Listen for RPC on ``host:port`` (default: the configured address), mutual TLS when configured."""
-        handlers = RpcHandlers(self.client_protocol, self.ha_service, self.namenode_protocol, self.admin_protocol)
+        handlers = RpcHandlers(self.client_protocol, self.ha_service, self.namenode_protocol, self.admin_protocol,
+                               self.service_auth)
+        sa = self.service_auth
         self.rpc_server = RpcServer(handlers, max_frame_bytes=int(self.conf.get_bytes("ipc.maximum.data.length")),
-                                    name=f"namenode-{self.nn_id or 'nn'}")
+                                    name=f"namenode-{self.nn_id or 'nn'}",
+                                    authorize=sa.authorize_rpc if sa.enabled else None)
         if host is None or port is None:
             try:
                 h, p = rpc_address_of(self.conf, self.nn_id)
@@ -458,6 +447,18 @@ class NameNode:
                                state="stopping")
         check_operation(self.state, category, self.allow_stale_reads, method)
 
+    async def identify(self, user: Any, groups: Any) -> Caller:
+        """The caller of the RPC being served: its certificate's user with TLS on (a different
+        claimed ``user`` is refused), else the claimed ``user`` and ``groups`` (simple
+        authentication; also in-process calls such as WebHDFS's, which identified its caller).
+
+        Raises:
+            AuthenticationError: the certificate names no usable principal.
+            AuthorizationError: the call claims another user than its certificate's.
+        """
+        peer = current_peer()
+        return await self.service_auth.authenticator.caller(peer.cert if peer is not None else None, user, groups)
+
     def namespace_is_log_prefix(self) -> bool:
         """The namespace is exactly the log up to ``last_applied_txid`` (once that txid is durable):
         an active writing, or a standby or observer whose tailer runs (not one still leaving active)."""
@@ -522,4 +523,4 @@ class NameNode:
                 "bytes_rpc": getattr(r, "bytes_rpc", 0), "bytes_streamed": getattr(r, "bytes_streamed", 0)}
 
 
-__all__ = ["NameNode", "RpcHandlers"]
+__all__ = ["NameNode"]

@@ -108,7 +108,10 @@ class DFSClient:
         conf: a :class:`~qjournal.config.Configuration`, used for addresses and retry keys.
         nameservice: which nameservice (default: the first of ``dfs.nameservices``).
         addresses: explicit ``[(name, host, port)]`` instead of the configuration.
-        user / groups: the identity sent with each call (simple authentication).
+        user / groups: the identity sent with each call (simple authentication). With
+            ``qjournal.rpc.tls.enabled`` the NameNode knows the caller by its certificate:
+            without ``user`` the client claims none, and a ``user`` other than the
+            certificate's is refused (docs/security.md).
         connect: how to reach a NameNode (default: TCP, mutual TLS when ``qjournal.rpc.tls.enabled``).
         client_id: the 16-byte id of the retry cache (default: random).
         observer_reads: send reads to observers (default: as ``dfs.client.failover.proxy.provider.<ns>`` says).
@@ -132,8 +135,9 @@ class DFSClient:
             raise InvalidRequestError(
                 "no NameNode address: set dfs.nameservices, dfs.ha.namenodes.<ns> and "
                 "dfs.namenode.rpc-address.<ns>.<nn> (or dfs.namenode.rpc-address)")
-        self.user = user or _default_user()
-        self.groups = list(groups) if groups is not None else [self.user]
+        tls = bool(conf.get_bool("qjournal.rpc.tls.enabled")) if conf is not None else False
+        self.user = user or ("" if tls else _default_user())
+        self.groups = list(groups) if groups is not None else ([self.user] if self.user else [])
         self.client_id = client_id or os.urandom(16)
         self._call_ids = itertools.count(0)
         g = (lambda k, d: conf.get_int(k) if conf is not None else d)

@@ -98,13 +98,14 @@ class NameNodeHttpServer:
     def __init__(self, nn: NameNode, ssl_context: Any = None) -> None:
         self.nn = nn
         self.ssl_context = ssl_context
-        self.app = web.Application()
+        # service-level authorization before any handler (security/service_auth.py)
+        self.app = web.Application(middlewares=[nn.service_auth.http_middleware()])
         self.app.router.add_get("/jmx", self.jmx)
         self.app.router.add_get("/metrics", self.metrics)
         self.app.router.add_get("/isActive", self.is_active)
         self.app.router.add_get("/", self.index)
         self.app.router.add_get("/index.html", self.index)
-        self.webhdfs = WebHdfs(nn.client_protocol, nn.conf)
+        self.webhdfs = WebHdfs(nn.client_protocol, nn.conf, nn.service_auth.authenticator)
         self.webhdfs.register(self.app)
         self.registry = CollectorRegistry(auto_describe=False)  # this server's own, never the global one
         self.registry.register(_Collector(self))
@@ -175,6 +176,8 @@ class NameNodeHttpServer:
             "tailer_error": (nn.tailer.last_error if nn.tailer is not None else "") or "",
             "ns_info": nn.ns_info,
             "safe_mode": bool(nn.safe_mode),
+            # Hadoop's isSecurityEnabled: callers are authenticated (here by TLS certificates)
+            "security_enabled": bool(nn.conf.get_bool("qjournal.rpc.tls.enabled")),
         }
 
     def beans(self) -> list[dict]:
@@ -185,7 +188,7 @@ class NameNodeHttpServer:
             {"name": "Hadoop:service=NameNode,name=NameNodeStatus",
              "modelerType": "org.apache.hadoop.hdfs.server.namenode.NameNode",
              "State": v["state"], "NNRole": "NameNode", "HostAndPort": v["host_and_port"],
-             "SecurityEnabled": False, "LastHATransitionTime": v["became_active_ms"]},
+             "SecurityEnabled": v["security_enabled"], "LastHATransitionTime": v["became_active_ms"]},
             {"name": "Hadoop:service=NameNode,name=FSNamesystem", "modelerType": "FSNamesystem",
              "tag.Context": "dfs", "tag.HAState": v["state"], "tag.Hostname": v["host_and_port"].rsplit(":", 1)[0],
              "HAState": v["state"], "FilesTotal": v["files_total"],
@@ -214,7 +217,8 @@ class NameNodeHttpServer:
              "NumOpenConnections": int(v["rpc"].get("connections_open", 0)),
              # qjournal transport counters (no Hadoop equivalent):
              "CallsFailed": int(v["rpc"].get("errors", 0)), "BadFrames": int(v["rpc"].get("bad_frames", 0)),
-             "ConnectionsOpened": int(v["rpc"].get("connections_opened", 0))},
+             "ConnectionsOpened": int(v["rpc"].get("connections_opened", 0)),
+             **self.nn.service_auth.bean_attributes()},
             {"name": "Hadoop:service=NameNode,name=RetryCache.NameNodeRetryCache",
              "modelerType": "RetryCache.NameNodeRetryCache", "CacheHit": v["retry_cache_hits"],
              "CacheEntries": v["retry_cache_entries"]},
@@ -318,6 +322,7 @@ class _Collector:
             c = CounterMetricFamily(f"{p}{name}", doc)
             c.add_metric([], float(value))
             yield c
+        yield from self.server.nn.service_auth.metric_families(p)
         jf = GaugeMetricFamily(f"{p}journal_healthy", "1 when the journal is in use and not failed",
                                labels=["journal", "required"])
         for j in v["journals"]:

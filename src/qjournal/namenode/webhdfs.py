@@ -13,11 +13,16 @@ Theory of operation:
   permission checks of the namespace all apply unchanged. WebHDFS calls carry no
   client id, so (as on Hadoop's NameNode) they are not in the retry cache, and no
   state id, so they are answered bare.
-* Identity (simple authentication, Hadoop's ``PseudoAuthenticationHandler``): the
-  user is the ``user.name`` query parameter, else ``hadoop.http.staticuser.user``
-  (default ``dr.who``; set it empty and a request without ``user.name`` gets 401).
-  ``doas`` naming another user is refused: there are no proxy users. The groups are
-  the server's (:mod:`qjournal.namenode.groups`), never the caller's.
+* Identity. Over HTTPS (``dfs.http.policy = HTTPS_ONLY``: mutual TLS) the user is
+  the client certificate's (:mod:`qjournal.security.identity`); a ``user.name`` or
+  ``doas`` naming anyone else is refused with Hadoop's ``AuthorizationException``
+  ("User: alice ... is not allowed to impersonate hdfs"), 403. Over plain HTTP
+  (simple authentication, Hadoop's ``PseudoAuthenticationHandler``) the user is
+  the ``user.name`` query parameter, else ``hadoop.http.staticuser.user``
+  (default ``dr.who``; set it empty and a request without ``user.name`` gets 401),
+  and ``doas`` naming another user is refused: there are no proxy users. Either
+  way the groups are the server's (:mod:`qjournal.security.groups`), never the
+  caller's.
 * Answers are Hadoop's JSON shapes (``FileStatus``, ``FileStatuses``,
   ``DirectoryListing``, ``ContentSummary``, ``QuotaUsage``, ``boolean``, ``Path``,
   ``AclStatus``, ``FsServerDefaults``, ``BlockLocations``). An error is
@@ -79,7 +84,8 @@ from aiohttp import web
 from qjournal.errors import (ConfigError, DirectoryNotEmptyError, FileAlreadyExistsError, FileNotFoundError_,
                              InvalidRequestError, NotADirectoryError_, PermissionDeniedError, QJournalError)
 from qjournal.namenode.client_protocol import ClientProtocolHandler
-from qjournal.namenode.groups import GroupMapping
+from qjournal.security.identity import Authenticator
+from qjournal.transport.http import peer_cert, remote_exception
 from qjournal.namenode.ha_state import OpCategory
 from qjournal.namenode.namespace import (DEFAULT_BLOCK_SIZE, DEFAULT_REPLICATION, EXECUTE, INT64_MAX, READ,
                                          WRITE, check_name, join_path, split_path)
@@ -107,12 +113,11 @@ HADOOP_EXCEPTIONS: dict[str, str] = {
     "WebHdfsUnsupportedError": "java.lang.UnsupportedOperationException",
     "WebHdfsDataError": "java.io.IOException",
     "WebHdfsAuthError": "java.lang.SecurityException",
+    "AuthorizationError": "org.apache.hadoop.security.authorize.AuthorizationException",
+    "AuthenticationError": "org.apache.hadoop.security.AccessControlException",
 }
 #: anything not in the table
 DEFAULT_EXCEPTION = "java.io.IOException"
-#: Hadoop's ExceptionHandler: these statuses, 403 for every other (IOException) class
-_STATUS = {"java.io.FileNotFoundException": 404, "java.lang.IllegalArgumentException": 400,
-           "java.lang.UnsupportedOperationException": 400, "java.lang.SecurityException": 401}
 
 #: every op of Hadoop's client, by HTTP method (GetOpParam, PutOpParam, PostOpParam, DeleteOpParam)
 HADOOP_OPS: dict[str, tuple[str, ...]] = {
@@ -159,16 +164,6 @@ def hadoop_exception_of(e: BaseException) -> str:
         if java is not None:
             return java
     return DEFAULT_EXCEPTION
-
-
-def remote_exception(java_class: str, message: str) -> web.Response:
-    """Hadoop's ``RemoteException`` JSON with the status Hadoop's ``ExceptionHandler`` gives the class."""
-    body = {"RemoteException": {"exception": java_class.rsplit(".", 1)[-1], "javaClassName": java_class,
-                                "message": message}}
-    status = _STATUS.get(java_class, 403)
-    headers = {"WWW-Authenticate": "PseudoAuth"} if status == 401 else None
-    return web.Response(status=status, text=json.dumps(body), content_type="application/json",
-                        headers=headers)
 
 
 async def _drop_json_content_type(request: web.Request, response: web.StreamResponse) -> None:
@@ -268,20 +263,21 @@ class WebHdfs:
     Args:
         client: the NameNode's ClientProtocol handler (every operation goes through it).
         conf: the configuration (static user, group mapping, ``dfs.ls.limit``).
-        groups: the group mapping (default: from ``conf``).
+        authenticator: certificates to callers, and the group mapping (default: from ``conf``).
 
     Raises:
-        ConfigError: malformed group overrides, or ``dfs.ls.limit`` below 1.
+        ConfigError: malformed group overrides or rules, or ``dfs.ls.limit`` below 1.
     """
 
-    def __init__(self, client: ClientProtocolHandler, conf: Any, groups: GroupMapping | None = None) -> None:
+    def __init__(self, client: ClientProtocolHandler, conf: Any,
+                 authenticator: Authenticator | None = None) -> None:
         self.client = client
         self.static_user = conf.get("hadoop.http.staticuser.user") or ""
         self.ls_limit = int(conf.get_int("dfs.ls.limit") or 0)
         if self.ls_limit < 1:
             raise ConfigError(f"dfs.ls.limit = {self.ls_limit}: a listing batch holds at least 1 entry",
                               key="dfs.ls.limit")
-        self.groups = groups or GroupMapping(conf)
+        self.authenticator = authenticator or Authenticator(conf)
         Handler = Callable[[_Call], Awaitable[web.Response]]
         self.ops: dict[str, dict[str, Handler]] = {
             "GET": {"OPEN": self.open, "GETFILESTATUS": self.get_file_status, "LISTSTATUS": self.list_status,
@@ -338,6 +334,11 @@ class WebHdfs:
             path = join_path(split_path(raw))
         except InvalidRequestError as e:
             raise InvalidRequestError(f"Invalid path {raw[:300]!r}: {e.message}") from None
+        cert = peer_cert(request)
+        if cert is not None:  # HTTPS: the certificate's user; a different claim is refused
+            for claim in (params.get("doas"), params.get("user.name")):
+                caller = await self.authenticator.caller(cert, claim or "")
+            return _Call(request, method, op, path, params, caller.user, list(caller.groups))
         user = params.get("user.name") or self.static_user
         if not user:
             raise WebHdfsAuthError("Authentication required: no user.name parameter and no "
@@ -347,7 +348,7 @@ class WebHdfs:
         if doas and doas != user:
             raise PermissionDeniedError(f"User: {user} is not allowed to impersonate {doas} "
                                         f"(qjournal has no proxy users)", user=user)
-        groups = await self.groups.groups_async(user)
+        groups = await self.authenticator.groups.groups_async(user)
         return _Call(request, method, op, path, params, user, groups)
 
     def _location(self, call: _Call) -> str:

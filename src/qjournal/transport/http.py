@@ -48,7 +48,7 @@ from qjournal.transport.tls import client_context, server_context
 
 __all__ = ["HTTP_POLICIES", "http_policy", "https_enabled", "http_server_context", "http_client_context",
            "start_site", "parse_object_name", "filter_beans", "jmx_response", "prometheus_response",
-           "scheme", "Throttle"]
+           "scheme", "Throttle", "peer_cert", "remote_exception"]
 
 #: values of ``dfs.http.policy`` that qjournal serves
 HTTP_POLICIES = ("HTTP_ONLY", "HTTPS_ONLY")
@@ -169,6 +169,28 @@ async def start_site(app: web.Application, host: str, port: int,
     sock = site._server.sockets[0]  # type: ignore[union-attr]
     bound = sock.getsockname()
     return runner, (bound[0], bound[1])
+
+
+def peer_cert(request: web.Request) -> dict | None:
+    """The verified client certificate of an HTTPS request (``getpeercert()``), or None (plain HTTP)."""
+    transport = request.transport
+    return transport.get_extra_info("peercert") if transport is not None else None
+
+
+#: Hadoop's WebHDFS ``ExceptionHandler``: these statuses, 403 for every other (IOException) class
+_STATUS = {"java.io.FileNotFoundException": 404, "java.lang.IllegalArgumentException": 400,
+           "java.lang.UnsupportedOperationException": 400, "java.lang.SecurityException": 401}
+
+
+def remote_exception(java_class: str, message: str) -> web.Response:
+    """Hadoop's ``RemoteException`` JSON with the status Hadoop's ``ExceptionHandler`` gives the class
+    (WebHDFS errors, and refusals of any daemon's HTTP endpoints)."""
+    body = {"RemoteException": {"exception": java_class.rsplit(".", 1)[-1], "javaClassName": java_class,
+                                "message": message}}
+    status = _STATUS.get(java_class, 403)
+    headers = {"WWW-Authenticate": "PseudoAuth"} if status == 401 else None
+    return web.Response(status=status, text=json.dumps(body), content_type="application/json",
+                        headers=headers)
 
 
 # --- /jmx -------------------------------------------------------------------------------------

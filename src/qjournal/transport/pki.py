@@ -80,15 +80,17 @@ def make_cert(
     name: str,
     hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
     days: int = 3,
+    cn: str | None = None,
 ) -> CertPaths:
     """Create a key and a certificate signed by ``ca``, usable as TLS server and client.
 
     Args:
         directory: existing directory to write into.
         ca: the signing CA (from :func:`make_ca`).
-        name: common name and file stem.
+        name: file stem, and common name unless ``cn`` is given.
         hosts: subjectAltName entries (IP addresses or DNS names).
-        days: validity.
+        days: validity (negative: already expired, for tests).
+        cn: the subject common name, the principal a peer is known by (e.g. ``nn/127.0.0.1``).
 
     Returns:
         The identity's paths.
@@ -112,7 +114,7 @@ def make_cert(
         )
     _openssl(
         ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", key, "-out", csr, "-subj", f"/CN={name}"],
+         "-keyout", key, "-out", csr, "-subj", "/CN=" + (cn or name).replace("/", "\\/")],
         directory,
     )
     _openssl(

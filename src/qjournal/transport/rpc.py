@@ -45,6 +45,11 @@ for every call) or, if the method declares a ``_peer`` parameter, through that
 keyword argument. Both hold a :class:`PeerInfo`. ``_peer`` can never be sent
 by a client.
 
+Authorization. A server built with an ``authorize(peer, method)`` coroutine
+(:mod:`qjournal.security.service_auth`) awaits it before every handler call,
+in the call's turn (FIFO order holds); a typed error from it is the call's
+answer and the handler never runs (invariant 8).
+
 Errors. A handler exception that is a :class:`QJournalError` or
 :class:`InvariantViolation` travels as ``{"type", "message", "fields"}`` and is
 rebuilt with :func:`qjournal.errors.make_error`, so the caller sees the same
@@ -75,6 +80,7 @@ Invariants
 7. A handler that broke an invariant ends the process
    (:func:`qjournal.util.tasks.fatal`) once its caller has the typed error:
    a daemon never answers again from a state that broke an invariant.
+8. With an ``authorize`` hook, no handler runs for a call the hook refused.
 """
 
 from __future__ import annotations
@@ -119,6 +125,7 @@ __all__ = [
     "DEFAULT_MAX_QUEUED_REQUESTS",
     "PeerInfo",
     "RpcClient",
+    "RpcHandlers",
     "RpcConnector",
     "RpcServer",
     "client_options_from_conf",
@@ -351,6 +358,31 @@ class _Coalescer:
             transport.write(b"".join(out))
 
 
+class RpcHandlers:
+    """One handler object made of several: every ``rpc_<method>`` of each (a daemon that serves
+    several protocols on one port, e.g. the NameNode's, plus the refresh calls of
+    :mod:`qjournal.security.service_auth`).
+
+    Args:
+        handlers: objects with ``rpc_<method>`` coroutines and an optional ``rpc_concurrent`` tuple.
+
+    Raises:
+        InvariantViolation: two handlers serve the same method.
+    """
+
+    def __init__(self, *handlers: Any) -> None:
+        concurrent: list[str] = []
+        for h in handlers:
+            for name in sorted(dir(type(h))):
+                if not name.startswith("rpc_") or name == "rpc_concurrent":
+                    continue
+                if hasattr(self, name):
+                    raise InvariantViolation(f"two protocol handlers serve {name}")
+                setattr(self, name, getattr(h, name))
+            concurrent.extend(getattr(h, "rpc_concurrent", ()))
+        self.rpc_concurrent = tuple(concurrent)
+
+
 # --- server -------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -375,6 +407,8 @@ class RpcServer:
         max_queued_requests: per-connection limit of queued plus running
             requests before reading pauses (invariant 5).
         name: used in log messages.
+        authorize: ``async authorize(peer, method)`` awaited before every handler call;
+            raising a ``QJournalError`` refuses the call (invariant 8). None: no check.
 
     Attributes:
         metrics: counters ``calls``, ``errors``, ``bad_frames``,
@@ -388,6 +422,7 @@ class RpcServer:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_queued_requests: int = DEFAULT_MAX_QUEUED_REQUESTS,
         name: str = "rpc",
+        authorize: Callable[[PeerInfo, str], Awaitable[None]] | None = None,
     ) -> None:
         if max_queued_requests < 1:
             raise ValueError(f"max_queued_requests must be >= 1, got {max_queued_requests}")
@@ -396,6 +431,7 @@ class RpcServer:
         self.max_frame_bytes = max_frame_bytes
         self.max_queued_requests = max_queued_requests
         self.name = name
+        self.authorize = authorize
         concurrent = getattr(handler, "rpc_concurrent", ())
         if isinstance(concurrent, str):
             concurrent = (concurrent,)
@@ -721,6 +757,8 @@ class _ServerConnection(asyncio.Protocol):
     async def _call(self, request_id: int, method: str, entry: _Method, kwargs: dict) -> None:
         server = self._server
         try:
+            if server.authorize is not None:  # invariant 8
+                await server.authorize(self._peer, method)
             if entry.wants_peer:
                 kwargs["_peer"] = self._peer
             result = await entry.func(**kwargs)

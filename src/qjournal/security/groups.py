@@ -1,18 +1,24 @@
-"""The NameNode's user-to-groups mapping: the groups a caller belongs to, decided by the server.
+"""User-to-groups mapping: the groups a caller belongs to, decided by the server.
 
-Why a module: a permission check is only as good as the groups it is given. A
-caller that names its own groups (the RPC path's simple authentication) can
-claim ``supergroup``; Hadoop instead resolves the groups of an authenticated
-user on the NameNode (``hadoop.security.group.mapping``). WebHDFS requests
-carry only ``user.name``, so their groups come from here. Issue 16 adds a
-mapping file; it belongs beside this one.
+Why a module: a permission check or an ACL is only as good as the groups it is
+given. A caller that names its own groups (the RPC path's simple
+authentication) can claim ``supergroup``; Hadoop instead resolves the groups of
+an authenticated user on the server (``hadoop.security.group.mapping``). The
+NameNode (WebHDFS, and every call whose identity comes from a TLS certificate)
+and the service-level ACLs of every daemon (``security/service_auth.py``) ask
+here, so the module sits below all of them.
 
 Theory of operation (Hadoop's defaults, ``ShellBasedUnixGroupsMapping`` and
-``Groups``):
+``Groups``, plus a mapping file):
 
 * The static overrides ``hadoop.user.group.static.mapping.overrides``
   (``user1=g1,g2;user2=;``, default ``dr.who=;``) win: a listed user has exactly
   the listed groups (``user2=`` means none), whatever the OS says.
+* Then the mapping file ``qjournal.security.group.mapping.file`` when set: one
+  ``user=group1,group2`` per line (``#`` comments, blank lines); a listed user
+  has exactly those groups. It is how a cluster names the groups of users that
+  exist only as certificate names (no OS account), and it is read again by
+  :meth:`GroupMapping.refresh` (``dfsadmin -refreshUserToGroupsMappings``).
 * Otherwise the OS answers: the user's primary group first, then every other
   group the user is a member of (``id -gn``, ``id -Gn``), each once. A user the
   OS does not know has no groups (Hadoop logs it and returns none).
@@ -24,7 +30,7 @@ Invariants:
 
 1. The groups of a user never come from the caller's request.
 2. A group list holds each name once, primary group first, at most
-   :data:`~qjournal.namenode.client_protocol.MAX_GROUPS` names.
+   :data:`MAX_GROUPS` names.
 """
 
 from __future__ import annotations
@@ -37,11 +43,16 @@ import time
 from typing import Any, Callable
 
 from qjournal.errors import ConfigError
-from qjournal.namenode.client_protocol import MAX_GROUPS
 
-__all__ = ["GroupMapping", "parse_static_overrides", "unix_groups", "MAX_CACHED_USERS"]
+__all__ = ["GroupMapping", "parse_static_overrides", "parse_mapping_file", "read_mapping_file", "unix_groups",
+           "MAX_CACHED_USERS", "MAX_GROUPS"]
 
 OVERRIDES_KEY = "hadoop.user.group.static.mapping.overrides"
+FILE_KEY = "qjournal.security.group.mapping.file"
+#: most groups of one user (a claimed list, or a mapping's answer)
+MAX_GROUPS = 1024
+#: largest group mapping file read
+MAX_MAPPING_FILE_BYTES = 16 << 20
 #: most users whose groups are cached at once (the oldest answer goes first)
 MAX_CACHED_USERS = 10000
 
@@ -70,6 +81,52 @@ def parse_static_overrides(value: str | None) -> dict[str, list[str]]:
                               key=OVERRIDES_KEY)
         out[user] = _unique(g.strip() for g in groups.split(",") if g.strip())
     return out
+
+
+def parse_mapping_file(text: str, where: str) -> dict[str, list[str]]:
+    """Parse a group mapping file: ``user=group1,group2`` per line, ``#`` comments, blank lines.
+
+    Args:
+        text: the file's content.
+        where: the file's path, for messages.
+
+    Returns:
+        ``{user: [groups]}``.
+
+    Raises:
+        ConfigError: a line without ``=`` or with an empty user name (names file and line).
+    """
+    out: dict[str, list[str]] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        user, sep, groups = line.partition("=")
+        user = user.strip()
+        if not sep or not user:
+            raise ConfigError(f"{where}:{n}: {line[:100]!r} is not of the form user=group1,group2 ({FILE_KEY})",
+                              key=FILE_KEY, path=where)
+        out[user] = _unique(g.strip() for g in groups.split(",") if g.strip())
+    return out
+
+
+def read_mapping_file(path: str | None) -> dict[str, list[str]]:
+    """The mapping file at ``path`` ({} when None or empty).
+
+    Raises:
+        ConfigError: unreadable, too large, or malformed (names the file).
+    """
+    if not path:
+        return {}
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_MAPPING_FILE_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"{FILE_KEY}: cannot read {path}: {e.strerror}", key=FILE_KEY, path=path) from None
+    if len(data) > MAX_MAPPING_FILE_BYTES:
+        raise ConfigError(f"{FILE_KEY}: {path} is larger than {MAX_MAPPING_FILE_BYTES} bytes", key=FILE_KEY,
+                          path=path)
+    return parse_mapping_file(data.decode("utf-8", errors="replace"), path)
 
 
 def _unique(names: Any) -> list[str]:
@@ -102,26 +159,42 @@ class GroupMapping:
     """Groups of a user, resolved on the server (module docstring).
 
     Args:
-        conf: the configuration (the overrides and the cache time).
+        conf: the configuration (the overrides, the mapping file and the cache time).
         lookup: the OS lookup (default :func:`unix_groups`; tests pass a table).
         clock: monotonic seconds (injectable).
 
     Raises:
-        ConfigError: malformed overrides.
+        ConfigError: malformed overrides, or an unreadable or malformed mapping file.
     """
 
     def __init__(self, conf: Any, lookup: Callable[[str], list[str]] = unix_groups,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.overrides = parse_static_overrides(conf.get(OVERRIDES_KEY))
-        self.cache_s = (conf.get_duration_ms("hadoop.security.groups.cache.secs") or 0) / 1000.0
         self.lookup = lookup
         self.clock = clock
         self._cache: dict[str, tuple[float, list[str]]] = {}
+        self.refresh(conf)
+
+    def refresh(self, conf: Any) -> None:
+        """Read the overrides, the mapping file and the cache time again and forget every cached
+        answer (Hadoop's ``refreshUserToGroupsMappings``); on an error nothing changes.
+
+        Raises:
+            ConfigError: malformed overrides, or an unreadable or malformed mapping file.
+        """
+        overrides = parse_static_overrides(conf.get(OVERRIDES_KEY))
+        mapped = read_mapping_file(conf.get(FILE_KEY))
+        self.overrides = overrides
+        self.mapped = mapped
+        self.cache_s = (conf.get_duration_ms("hadoop.security.groups.cache.secs") or 0) / 1000.0
+        self._cache.clear()
 
     def cached(self, user: str) -> list[str] | None:
-        """The groups of ``user`` without asking the OS: the overrides or a fresh cached answer, else None."""
+        """The groups of ``user`` without asking the OS: the overrides, the mapping file or a fresh
+        cached answer, else None."""
         if user in self.overrides:
             return list(self.overrides[user])
+        if user in self.mapped:
+            return list(self.mapped[user])
         hit = self._cache.get(user)
         if hit is not None and self.clock() - hit[0] < self.cache_s:
             return list(hit[1])

@@ -1,0 +1,159 @@
+"""Table tests of the pure security rules: auth_to_local, ACL syntax, certificate principals, the
+group mapping file, and the protocol tables against the handlers they guard."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from qjournal.config import Configuration
+from qjournal.errors import AuthenticationError, ConfigError
+from qjournal.ha.zkfc import ZKFailoverController
+from qjournal.journalnode.node import JournalNodeRpcHandler
+from qjournal.namenode.admin_protocol import AdminProtocolHandler
+from qjournal.namenode.client_protocol import ClientProtocolHandler
+from qjournal.namenode.ha_service import HAService
+from qjournal.namenode.namenode_protocol import NamenodeProtocolHandler
+from qjournal.security.acl import AccessControlList
+from qjournal.security.auth_to_local import parse_principal, parse_rules, short_name
+from qjournal.security.groups import GroupMapping, parse_mapping_file
+from qjournal.security.identity import principal_of
+from qjournal.security.service_auth import (PROTOCOLS_JOURNALNODE, PROTOCOLS_NAMENODE, PROTOCOLS_ZKFC,
+                                            REFRESH_METHODS, ServiceAuthorization)
+
+RULES = """
+    RULE:[2:$1@$0](nn@)s/.*/hdfs/
+    RULE:[2:$1](zkfc)
+    RULE:[1:$1@$0](.*@EXAMPLE\\.COM)s/@.*//L
+    RULE:[2:$2](.*)s/^([a-z]+)-(\\d+)$/$1$2/g
+    DEFAULT
+"""
+
+# (principal, rules text, expected short name or the start of the error message, which has a space)
+SHORT_NAMES = [
+    ("alice", "DEFAULT", "alice"),                      # one component, no realm: itself, no rule asked
+    ("alice", "RULE:[1:$1](x)s/.*/bob/", "alice"),      # ... even when a rule would match
+    ("nn/127.0.0.1", "DEFAULT", "nn"),                  # default realm: the first component
+    ("nn/127.0.0.1@OTHER", "DEFAULT", "No rules applied to nn/127.0.0.1@OTHER"),
+    ("nn/host1", RULES, "hdfs"),                        # $0 is the (empty) default realm
+    ("zkfc/host1", RULES, "zkfc"),                      # format only: "zkfc"
+    ("Alice@EXAMPLE.COM", RULES, "alice"),              # substitution then /L
+    ("bob@OTHER.ORG", RULES, "No rules applied to bob@OTHER.ORG"),
+    ("jn/web-12", "RULE:[2:$1](nn)\nRULE:[2:$2](.*)s/^([a-z]+)-(\\d+)$/$1$2/g", "web12"),  # first match wins
+    ("jn/host1", RULES, "host1"),                       # rule 4: $2, its substitution does not match
+    ("a/b", "RULE:[2:$1/$2]", "Non-simple name a/b"),   # a result with / is refused
+    ("a/b", "RULE:[2:$3]", "auth_to_local rule RULE:[2:$3]: index 3"),
+    ("a/b", "RULE:[1:$1]", "No rules applied to a/b"),  # wrong number of components
+    ("x/y/z", "DEFAULT", "Malformed principal name"),
+    ("", "DEFAULT", "Malformed principal name"),
+    ("svc/h@R", "RULE:[2:$1-$0]s/-/_/g", "svc_R"),
+    ("Svc/h", "DEFAULT/L", "svc"),
+    ("a/b", "RULE:[2:$1](b)", "No rules applied"),      # match must cover the whole string
+]
+
+
+@pytest.mark.parametrize("principal, rules, want", SHORT_NAMES)
+def test_short_name_table(principal, rules, want):
+    parsed = parse_rules(rules)
+    if " " in want:  # an error message
+        with pytest.raises(AuthenticationError) as e:
+            short_name(principal, parsed)
+        assert e.value.message.startswith(want), e.value.message
+    else:
+        assert short_name(principal, parsed) == want
+
+
+@pytest.mark.parametrize("text", ["RULE:[x:$1]", "RULE:[2:$1](unclosed", "NOPE", "RULE:[1:$1]s/(/x/",
+                                  "DEFAULT junk"])
+def test_bad_rules_are_config_errors_naming_the_key(text):
+    with pytest.raises(ConfigError, match="hadoop.security.auth_to_local"):
+        parse_rules(text)
+
+
+def test_rules_parse_in_order_and_blank_is_default():
+    assert [r.text for r in parse_rules(RULES)] == [line.strip() for line in RULES.strip().splitlines()]
+    assert [r.is_default for r in parse_rules("")] == [True]
+    assert parse_principal("nn/h@R").components == ("nn", "h") and str(parse_principal("nn/h@R")) == "nn/h@R"
+
+
+# (ACL text, user, groups, allowed)
+ACLS = [
+    ("*", "anyone", [], True),
+    ("* ", "anyone", [], True),
+    (" *", "anyone", [], True),
+    ("", "alice", ["g"], False),
+    ("alice,bob", "bob", [], True),
+    ("alice,bob", "carol", ["alice"], False),       # a group named like a user is not the user
+    ("alice admins,ops", "carol", ["ops"], True),
+    ("alice admins,ops", "carol", ["dev"], False),
+    (" admins", "admins", [], False),               # leading space: groups only
+    (" admins", "x", ["admins"], True),
+    (" alice , bob ", "alice", [], False),          # the first space ends the user list
+    ("nn ", "nn", [], True),
+]
+
+
+@pytest.mark.parametrize("text, user, groups, allowed", ACLS)
+def test_acl_table(text, user, groups, allowed):
+    acl = AccessControlList.parse(text)
+    assert acl.is_user_allowed(user, groups) is allowed
+    assert AccessControlList.parse(str(acl)) == acl  # invariant 2
+
+
+def test_principal_of_certificates():
+    cn = {"subject": ((("countryName", "XX"),), (("commonName", "nn/127.0.0.1"),)),
+          "subjectAltName": (("DNS", "localhost"), ("email", "x@y"))}
+    assert principal_of(cn) == "nn/127.0.0.1"
+    assert principal_of({"subject": (), "subjectAltName": (("DNS", "h"), ("email", "a@B.C"))}) == "a@B.C"
+    assert principal_of({"subject": (), "subjectAltName": (("URI", "spiffe://c/nn"),)}) == "spiffe://c/nn"
+    for bad in (None, {}, {"subject": (), "subjectAltName": (("DNS", "h"), ("IP Address", "1.2.3.4"))}):
+        with pytest.raises(AuthenticationError):
+            principal_of(bad)
+
+
+def test_group_mapping_file_then_refresh(tmp_path):
+    path = tmp_path / "groups"
+    path.write_text("# who is who\nalice = analysts, analysts ,ops\n\nhdfs=supergroup\nroot=\n")
+    conf = Configuration({"qjournal.security.group.mapping.file": str(path),
+                          "hadoop.user.group.static.mapping.overrides": "alice=override;"})
+    m = GroupMapping(conf, lookup=lambda u: ["os-" + u])
+    assert m.groups("alice") == ["override"]          # the static overrides come first
+    assert m.groups("hdfs") == ["supergroup"] and m.groups("root") == []
+    assert m.groups("bob") == ["os-bob"]              # not listed: the OS
+    path.write_text("hdfs=supergroup,admins\n")
+    assert m.groups("hdfs") == ["supergroup"]         # not read again until a refresh
+    m.refresh(conf)
+    assert m.groups("hdfs") == ["supergroup", "admins"] and m.groups("root") == ["os-root"]
+    path.write_text("broken line\n")
+    with pytest.raises(ConfigError, match=f"{path}:1"):
+        m.refresh(conf)
+    assert m.groups("hdfs") == ["supergroup", "admins"]  # a failed refresh changes nothing
+    with pytest.raises(ConfigError, match="=g1"):
+        parse_mapping_file("=g1\n", "f")
+
+
+def _rpc_methods(*classes) -> set[str]:
+    return {n[4:] for c in classes for n, f in inspect.getmembers(c, inspect.iscoroutinefunction)
+            if n.startswith("rpc_")}
+
+
+@pytest.mark.parametrize("table, handlers", [
+    (PROTOCOLS_JOURNALNODE, (JournalNodeRpcHandler,)),
+    (PROTOCOLS_NAMENODE, (ClientProtocolHandler, AdminProtocolHandler, HAService, NamenodeProtocolHandler)),
+    (PROTOCOLS_ZKFC, (ZKFailoverController,)),
+])
+def test_every_rpc_method_belongs_to_a_protocol(table, handlers):
+    """Service auth invariant 2: each daemon's table is exactly the methods it serves."""
+    assert set(table) == _rpc_methods(*handlers, ServiceAuthorization)
+    assert set(REFRESH_METHODS) <= set(table)
+
+
+def test_authorization_needs_mutual_tls():
+    conf = Configuration({"hadoop.security.authorization": "true"})
+    with pytest.raises(ConfigError, match="qjournal.rpc.tls.enabled"):
+        ServiceAuthorization(conf, PROTOCOLS_ZKFC, service="ZKFC nn1")
+    conf.set("qjournal.rpc.tls.enabled", "true")
+    ServiceAuthorization(conf, PROTOCOLS_ZKFC, service="ZKFC nn1")  # no HTTP endpoints: RPC TLS is enough
+    with pytest.raises(ConfigError, match="HTTPS_ONLY"):
+        ServiceAuthorization(conf, PROTOCOLS_ZKFC, service="JournalNode", http={"/jmx": "instrumentation"})
