@@ -21,6 +21,14 @@ Where each command goes (as Hadoop's ``DFSAdmin`` with an HA nameservice):
   directories, last txid, last checkpoint, journals and their health) and then
   one section per NameNode (HA state, safe mode, txids).
 
+* to every NameNode: ``-refreshServiceAcl`` (read the service-level
+  authorization policy again from each NameNode's configuration directory:
+  ``hadoop-policy.xml`` and the site files) and ``-refreshUserToGroupsMappings``
+  (the group overrides and mapping file), one line each as Hadoop's. Both need
+  ``hadoop.security.authorization`` and the caller's certificate in
+  ``security.refresh.policy.protocol.acl`` / ``security.refresh.user.mappings.protocol.acl``.
+  A JournalNode or ZKFC is refreshed with ``qjournal rpc HOST:PORT refresh_service_acl``.
+
 Commands: ``-report``, ``-safemode get|enter|leave|wait|forceExit`` (``forceExit``
 is ``leave``: no blocks to force past; ``wait`` polls until safe mode is off),
 ``-saveNamespace [-beforeShutdown]`` (safe mode first; ``-beforeShutdown`` saves
@@ -78,6 +86,33 @@ class DFSAdmin:
 
     async def call(self, name: str, method: str, **kwargs: Any) -> Any:
         return await self.client.call_on(name, method, **kwargs)
+
+
+async def _refresh(a: DFSAdmin, method: str, what: str, command: str) -> int:
+    """A refresh call on every NameNode (Hadoop's ``Refresh <what> successful for host:port`` lines)."""
+    rc = 0
+    for name, addr in a.namenodes():
+        where = f" for {addr}" if a.ha else ""
+        try:
+            await a.client.call_on(name, method, client_protocol=False)
+        except QJournalError as e:
+            print(f"Refresh {what} failed{where}", file=sys.stderr)
+            print(f"{command}: {_why(e)}", file=sys.stderr)
+            rc = 1
+            continue
+        print(f"Refresh {what} successful{where}")
+    return rc
+
+
+async def refresh_service_acl(a: DFSAdmin, args: list[str]) -> int:
+    """``-refreshServiceAcl`` on every NameNode."""
+    return await _refresh(a, "refresh_service_acl", "service acl", "refreshServiceAcl")
+
+
+async def refresh_user_mappings(a: DFSAdmin, args: list[str]) -> int:
+    """``-refreshUserToGroupsMappings`` on every NameNode."""
+    return await _refresh(a, "refresh_user_to_groups_mappings", "user to groups mapping",
+                          "refreshUserToGroupsMappings")
 
 
 async def safemode(a: DFSAdmin, args: list[str]) -> int:
@@ -215,6 +250,8 @@ COMMANDS: dict[str, Command] = {
                          (tuple(SAFE_MODE_WORDS),)),
     "-saveNamespace": Command(save_namespace, "-saveNamespace [-beforeShutdown]", (("-beforeShutdown",), None)),
     "-rollEdits": Command(roll_edits, "-rollEdits"),
+    "-refreshServiceAcl": Command(refresh_service_acl, "-refreshServiceAcl"),
+    "-refreshUserToGroupsMappings": Command(refresh_user_mappings, "-refreshUserToGroupsMappings"),
 }
 
 

@@ -263,6 +263,7 @@ class JournalNode:
                 self.rpc_bound = f"{host}:{port}"
                 if self.name == "journalnode":
                     self.name = f"journalnode@{self.rpc_bound}"
+                    self.service_auth.service = f"JournalNode {self.name}"
             if not self.http_enabled and self.network is not None:
                 self.http_url = self.network.serve_http(self.name, self._serve_memory_http)
             await self._start_syncers()

@@ -346,15 +346,22 @@ class DFSClient:
                     await asyncio.sleep(delay / 1000.0)
                 log.debug("failing over to %s after %s", self.addresses[self.current][0], e)
 
-    async def call_on(self, name: str, method: str, **kwargs: Any) -> Any:
+    async def call_on(self, name: str, method: str, *, client_protocol: bool = True, **kwargs: Any) -> Any:
         """One call on the NameNode ``name`` (of :attr:`addresses`) with this client's identity, without
         failover: ``dfsadmin``'s commands that go to every NameNode of the nameservice.
+
+        Args:
+            client_protocol: a ClientProtocol call, sent with ``user``, ``groups`` and the state id
+                (False: a call of another protocol, such as the policy refreshes, whose caller is
+                known by its certificate alone: sent as it is).
 
         Raises:
             InvalidRequestError: no NameNode of that name; else whatever the call raised.
         """
         for idx, (n, _host, _port) in enumerate(self.addresses):
             if n == name:
+                if not client_protocol:
+                    return await (await self._client(idx)).call(method, timeout_ms=self.rpc_timeout_ms, **kwargs)
                 return await self._call_on(idx, method, dict(kwargs, user=self.user, groups=self.groups))
         raise InvalidRequestError(f"no NameNode {name!r} (known: {', '.join(a[0] for a in self.addresses)})")
 

@@ -909,6 +909,7 @@ class RpcClient:
         self._pending: dict[int, tuple[asyncio.Future, str]] = {}
         self._next_id = 1
         self._closed_error: TransportError | None = None
+        self._answered = False  # any bytes from the server yet
         self._lost: asyncio.Future | None = None
         self._deadlines: list[tuple[float, int, int]] = []  # heap of (deadline, request id, timeout_ms)
         self._sweep_handle: asyncio.TimerHandle | None = None
@@ -1118,6 +1119,7 @@ class RpcClient:
         if self._closed_error is not None:
             return
         messages, error = self._decoder.feed_all(data)
+        self._answered = True
         pending = self._pending
         for msg in messages:
             if type(msg) is not list or len(msg) != 4 or msg[0] != KIND_RESPONSE or type(msg[1]) is not int:
@@ -1141,6 +1143,12 @@ class RpcClient:
 
     def _connection_lost(self, exc: Exception | None) -> None:
         reason = f"{type(exc).__name__}: {exc}" if exc is not None else "closed by the server"
+        if exc is None and not self._answered and self._transport is not None and \
+                self._transport.get_extra_info("sslcontext") is not None:
+            # TLS 1.3: the server checks our certificate after our handshake ended, and asyncio
+            # drops its alert; a close before any answer is how a refusal looks from here.
+            reason += (" before answering: a TLS server does so when it refuses this client's certificate "
+                       "(none, expired, or not signed by its CA); the server's log says why")
         if self._closed_error is None:
             self._fail_all(TransportError(f"connection to {self.peer} lost ({reason})", peer=self.peer))
         if self._lost is not None and not self._lost.done():

@@ -128,7 +128,9 @@ class _AuditedSSLObject(ssl.SSLObject):
         except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
             raise
         except ssl.SSLError as exc:
-            log.warning("TLS handshake refused (server side): %s", exc.reason or exc)
+            detail = getattr(exc, "verify_message", None)  # e.g. "certificate has expired"
+            log.warning("TLS handshake refused (server side): %s%s", exc.reason or exc,
+                        f": {detail}" if detail else "")
             raise
 
 
