@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup test demo soak bench bench-peers clean
+.PHONY: setup test demo demo-secure soak bench bench-peers clean
 
 setup:
 	@bash scripts/setup.sh
@@ -12,6 +12,10 @@ test: setup
 
 demo: setup
 	$(PY) -m qjournal demo
+
+# the same failover demo on a secure cluster (mutual TLS, authorization, ZooKeeper TLS + digest: docs/security.md)
+demo-secure: setup
+	$(PY) -m qjournal demo --secure
 
 # The long runs (not in make test): journal seeds, whole-cluster seeds, then real-process chaos of the
 # journal and of the whole cluster. Sizes: SEEDS, CLUSTER_SEEDS, JOBS, CHAOS_S, CLUSTER_CHAOS_S (0 = skip).

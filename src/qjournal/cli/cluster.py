@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--fresh", action="store_true", help="wipe the data of a stopped cluster in --run-dir first")
     up.add_argument("--observers", type=int, default=0, metavar="N",
                     help="also start N observer NameNodes (nn3...; no ZKFC), serving the clients' reads")
+    up.add_argument("--secure", action="store_true",
+                    help="a CA and a certificate per role, mutual TLS (RPC, HTTPS, ZooKeeper), service-level "
+                         "authorization and ZooKeeper digest ACLs (docs/security.md)")
     add("down", "stop everything and verify nothing is left running", _down)
     add("status", "table of processes: pid, alive, role/HA state, health, last applied txid, address", _status)
     k = add("kill", "SIGKILL (or --signal) one process", _kill, True)
@@ -60,7 +63,7 @@ def _guard(fn):
 @_guard
 def _up(args):
     c = LocalCluster(args.run_dir, zk_servers=args.zk_servers, session_timeout_ms=args.session_timeout_ms,
-                     observers=args.observers)
+                     observers=args.observers, secure=args.secure)
     c.up(fresh=args.fresh)
     print(c.format_status())
     print(f"\nclients: qjournal --conf {c.conf_dir} dfs ...   stop: qjournal cluster down --run-dir {args.run_dir}")

@@ -115,6 +115,9 @@ def register(subparsers) -> None:
     p.add_argument("--zk-servers", type=int, default=1, choices=[1, 3], help="ZooKeeper ensemble size")
     p.add_argument("--session-timeout-ms", type=int, default=2000, help="ZKFC ZooKeeper session timeout")
     p.add_argument("--keep", action="store_true", help="keep the run directory (logs) afterwards")
+    p.add_argument("--secure", action="store_true",
+                   help="run it on a secure cluster (cluster up --secure: mutual TLS, authorization, ZooKeeper "
+                        "TLS and digest ACLs)")
     p.add_argument("--journal", action="store_true",
                    help="run only the small journal-layer demo (JournalSet of two FileJournals)")
     p.add_argument("--txns", type=int, default=5000, help="--journal: transactions to write (default 5000)")
@@ -132,6 +135,7 @@ def _main(args) -> int:
         return asyncio.run(run_cluster_demo(args.run_dir, writers=args.writers, before_s=args.before_s,
                                             after_s=args.after_s, zk_servers=args.zk_servers,
                                             session_timeout_ms=args.session_timeout_ms, keep=args.keep,
+                                            secure=args.secure,
                                             out=lambda line: print(line, flush=True)))
     if args.txns < 1 or args.segment_txns < 1 or args.batch < 1:
         print("demo: --txns, --segment-txns and --batch must be positive")

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from qjournal.ha.zookeeper import ZooKeeperEnsemble, ZooKeeperError, server_mode
+from qjournal.ha.zookeeper import ZooKeeperEnsemble, ZooKeeperError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,7 +65,7 @@ def _status(args: argparse.Namespace) -> int:
         return 1
     print(f"{'id':>3} {'pid':>8} {'alive':>5} {'client':>22} mode")
     for s in zk.servers:
-        mode = server_mode(zk.host, s.client_port) if s.alive() else None
+        mode = zk.mode(s) if s.alive() else None
         print(f"{s.server_id:>3} {s.pid or '-':>8} {str(s.alive()):>5} {zk.host + ':' + str(s.client_port):>22} "
               f"{mode or '-'}")
     return 0

@@ -381,6 +381,9 @@ define("ha.zookeeper.session-timeout.ms", 10000, "duration", "ZooKeeper session 
 define("ha.zookeeper.parent-znode", "/hadoop-ha", doc="parent of the per-nameservice election znodes")
 define("ha.zookeeper.acl", "world:anyone:rwcda", doc="ACL of the znodes the elector creates")
 define("ha.zookeeper.auth", "", "list", "ZooKeeper auth scheme:credential pairs")
+define("dfs.ha.zkfc.client.ssl.enabled", False, "bool",
+       "the ZKFC (and zkfc -formatZK) reach ZooKeeper's secure client port with mutual TLS, presenting "
+       "this process's qjournal.rpc.tls.* certificate")
 define("ha.health-monitor.check-interval.ms", 1000, "duration", "HealthMonitor probe period", unit="ms")
 define("ha.health-monitor.connect-retry-interval.ms", 1000, "duration",
        "HealthMonitor reconnect period", unit="ms")

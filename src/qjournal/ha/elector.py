@@ -76,7 +76,7 @@ from qjournal.ha.zk_client import Conn, Perm, WatchEvent, ZkAcl, ZkId, ZooKeeper
 from qjournal.util.tasks import cancel_and_wait, spawn
 
 __all__ = ["ElectorState", "ElectorCallbacks", "ElectorSettings", "ActiveStandbyElector",
-           "parse_zk_acls", "parse_zk_auths", "digest_acl_id", "LOCK_ZNODE", "BREADCRUMB_ZNODE",
+           "parse_zk_acls", "parse_zk_auths", "digest_acl_id", "zk_tls_options", "LOCK_ZNODE", "BREADCRUMB_ZNODE",
            "ZooKeeperFactory"]
 
 log = logging.getLogger("qjournal.ha.elector")
@@ -175,6 +175,24 @@ def parse_zk_auths(value: str, key: str = "ha.zookeeper.auth") -> list[tuple[str
     return out
 
 
+def zk_tls_options(conf) -> dict:
+    """kazoo's TLS keyword arguments from ``dfs.ha.zkfc.client.ssl.enabled`` (Hadoop's key) and the
+    process's ``qjournal.rpc.tls.*`` files; {} when off.
+
+    Raises:
+        ConfigError: TLS on but the certificate, key or CA is not set (names the key).
+    """
+    if not conf.get_bool("dfs.ha.zkfc.client.ssl.enabled"):
+        return {}
+    files = {}
+    for arg, key in (("certfile", "qjournal.rpc.tls.cert.file"), ("keyfile", "qjournal.rpc.tls.key.file"),
+                     ("ca", "qjournal.rpc.tls.ca.file")):
+        files[arg] = conf.get(key)
+        if not files[arg]:
+            raise ConfigError(f"dfs.ha.zkfc.client.ssl.enabled is true but {key} is not set", key=key)
+    return {"use_ssl": True, "verify_certs": True, **files}
+
+
 def digest_acl_id(user: str, password: str) -> str:
     """The ZooKeeper digest id ``user:base64(sha1(user:password))`` for an ACL entry."""
     h = hashlib.sha1(f"{user}:{password}".encode()).digest()
@@ -196,14 +214,20 @@ class ElectorSettings:
     auth: list = field(default_factory=list)
     sleep_after_failure_ms: int = 1000
     op_timeout_ms: int = 0  # 0: the session timeout
+    #: kazoo's TLS options (``use_ssl``, ``certfile``, ``keyfile``, ``ca``, ``verify_certs``) when
+    #: ``dfs.ha.zkfc.client.ssl.enabled``: ZooKeeper's secure client port with this process's
+    #: ``qjournal.rpc.tls.*`` certificate; empty: plain
+    tls: dict = field(default_factory=dict)
 
     @classmethod
     def from_conf(cls, conf, nameservice: str) -> "ElectorSettings":
-        """Read ``ha.zookeeper.{quorum,parent-znode,session-timeout.ms,acl,auth}`` and the elector's
-        back-off and operation timeout (``ha.failover-controller.*``).
+        """Read ``ha.zookeeper.{quorum,parent-znode,session-timeout.ms,acl,auth}``, the elector's
+        back-off and operation timeout (``ha.failover-controller.*``) and ZooKeeper TLS
+        (``dfs.ha.zkfc.client.ssl.enabled``).
 
         Raises:
-            ConfigError: the quorum is empty or an ACL/auth entry is malformed.
+            ConfigError: the quorum is empty, an ACL/auth entry is malformed, or TLS is on without
+                the ``qjournal.rpc.tls.*`` certificate, key and CA.
         """
         quorum = (conf.get("ha.zookeeper.quorum") or "").strip()
         if not quorum:
@@ -217,7 +241,8 @@ class ElectorSettings:
                    sleep_after_failure_ms=conf.get_duration_ms(
                        "ha.failover-controller.sleep-after-failure-to-become-active.ms"),
                    op_timeout_ms=conf.get_duration_ms(
-                       "ha.failover-controller.active-standby-elector.zk.op.timeout.ms") or 0)
+                       "ha.failover-controller.active-standby-elector.zk.op.timeout.ms") or 0,
+                   tls=zk_tls_options(conf))
 
     @property
     def znode_dir(self) -> str:

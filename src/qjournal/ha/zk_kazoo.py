@@ -75,14 +75,16 @@ class KazooZooKeeper:
         auth: ``[(scheme, credential)]`` added to the session (``ha.zookeeper.auth``).
         default_acl: ACL of created znodes when a call gives none.
         op_timeout_s: deadline of every operation (invariant 2).
+        tls: kazoo's TLS options (``ElectorSettings.tls``; {} or None: plain).
     """
 
     def __init__(self, hosts: str, session_timeout_ms: int, auth: list | None = None,
-                 default_acl: Any = None, op_timeout_s: float | None = None) -> None:
+                 default_acl: Any = None, op_timeout_s: float | None = None, tls: dict | None = None) -> None:
         self.hosts = hosts
         self._op_timeout_s = op_timeout_s or session_timeout_ms / 1000.0
         self._kz = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000.0,
-                               auth_data=list(auth or []) or None, default_acl=_kazoo_acls(default_acl))
+                               auth_data=list(auth or []) or None, default_acl=_kazoo_acls(default_acl),
+                               **(tls or {}))
         self._kz.add_listener(self._on_kazoo_state)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = Conn.LOST
@@ -204,14 +206,15 @@ class KazooZooKeeper:
 # ---------------------------------------------------------------- blocking tools (CLI, tests)
 
 def format_zk(quorum: str, znode_dir: str, parent_znode: str, acls: Any = None, auth: list | None = None,
-              session_timeout_ms: int = 10000, force: bool = False, timeout_s: float = 15.0) -> str:
+              session_timeout_ms: int = 10000, force: bool = False, timeout_s: float = 15.0,
+              tls: dict | None = None) -> str:
     """Create the nameservice znode ``znode_dir`` (``qjournal zkfc -formatZK``). Blocking.
 
     Args:
         quorum: connect string.
         znode_dir: ``<parent>/<nameservice>``.
         parent_znode: ``ha.zookeeper.parent-znode``.
-        acls: ACL of the created znodes; auth: session credentials.
+        acls: ACL of the created znodes; auth: session credentials; tls: kazoo's TLS options.
         force: delete an existing nameservice znode (and its children) first.
         timeout_s: connect deadline.
 
@@ -222,7 +225,7 @@ def format_zk(quorum: str, znode_dir: str, parent_znode: str, acls: Any = None, 
         ElectorError: the znode exists and ``force`` was not given, or ZooKeeper failed.
     """
     zk = KazooClient(hosts=quorum, timeout=session_timeout_ms / 1000.0,
-                     auth_data=list(auth or []) or None, default_acl=_kazoo_acls(acls))
+                     auth_data=list(auth or []) or None, default_acl=_kazoo_acls(acls), **(tls or {}))
     try:
         zk.start(timeout=timeout_s)
     except Exception as e:

@@ -133,7 +133,7 @@ class ZKFCSettings:
 def kazoo_zk_factory(settings: ElectorSettings) -> KazooZooKeeper:
     """The production :data:`~qjournal.ha.elector.ZooKeeperFactory`: a kazoo session."""
     return KazooZooKeeper(settings.quorum, settings.session_timeout_ms, auth=settings.auth,
-                          default_acl=settings.acls,
+                          default_acl=settings.acls, tls=settings.tls,
                           op_timeout_s=(settings.op_timeout_ms or settings.session_timeout_ms) / 1000.0)
 
 
@@ -145,7 +145,7 @@ def format_zk(settings: ElectorSettings, force: bool = False, timeout_s: float =
     """
     return kazoo_format_zk(settings.quorum, settings.znode_dir, settings.parent_znode, acls=settings.acls,
                            auth=settings.auth, session_timeout_ms=settings.session_timeout_ms, force=force,
-                           timeout_s=timeout_s)
+                           timeout_s=timeout_s, tls=settings.tls)
 
 
 def resolve_ha_addresses(conf, nn_id: str | None = None, nameservice: str | None = None

@@ -22,6 +22,13 @@ Theory of operation:
 * Readiness: a server is ready when ``srvr`` answers with a ``Mode:`` line that is
   ``standalone``, ``leader`` or ``follower`` (a quorum member that has not joined a
   quorum answers "This ZooKeeper instance is not currently serving requests").
+* TLS (:class:`ZooKeeperTls`, ``qjournal cluster up --secure``): the client port is
+  ZooKeeper 3.5+'s ``secureClientPort`` on the Netty connection factory, PEM key
+  store and trust store, ``ssl.clientAuth=need`` (mutual TLS); there is no plain
+  client port, and the readiness probe speaks TLS with a client certificate. The
+  Debian package's jar manifest does not name ``netty-codec`` (nor
+  ``netty-resolver``), which the TLS handler needs: the classpath adds them when
+  present. The quorum ports (ensembles of 3) stay plain on loopback.
 
 Invariants:
 
@@ -39,16 +46,17 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from qjournal.errors import ConfigError, QJournalError
 from qjournal.util.fs import atomic_write
 from qjournal.util.proc import pid_alive, read_last_lines  # pid_alive: re-exported, tests import it from here
 
 __all__ = [
-    "ZooKeeperError", "ZooKeeperServer", "ZooKeeperEnsemble", "find_zookeeper_classpath",
+    "ZooKeeperError", "ZooKeeperServer", "ZooKeeperEnsemble", "ZooKeeperTls", "find_zookeeper_classpath",
     "four_letter_word", "free_ports", "server_mode",
 ]
 
@@ -105,7 +113,10 @@ def find_zookeeper_classpath(extra_dirs: list[str] | None = None) -> list[str]:
                                (["slf4j-simple.jar", "slf4j-simple-*.jar", "slf4j-nop.jar",
                                  "slf4j-nop-*.jar"], False),
                                (["metrics-core.jar", "metrics-core-*.jar"], False),
-                               (["commons-cli.jar", "commons-cli-*.jar"], False)):
+                               (["commons-cli.jar", "commons-cli-*.jar"], False),
+                               # the TLS client port's handler (not in the Debian manifest)
+                               (["netty-codec.jar", "netty-codec-4*.jar"], False),
+                               (["netty-resolver.jar", "netty-resolver-4*.jar"], False)):
         jar = _first_jar(dirs, patterns)
         if jar is None and required:
             raise ZooKeeperError(f"no {patterns[0]} found in {dirs} (needed by the ZooKeeper server)")
@@ -137,21 +148,24 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def four_letter_word(host: str, port: int, word: str = "srvr", timeout_s: float = 2.0) -> str:
+def four_letter_word(host: str, port: int, word: str = "srvr", timeout_s: float = 2.0,
+                     ssl_context: ssl.SSLContext | None = None) -> str:
     """Send a ZooKeeper four-letter command and return the whole answer.
 
     Args:
         host, port: the server's client address.
         word: the command (``srvr``, ``stat``, ``ruok``, ``mntr``).
         timeout_s: socket timeout for connect and each read.
+        ssl_context: speak TLS (a secure client port), with this client context.
 
     Returns:
         The decoded answer ("" if the server closed without answering).
 
     Raises:
-        OSError: connection refused / timed out.
+        OSError: connection refused / timed out / TLS refused.
     """
-    with socket.create_connection((host, port), timeout=timeout_s) as s:
+    with socket.create_connection((host, port), timeout=timeout_s) as raw:
+        s = ssl_context.wrap_socket(raw, server_hostname=host) if ssl_context is not None else raw
         s.sendall(word.encode("ascii"))
         chunks = []
         while True:
@@ -162,16 +176,47 @@ def four_letter_word(host: str, port: int, word: str = "srvr", timeout_s: float 
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def server_mode(host: str, port: int, timeout_s: float = 2.0) -> str | None:
-    """The ``Mode:`` of a server (``standalone``/``leader``/``follower``), or None if not serving."""
+def server_mode(host: str, port: int, timeout_s: float = 2.0,
+                ssl_context: ssl.SSLContext | None = None) -> str | None:
+    """The ``Mode:`` of a server (``standalone``/``leader``/``follower``), or None if not serving
+    (``ssl_context``: a secure client port)."""
     try:
-        answer = four_letter_word(host, port, "srvr", timeout_s)
+        answer = four_letter_word(host, port, "srvr", timeout_s, ssl_context)
     except OSError:
         return None
     for line in answer.splitlines():
         if line.startswith("Mode:"):
             return line.split(":", 1)[1].strip()
     return None
+
+
+@dataclass(frozen=True)
+class ZooKeeperTls:
+    """Mutual TLS on the client port (module docstring). PEM files.
+
+    Attributes:
+        keystore: the server's private key followed by its certificate.
+        truststore: the CA bundle client certificates must chain to.
+        client_cert / client_key: a client identity for the readiness probe.
+    """
+
+    keystore: str
+    truststore: str
+    client_cert: str
+    client_key: str
+
+    def client_context(self) -> ssl.SSLContext:
+        """A client context for probes (the server is checked against the trust store)."""
+        ctx = ssl.create_default_context(cafile=self.truststore)
+        ctx.load_cert_chain(self.client_cert, self.client_key)
+        return ctx
+
+    def config_lines(self) -> list[str]:
+        """The ``zoo.cfg`` lines of a secure client port."""
+        return ["serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+                f"ssl.keyStore.location={self.keystore}", "ssl.keyStore.type=PEM",
+                f"ssl.trustStore.location={self.truststore}", "ssl.trustStore.type=PEM",
+                "ssl.clientAuth=need"]
 
 
 @dataclass
@@ -217,6 +262,8 @@ class ZooKeeperEnsemble:
     heap_mb: int = 128
     host: str = "127.0.0.1"
     servers: list[ZooKeeperServer] = field(default_factory=list)
+    #: mutual TLS on the client port (None: plain)
+    tls: ZooKeeperTls | None = None
 
     def __post_init__(self) -> None:
         if self.size not in (1, 3, 5):
@@ -249,8 +296,8 @@ class ZooKeeperEnsemble:
                 "initLimit=20",
                 "syncLimit=10",
                 f"dataDir={s.data_dir}",
-                f"clientPort={s.client_port}",
-                f"clientPortAddress={self.host}",
+                f"{'secureClientPort' if self.tls else 'clientPort'}={s.client_port}",
+                f"{'secureClientPortAddress' if self.tls else 'clientPortAddress'}={self.host}",
                 f"minSessionTimeout={self.min_session_timeout_ms}",
                 f"maxSessionTimeout={self.max_session_timeout_ms}",
                 "maxClientCnxns=0",
@@ -259,7 +306,7 @@ class ZooKeeperEnsemble:
                 "autopurge.purgeInterval=0",
                 "preAllocSize=4096",
                 "snapCount=100000",
-            ]
+            ] + (self.tls.config_lines() if self.tls else [])
             if self.size > 1:
                 for o in self.servers:
                     lines.append(f"server.{o.server_id}={self.host}:{o.quorum_port}:{o.election_port}")
@@ -326,7 +373,7 @@ class ZooKeeperEnsemble:
                 if not s.alive():
                     raise ZooKeeperError(f"ZooKeeper server {s.server_id} (client port {s.client_port}) "
                                          f"exited before serving{_tail(s.log_path)}")
-                if server_mode(self.host, s.client_port, timeout_s=1.0) is not None:
+                if self.mode(s, timeout_s=1.0) is not None:
                     pending.remove(s)
             if not pending:
                 return
@@ -335,6 +382,11 @@ class ZooKeeperEnsemble:
                 raise ZooKeeperError(f"ZooKeeper servers {ids} in {self.run_dir} not serving after "
                                      f"{timeout_s}s{_tail(pending[0].log_path)}")
             time.sleep(0.05)  # polling interval of a readiness probe, not synchronisation
+
+    def mode(self, s: ZooKeeperServer, timeout_s: float = 2.0) -> str | None:
+        """:func:`server_mode` of one server (over TLS when the client port is secure)."""
+        ctx = self.tls.client_context() if self.tls is not None else None
+        return server_mode(self.host, s.client_port, timeout_s, ctx)
 
     def server(self, server_id: int) -> ZooKeeperServer:
         """The server with this id. Raises KeyError if there is none."""
@@ -346,7 +398,7 @@ class ZooKeeperEnsemble:
     def leader_id(self) -> int | None:
         """The id of the server whose mode is ``leader`` (or ``standalone``), or None."""
         for s in self.servers:
-            if s.alive() and server_mode(self.host, s.client_port) in ("leader", "standalone"):
+            if s.alive() and self.mode(s) in ("leader", "standalone"):
                 return s.server_id
         return None
 
@@ -409,6 +461,7 @@ class ZooKeeperEnsemble:
 
     def _write_state(self, stopped: bool = False) -> None:
         state = {"connect_string": self.connect_string, "size": self.size, "stopped": stopped,
+                 "tls": asdict(self.tls) if self.tls is not None else None,
                  "servers": [{"id": s.server_id, "client_port": s.client_port,
                               "quorum_port": s.quorum_port, "election_port": s.election_port,
                               "pid": s.pid, "cfg": s.cfg_path, "log": s.log_path,
@@ -429,7 +482,8 @@ class ZooKeeperEnsemble:
                 state = json.load(f)
         except (OSError, ValueError) as e:
             raise ZooKeeperError(f"no ZooKeeper state in {path}: {e}") from e
-        ens = cls(run_dir, size=state["size"])
+        ens = cls(run_dir, size=state["size"],
+                  tls=ZooKeeperTls(**state["tls"]) if state.get("tls") else None)
         for d in state["servers"]:
             ens.servers.append(ZooKeeperServer(
                 server_id=d["id"], client_port=d["client_port"], quorum_port=d["quorum_port"],

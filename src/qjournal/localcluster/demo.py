@@ -108,7 +108,7 @@ async def _verify(conf, stats: WorkloadStats, out: Callable[[str], None]) -> lis
 
 async def run_demo(run_dir: str | None = None, writers: int = 4, before_s: float = 4.0, after_s: float = 4.0,
                    zk_servers: int = 1, session_timeout_ms: int = 2000, keep: bool = False,
-                   out: Callable[[str], None] = print) -> int:
+                   out: Callable[[str], None] = print, secure: bool = False) -> int:
     """Run the demo. Returns 0 on success, 1 if any check failed (after printing why).
 
     Args:
@@ -119,16 +119,19 @@ async def run_demo(run_dir: str | None = None, writers: int = 4, before_s: float
         session_timeout_ms: ZKFC session timeout.
         keep: keep the run directory (logs) afterwards.
         out: where progress goes.
+        secure: a secure cluster (``cluster up --secure``); the writers are its administrator.
     """
     tmp = None
     if run_dir is None:
         tmp = run_dir = tempfile.mkdtemp(prefix="qjournal-demo-")
     cluster = LocalCluster(run_dir, zk_servers=zk_servers, session_timeout_ms=session_timeout_ms,
-                           out=lambda s: out("  " + s))
+                           out=lambda s: out("  " + s), secure=secure)
     t_start = time.monotonic()
     ok = False
     try:
-        out("== 1. bringing up a local HA cluster: ZooKeeper, 3 JournalNodes, 2 NameNodes, 2 ZKFCs")
+        out("== 1. bringing up a local HA cluster: ZooKeeper, 3 JournalNodes, 2 NameNodes, 2 ZKFCs"
+            + (" (secure: mutual TLS everywhere, service-level authorization, ZooKeeper digest ACLs)"
+               if secure else ""))
         await asyncio.to_thread(cluster.up)
         out(cluster.format_status())
         conf = Configuration.load(cluster.conf_dir)

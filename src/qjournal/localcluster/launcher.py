@@ -23,6 +23,18 @@ Theory of operation:
   ``ObserverReadProxyProvider``, so ``qjournal dfs`` reads go to the observers (without observers it
   names ``ConfiguredFailoverProxyProvider``, so Hadoop's FsShell can use ``webhdfs://ns1/`` with the conf dir).
   ``restart`` of an observer makes it an observer again.
+* ``--secure`` (docs/security.md): ``<run>/pki`` holds a throwaway CA and one
+  certificate per role on this host (``nn/127.0.0.1``, ``jn/127.0.0.1``,
+  ``zkfc/127.0.0.1``, ``zookeeper/127.0.0.1``) plus the administrator's
+  (``hdfs``, the NameNodes' superuser, and the identity of the conf dir: what
+  ``qjournal dfs``, ``dfsadmin``, ``haadmin``, ``status`` and the demo present).
+  Each daemon gets its role's certificate as ``-D`` overrides. The configuration
+  turns on mutual TLS for RPC and HTTPS, ``hadoop.security.authorization`` with
+  ``<run>/conf/hadoop-policy.xml`` (:data:`SECURE_POLICY`: NameNodes write the
+  journal, JournalNodes sync from each other, ZKFCs and the administrator call
+  HA, the administrator refreshes and reads ``/jmx``), ZooKeeper's secure client
+  port (mutual TLS) and a digest ACL on the HA znodes whose password is in
+  ``<run>/pki/zk-auth`` (mode 0600, ``ha.zookeeper.auth = @file``).
 * Every started process is recorded in ``<run>/cluster.json`` (argv, pid, log,
   address) *before* the next one starts, so a failed ``up`` can still be torn down.
 * Processes are started in their own sessions, so they outlive ``qjournal cluster up``;
@@ -52,11 +64,12 @@ from typing import Any, Callable
 
 from qjournal.config.conf import Configuration, split_host_port
 from qjournal.errors import QJournalError
-from qjournal.ha.elector import ElectorSettings
+from qjournal.ha.elector import ElectorSettings, digest_acl_id
 from qjournal.ha.zkfc import format_zk
-from qjournal.ha.zookeeper import ZooKeeperEnsemble, free_ports, server_mode
+from qjournal.ha.zookeeper import ZooKeeperEnsemble, ZooKeeperTls, free_ports
 from qjournal.namenode.dfs_client import CONFIGURED_FAILOVER_PROXY_PROVIDER, OBSERVER_READ_PROXY_PROVIDER
-from qjournal.transport import RpcClient
+from qjournal.transport import RpcClient, pki
+from qjournal.transport.tls import client_context_from_conf
 from qjournal.util.fs import atomic_write
 from qjournal.util.proc import pid_alive, qjournal_argv, read_cmdline, read_last_lines, start_daemon
 
@@ -67,6 +80,24 @@ NAMESERVICE = "ns1"
 #: the NameNodes in the election (each with a ZKFC); observers come after them
 NN_IDS = ["nn1", "nn2"]
 JN_NAMES = ["jn1", "jn2", "jn3"]
+
+#: ``--secure``: the certificate's principal of each role on this host, and the administrator
+ROLE_PRINCIPALS = {"namenode": "nn/127.0.0.1", "journalnode": "jn/127.0.0.1", "zkfc": "zkfc/127.0.0.1",
+                   "zookeeper": "zookeeper/127.0.0.1"}
+ADMIN_USER = "hdfs"
+#: ``--secure``: <run>/conf/hadoop-policy.xml (short names by the DEFAULT auth_to_local rule)
+SECURE_POLICY = {
+    "security.qjournal.service.protocol.acl": "nn",
+    "security.interqjournal.service.protocol.acl": "jn",
+    "security.client.protocol.acl": "*",
+    "security.ha.service.protocol.acl": f"zkfc,{ADMIN_USER}",
+    "security.zkfc.protocol.acl": f"zkfc,{ADMIN_USER}",
+    "security.namenode.protocol.acl": "nn",
+    "security.refresh.policy.protocol.acl": ADMIN_USER,
+    "security.refresh.user.mappings.protocol.acl": ADMIN_USER,
+    "hadoop.security.instrumentation.requires.admin": "true",
+    "dfs.cluster.administrators": ADMIN_USER,
+}
 
 
 class ClusterError(QJournalError):
@@ -113,7 +144,7 @@ class LocalCluster:
 
     def __init__(self, run_dir: str, zk_servers: int = 1, session_timeout_ms: int = 2000,
                  extra_conf: dict[str, str] | None = None, out: Callable[[str], None] = print,
-                 edits_dirs: dict[str, str] | None = None, observers: int = 0) -> None:
+                 edits_dirs: dict[str, str] | None = None, observers: int = 0, secure: bool = False) -> None:
         if not 0 <= observers <= 8:
             raise ClusterError(f"--observers {observers}: between 0 and 8 observers")
         #: NameNode ids started as observers (no ZKFC)
@@ -126,6 +157,9 @@ class LocalCluster:
         self.extra_conf = dict(extra_conf or {})
         self.out = out
         self.conf_dir = os.path.join(self.run_dir, "conf")
+        #: ``--secure`` (module docstring); its certificates live in :attr:`pki_dir`
+        self.secure = secure
+        self.pki_dir = os.path.join(self.run_dir, "pki")
         self.procs: dict[str, ProcessRecord] = {}
         self.zk: ZooKeeperEnsemble | None = None
         self._daemons: dict[str, Any] = {}  # name -> util.proc.Daemon (only in the starting process)
@@ -143,7 +177,7 @@ class LocalCluster:
     def _save_locked(self) -> None:
         state = {"run_dir": self.run_dir, "conf_dir": self.conf_dir, "nameservice": NAMESERVICE,
                  "zk_servers": self.zk_servers, "session_timeout_ms": self.session_timeout_ms,
-                 "observers": self.observer_ids,
+                 "observers": self.observer_ids, "secure": self.secure,
                  "quorum": self.zk.connect_string if self.zk else "",
                  "processes": [vars(p) for p in self.procs.values()]}
         atomic_write(self.state_path, json.dumps(state, indent=1).encode(), sync=False)  # invariant 2
@@ -163,7 +197,7 @@ class LocalCluster:
             raise ClusterError(f"no cluster state in {path} (run `qjournal cluster up` first): {e}") from e
         c = cls(run_dir, zk_servers=state.get("zk_servers", 1),
                 session_timeout_ms=state.get("session_timeout_ms", 2000), out=out,
-                observers=len(state.get("observers", [])))
+                observers=len(state.get("observers", [])), secure=bool(state.get("secure")))
         for d in state.get("processes", []):
             c.procs[d["name"]] = ProcessRecord(**d)
         zk_dir = os.path.join(c.run_dir, "zookeeper")
@@ -215,18 +249,74 @@ class LocalCluster:
                 values[f"dfs.namenode.https-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'{nn}.http']}"
             if f"zkfc.{nn}" in ports:
                 values[f"dfs.ha.zkfc.rpc-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'zkfc.{nn}']}"
+        if self.secure:
+            values.update(self._secure_conf())
         values.update(self.extra_conf)
         for k, v in sorted(values.items()):
             conf.set(k, v)
         os.makedirs(self.conf_dir, exist_ok=True)
         conf.write_xml(os.path.join(self.conf_dir, "hdfs-site.xml"))
         Configuration().write_xml(os.path.join(self.conf_dir, "core-site.xml"))
+        if self.secure:
+            Configuration(SECURE_POLICY).write_xml(os.path.join(self.conf_dir, "hadoop-policy.xml"))
+
+    # ------------------------------------------------------------------ --secure
+    def _cert(self, principal: str) -> pki.CertPaths:
+        stem = principal.split("/")[0]
+        return pki.CertPaths(os.path.join(self.pki_dir, f"{stem}.crt"), os.path.join(self.pki_dir, f"{stem}.key"),
+                             os.path.join(self.pki_dir, "ca.crt"))
+
+    def _make_pki(self) -> ZooKeeperTls:
+        """The CA, one certificate per role and the administrator's, and ZooKeeper's key store and
+        digest credentials (module docstring). Returns ZooKeeper's TLS settings."""
+        os.makedirs(self.pki_dir, mode=0o700, exist_ok=True)
+        ca = pki.make_ca(self.pki_dir, "ca")
+        for principal in [*ROLE_PRINCIPALS.values(), ADMIN_USER]:
+            pki.make_cert(self.pki_dir, ca, principal.split("/")[0], cn=principal)
+        zk = self._cert(ROLE_PRINCIPALS["zookeeper"])
+        keystore = os.path.join(self.pki_dir, "zookeeper-keystore.pem")
+        with open(zk.key) as k, open(zk.cert) as c:
+            atomic_write(keystore, (k.read() + c.read()).encode(), sync=False)
+        password = os.urandom(18).hex()
+        auth = os.path.join(self.pki_dir, "zk-auth")
+        atomic_write(auth, f"digest:zkfc:{password}\n".encode(), sync=False)
+        atomic_write(os.path.join(self.pki_dir, "zk-acl"),
+                     f"digest:{digest_acl_id('zkfc', password)}:rwcda\n".encode(), sync=False)
+        for name in sorted(os.listdir(self.pki_dir)):
+            os.chmod(os.path.join(self.pki_dir, name), 0o600)
+        admin = self._cert(ADMIN_USER)
+        return ZooKeeperTls(keystore, ca.cert, admin.cert, admin.key)
+
+    def _secure_conf(self) -> dict[str, str]:
+        """The keys ``--secure`` adds to the shared configuration (the administrator's identity)."""
+        admin = self._cert(ADMIN_USER)
+        groups = os.path.join(self.conf_dir, "groups")
+        os.makedirs(self.conf_dir, exist_ok=True)
+        atomic_write(groups, f"{ADMIN_USER}=supergroup\n".encode(), sync=False)
+        return {"qjournal.rpc.tls.enabled": "true", "qjournal.rpc.tls.cert.file": admin.cert,
+                "qjournal.rpc.tls.key.file": admin.key, "qjournal.rpc.tls.ca.file": admin.ca,
+                "dfs.http.policy": "HTTPS_ONLY", "hadoop.security.authorization": "true",
+                "qjournal.namenode.superuser": ADMIN_USER, "qjournal.security.group.mapping.file": groups,
+                "ha.zookeeper.acl": f"@{os.path.join(self.pki_dir, 'zk-acl')}",
+                "ha.zookeeper.auth": f"@{os.path.join(self.pki_dir, 'zk-auth')}",
+                "dfs.ha.zkfc.client.ssl.enabled": "true"}
+
+    def _identity(self, kind: str) -> list[str]:
+        """``-D`` overrides giving a daemon (or a tool acting as one) its role's certificate."""
+        if not self.secure:
+            return []
+        c = self._cert(ROLE_PRINCIPALS[kind])
+        return ["-D", f"qjournal.rpc.tls.cert.file={c.cert}", "-D", f"qjournal.rpc.tls.key.file={c.key}"]
+
+    def _client_ssl(self) -> Any:
+        """The TLS client context of the launcher's own calls (the conf dir's identity), or None."""
+        return client_context_from_conf(Configuration.load(self.conf_dir)) if self.secure else None
 
     def _nn_overrides(self, nn: str) -> list[str]:
         d = os.path.join(self.run_dir, nn)
         edits = self.edits_dirs.get(nn, f"{d}/edits")
         return ["-D", f"dfs.namenode.name.dir=file://{d}/name", "-D", f"dfs.namenode.edits.dir=file://{edits}",
-                "-D", f"dfs.ha.namenode.id={nn}"]
+                "-D", f"dfs.ha.namenode.id={nn}", *self._identity("namenode")]
 
     # ------------------------------------------------------------------ up
     def up(self, ready_timeout_s: float = 60.0, fresh: bool = False) -> None:
@@ -277,7 +367,8 @@ class LocalCluster:
                 [f"{nn}.http" for nn in self.nn_ids]
         ports = dict(zip(names, free_ports(len(names))))
         self.out(f"cluster: starting ZooKeeper ({self.zk_servers} server{'s' if self.zk_servers > 1 else ''})")
-        self.zk = ZooKeeperEnsemble(os.path.join(self.run_dir, "zookeeper"), size=self.zk_servers)
+        tls = self._make_pki() if self.secure else None
+        self.zk = ZooKeeperEnsemble(os.path.join(self.run_dir, "zookeeper"), size=self.zk_servers, tls=tls)
         self.zk.start(ready_timeout_s)
         for s in self.zk.servers:
             self.procs[f"zk{s.server_id}"] = ProcessRecord(
@@ -287,7 +378,7 @@ class LocalCluster:
         self._write_conf(ports)
         base = ["--conf", self.conf_dir]
         self._start_parallel([(jn, "journalnode", qjournal_argv(
-            *base, "journalnode", "--edits-dir", os.path.join(self.run_dir, jn),
+            *base, *self._identity("journalnode"), "journalnode", "--edits-dir", os.path.join(self.run_dir, jn),
             "--rpc-address", f"127.0.0.1:{ports[f'{jn}.rpc']}",
             "--http-address", f"127.0.0.1:{ports[f'{jn}.http']}",
             "--pid-file", os.path.join(self.run_dir, f"{jn}.pid"))) for jn in JN_NAMES], ready_timeout_s)
@@ -304,7 +395,7 @@ class LocalCluster:
         self.out("cluster: format ZooKeeper (zkfc -formatZK)")
         self._format_zk()
         self._start_parallel([(f"zkfc-{nn}", "zkfc", qjournal_argv(
-            *base, "zkfc", "--nn-id", nn, "--pid-file", os.path.join(self.run_dir, f"zkfc-{nn}.pid")))
+            *base, *self._identity("zkfc"), "zkfc", "--nn-id", nn, "--pid-file", os.path.join(self.run_dir, f"zkfc-{nn}.pid")))
             for nn in NN_IDS], ready_timeout_s)
         active = self.wait_for_active(ready_timeout_s)
         self.out(f"cluster: {active} is active")
@@ -319,13 +410,13 @@ class LocalCluster:
         """
         self.out(f"cluster: {nn} -> observer")
         try:
-            _run_async(self._transition_to_observer(self._rec(nn)))
+            _run_async(self._transition_to_observer(self._rec(nn), self._client_ssl()))
         except QJournalError as e:
             raise ClusterError(f"cluster: {nn} could not become an observer: {e}") from e
 
     @staticmethod
-    async def _transition_to_observer(rec: ProcessRecord, timeout_ms: int = 10000) -> None:
-        c = await RpcClient.connect_tcp(*split_host_port(rec.address), connect_timeout_ms=timeout_ms)
+    async def _transition_to_observer(rec: ProcessRecord, ssl: Any, timeout_ms: int = 10000) -> None:
+        c = await RpcClient.connect_tcp(*split_host_port(rec.address), connect_timeout_ms=timeout_ms, ssl=ssl)
         try:
             await c.call("transition_to_observer", timeout_ms=timeout_ms, request_source="user")
         finally:
@@ -390,15 +481,17 @@ class LocalCluster:
 
     async def _query_all(self, kind: str, method: str, kwargs: dict) -> dict[str, dict | None]:
         names = sorted(n for n, p in self.procs.items() if p.kind == kind)
-        results = await asyncio.gather(*(self._query(self.procs[n], method, kwargs) for n in names))
+        ssl = self._client_ssl()
+        results = await asyncio.gather(*(self._query(self.procs[n], method, kwargs, ssl) for n in names))
         return dict(zip(names, results))
 
     @staticmethod
-    async def _query(rec: ProcessRecord, method: str, kwargs: dict, timeout_ms: int = 1500) -> dict | None:
+    async def _query(rec: ProcessRecord, method: str, kwargs: dict, ssl: Any = None,
+                     timeout_ms: int = 1500) -> dict | None:
         if not rec.address or not rec.alive():
             return None
         try:
-            c = await RpcClient.connect_tcp(*split_host_port(rec.address), connect_timeout_ms=timeout_ms)
+            c = await RpcClient.connect_tcp(*split_host_port(rec.address), connect_timeout_ms=timeout_ms, ssl=ssl)
         except Exception:
             return None
         try:
@@ -452,8 +545,8 @@ class LocalCluster:
             elif p.kind == "zkfc" and zkfc.get(name):
                 z = zkfc[name]
                 state, health = z["elector_state"].lower(), z["health"]
-            elif p.kind == "zookeeper" and alive:
-                state = server_mode(*split_host_port(p.address)) or "not serving"
+            elif p.kind == "zookeeper" and alive and self.zk is not None:
+                state = self.zk.mode(self.zk.server(int(name[2:]))) or "not serving"
             elif p.kind == "journalnode" and alive:
                 state = "serving"
             rows.append({"name": name, "pid": p.pid, "alive": alive, "state": state, "health": health,

@@ -74,13 +74,21 @@ def parse_static_overrides(value: str | None) -> dict[str, list[str]]:
         entry = entry.strip()
         if not entry:
             continue
-        user, sep, groups = entry.partition("=")
-        user = user.strip()
-        if not sep or not user:
+        parsed = _user_groups(entry)
+        if parsed is None:
             raise ConfigError(f"{OVERRIDES_KEY}: entry {entry!r} is not of the form user=group1,group2",
                               key=OVERRIDES_KEY)
-        out[user] = _unique(g.strip() for g in groups.split(",") if g.strip())
+        out[parsed[0]] = parsed[1]
     return out
+
+
+def _user_groups(entry: str) -> tuple[str, list[str]] | None:
+    """``user=g1,g2`` as ``(user, [groups])``, or None without ``=`` or without a user name."""
+    user, sep, groups = entry.partition("=")
+    user = user.strip()
+    if not sep or not user:
+        return None
+    return user, _unique(g.strip() for g in groups.split(",") if g.strip())
 
 
 def parse_mapping_file(text: str, where: str) -> dict[str, list[str]]:
@@ -101,12 +109,11 @@ def parse_mapping_file(text: str, where: str) -> dict[str, list[str]]:
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        user, sep, groups = line.partition("=")
-        user = user.strip()
-        if not sep or not user:
+        parsed = _user_groups(line)
+        if parsed is None:
             raise ConfigError(f"{where}:{n}: {line[:100]!r} is not of the form user=group1,group2 ({FILE_KEY})",
                               key=FILE_KEY, path=where)
-        out[user] = _unique(g.strip() for g in groups.split(",") if g.strip())
+        out[parsed[0]] = parsed[1]
     return out
 
 

@@ -95,15 +95,15 @@ AUTHENTICATED = "authenticated"
 REFRESH_METHODS: dict[str, tuple[str, ...]] = {
     "refresh_service_acl": (REFRESH_POLICY,), "refresh_user_to_groups_mappings": (REFRESH_USER_MAPPINGS,)}
 
-_JN_QJOURNAL = ("is_formatted", "format", "get_journal_state", "new_epoch", "start_log_segment", "journal",
-                "heartbeat", "finalize_log_segment", "purge_logs", "get_journaled_edits", "prepare_recovery",
-                "accept_recovery")
+_JN_QJOURNAL = ("is_formatted", "format", "new_epoch", "start_log_segment", "journal", "heartbeat",
+                "finalize_log_segment", "purge_logs", "get_journaled_edits", "prepare_recovery", "accept_recovery")
 #: JournalNode RPC method -> ACL keys admitting it
 PROTOCOLS_JOURNALNODE: dict[str, tuple[str, ...]] = {
     **{m: (QJOURNAL,) for m in _JN_QJOURNAL},
-    # QJournalProtocol.getEditLogManifest (the NameNodes) and InterQJournalProtocol's
-    # getEditLogManifestFromJournal (a peer's syncer) are one call here
+    # QJournalProtocol's calls that a peer's syncer makes too (InterQJournalProtocol's
+    # getEditLogManifestFromJournal; the journal state gives the peer's HTTP address): either ACL
     "get_edit_log_manifest": (QJOURNAL, INTERQJOURNAL),
+    "get_journal_state": (QJOURNAL, INTERQJOURNAL),
     **REFRESH_METHODS,
 }
 
