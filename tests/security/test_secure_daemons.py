@@ -100,6 +100,14 @@ async def _https_get(ctx: ssl.SSLContext, url: str) -> tuple[int, str]:
             return r.status, (await r.read()).decode("utf-8", errors="replace")
 
 
+async def _call(host: str, port: str, ctx: ssl.SSLContext, method: str, **kwargs):
+    c = await RpcClient.connect_tcp(host, int(port), ssl=ctx)
+    try:
+        return await c.call(method, **kwargs)
+    finally:
+        await c.close()
+
+
 def _refused(body: str) -> str:
     """The message of an AuthorizationException answer (Hadoop's RemoteException JSON)."""
     e = json.loads(body)["RemoteException"]
@@ -159,18 +167,29 @@ def test_journalnode_admits_only_namenodes_as_writers(keys, tmp_path, caplog):
                 await peer.call("new_epoch", jid="j1", ns_info=NS.to_wire(), epoch=epoch + 1)
             await peer.close()
 
+            # a policy change reaches a JournalNode through its refresh call (`qjournal rpc ... refresh_service_acl`)
+            Configuration({**POLICY, "security.qjournal.service.protocol.acl": "nn,alice"}).write_xml(
+                os.path.join(jn_conf.conf_dir, "hadoop-policy.xml"))
+            with pytest.raises(AuthorizationError, match="RefreshAuthorizationPolicyProtocol"):
+                await _call(host, port, keys.ctx("alice"), "refresh_service_acl")
+            acls = await _call(host, port, keys.ctx("hdfs"), "refresh_service_acl")
+            assert acls["security.qjournal.service.protocol.acl"] == "alice,nn"
+            assert (await _call(host, port, keys.ctx("alice"), "get_journal_state", jid="j1"))["last_promised_epoch"]
+            failures = len(calls) + 2  # + jn's new_epoch + alice's refresh
+
             # HTTP: /getJournal for NameNodes and JournalNodes; /jmx for the administrators
             url = f"{jn.http_url}/getJournal?jid=j1&segmentTxId=1&storageInfo={NS.namespace_id}:{NS.cluster_id}"
-            status, body = await _https_get(keys.ctx("alice"), url)
-            assert status == 403 and "User alice (principal alice) is not authorized" in _refused(body)
+            status, body = await _https_get(keys.ctx("zkfc/127.0.0.1"), url)
+            assert status == 403 and "User zkfc (principal zkfc/127.0.0.1) is not authorized" in _refused(body)
             assert (await _https_get(keys.ctx("nn/127.0.0.1"), url))[0] == 200
             status, body = await _https_get(keys.ctx("nn/127.0.0.1"), f"{jn.http_url}/jmx")
             assert status == 403 and "the HTTP admin endpoints" in _refused(body)
             status, body = await _https_get(keys.ctx("hdfs"), f"{jn.http_url}/jmx")
             rpc = [b for b in json.loads(body)["beans"] if "RpcActivityForPort" in b["name"]][0]
-            assert rpc["RpcAuthorizationFailures"] == len(calls) + 1 and rpc["HttpAuthorizationFailures"] == 2
+            assert rpc["RpcAuthorizationFailures"] == failures and rpc["HttpAuthorizationFailures"] == 2
+            assert rpc["ServiceAuthorizationRefreshes"] == 1
             _, text = await _https_get(keys.ctx("hdfs"), f"{jn.http_url}/metrics")
-            assert f"qjournal_journalnode_rpc_authorization_failures_total {len(calls) + 1}.0" in text
+            assert f"qjournal_journalnode_rpc_authorization_failures_total {failures}.0" in text
 
             # no certificate: refused in the TLS handshake, before any connection reaches the server
             opened = jn.rpc_server.metrics["connections_opened"]

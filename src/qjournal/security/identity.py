@@ -104,15 +104,6 @@ class Authenticator:
         self.rules: list[Rule] = parse_rules(conf.get(RULES_KEY))
         self._names: dict[str, str] = {}
 
-    def refresh(self, conf: Any) -> None:
-        """Read the rules again (a policy refresh); on an error nothing changes.
-
-        Raises:
-            ConfigError: malformed rules.
-        """
-        self.rules = parse_rules(conf.get(RULES_KEY))
-        self._names.clear()
-
     def user_of_principal(self, principal: str) -> str:
         """The short name of ``principal`` (cached).
 

@@ -332,5 +332,3 @@ class ServiceAuthorization:
         self.authenticator.groups.refresh(self.conf.reload())
 
     rpc_concurrent = ("refresh_service_acl", "refresh_user_to_groups_mappings")
-
-
