@@ -27,9 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--duration-s", type=float, default=60.0, dest="cluster_duration_s")
     c.add_argument("--seed", type=int, default=0, dest="cluster_seed")
     c.add_argument("--workdir", default=None, dest="cluster_workdir")
+    c.add_argument("--secure", action="store_true",
+                   help="on a secure cluster (cluster up --secure: TLS, authorization, ZooKeeper TLS and ACLs)")
     args = p.parse_args(argv)
     if args.command == "cluster":
-        return main_cluster_chaos(args.cluster_duration_s, args.cluster_seed, args.cluster_workdir)
+        return main_cluster_chaos(args.cluster_duration_s, args.cluster_seed, args.cluster_workdir, args.secure)
     return main_chaos(duration_s=args.duration_s, seed=args.seed, nodes=args.nodes, workdir=args.workdir)
 
 

@@ -61,6 +61,7 @@ from qjournal.sim.ha_workload import NamespaceClient
 from qjournal.sim.history import (ControllerState, Fault, Healed, History, NamespaceState, NsRead, OpAcked,
                                   OpFailed, Progress)
 from qjournal.transport.rpc import RpcClient
+from qjournal.transport.tls import client_context_from_conf
 
 __all__ = ["ClusterChaosResult", "run_cluster_chaos", "main_cluster_chaos", "CHAOS_TIMEOUTS"]
 
@@ -109,8 +110,13 @@ class ClusterChaosResult:
 
 
 class _ClusterChaos:
-    def __init__(self, seed: int, duration_s: float, workdir: str) -> None:
+    def __init__(self, seed: int, duration_s: float, workdir: str, secure: bool = False) -> None:
         self.rng = random.Random(seed)
+        #: ``--secure``: the launcher's secure cluster; clients and probes present the administrator's certificate
+        self.secure = secure
+        #: who the end phase's dfsadmin calls (roll_edits, get_report) act as: the superuser; on a secure
+        #: cluster the administrator's certificate says who it is
+        self.admin: dict[str, Any] = {} if secure else {"user": "root", "groups": ["supergroup"]}
         self.seed = seed
         self.duration_s = duration_s
         self.workdir = workdir
@@ -243,8 +249,10 @@ class _ClusterChaos:
     # -- the run -----------------------------------------------------------------------------------
     def new_client(self, name: str) -> DFSClient:
         assert self.conf is not None
-        return DFSClient(self.conf, user="root", groups=["supergroup"],
-                         client_id=name.encode().ljust(16, b"\0")[:16])
+        cid = name.encode().ljust(16, b"\0")[:16]
+        if self.secure:  # the user is the certificate's (the administrator): a claim would be refused
+            return DFSClient(self.conf, client_id=cid)
+        return DFSClient(self.conf, user="root", groups=["supergroup"], client_id=cid)
 
     async def start(self) -> None:
         run_dir = os.path.join(self.workdir, "cluster")
@@ -257,9 +265,13 @@ class _ClusterChaos:
             self.notes.append(f"disk full: skipped ({why})")
         self.cluster = LocalCluster(run_dir, session_timeout_ms=CHAOS_TIMEOUTS.session_timeout_ms,
                                     extra_conf=CHAOS_CONF, out=lambda s: None,
-                                    edits_dirs={"nn1": disk.path} if self.disk is not None else None)
+                                    edits_dirs={"nn1": disk.path} if self.disk is not None else None,
+                                    secure=self.secure)
         await asyncio.to_thread(self.cluster.up, 120.0)
         self.conf = Configuration.load(self.cluster.conf_dir)
+        if self.secure:
+            self.notes.append("secure: mutual TLS on RPC and HTTPS, service-level authorization, "
+                              "ZooKeeper over TLS with digest ACLs (cluster up --secure)")
 
     async def probe(self, bound_s: float) -> None:
         client = self.new_client("probe")
@@ -278,7 +290,7 @@ class _ClusterChaos:
     async def _call_nn(self, nn: str, method: str, **kw: Any) -> Any:
         assert self.conf is not None
         host, port = self.conf.get_address(f"dfs.namenode.rpc-address.ns1.{nn}")
-        c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=2000)
+        c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=2000, ssl=client_context_from_conf(self.conf))
         try:
             return await c.call(method, timeout_ms=10000, **kw)
         finally:
@@ -298,7 +310,7 @@ class _ClusterChaos:
         active = await asyncio.to_thread(self.cluster.active_namenode)
         if active is not None:
             try:
-                await self._call_nn(active, "roll_edit_log")
+                await self._call_nn(active, "roll_edits", **self.admin)
             except QJournalError as e:
                 self.notes.append(f"final roll failed: {e}")
             paths: list[str] = []
@@ -310,8 +322,8 @@ class _ClusterChaos:
                         paths.append(st["path"])
                         if st["type"] == "d":
                             stack.append(st["path"])
-                stats = await self._call_nn(active, "get_stats")
-                self.history.add(NamespaceState(active, "active", int(stats.get("last_applied_txid", 0)),
+                report = await self._call_nn(active, "get_report", **self.admin)
+                self.history.add(NamespaceState(active, "active", int(report["last_txid"]),
                                                 tuple(sorted(paths))))
             except QJournalError as e:
                 self.notes.append(f"final namespace not read: {e}")
@@ -395,12 +407,13 @@ class _ClusterChaos:
             self.disk.unmount()
 
 
-async def run_cluster_chaos(duration_s: float, seed: int, workdir: str | None = None) -> ClusterChaosResult:
-    """One whole-cluster chaos session (module docstring), checked."""
+async def run_cluster_chaos(duration_s: float, seed: int, workdir: str | None = None,
+                            secure: bool = False) -> ClusterChaosResult:
+    """One whole-cluster chaos session (module docstring), checked; ``secure``: on ``cluster up --secure``."""
     own = workdir is None
     wd = tempfile.mkdtemp(prefix="qjournal-cluster-chaos-") if own else workdir
     os.makedirs(wd, exist_ok=True)
-    c = _ClusterChaos(seed, duration_s, wd)
+    c = _ClusterChaos(seed, duration_s, wd, secure)
     try:
         await c.run()
     finally:
@@ -411,9 +424,9 @@ async def run_cluster_chaos(duration_s: float, seed: int, workdir: str | None = 
                               dict(sorted(c.counts.items())), c.notes)
 
 
-def main_cluster_chaos(duration_s: float, seed: int, workdir: str | None = None) -> int:
-    """``python -m qjournal.chaos cluster``: run, print the summary and any violation; 1 if any."""
-    r = asyncio.run(run_cluster_chaos(duration_s, seed, workdir))
+def main_cluster_chaos(duration_s: float, seed: int, workdir: str | None = None, secure: bool = False) -> int:
+    """``python -m qjournal.chaos cluster [--secure]``: run, print the summary and any violation; 1 if any."""
+    r = asyncio.run(run_cluster_chaos(duration_s, seed, workdir, secure))
     print(r.summary())
     for n in r.notes:
         print(f"note: {n}")
