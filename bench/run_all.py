@@ -27,6 +27,7 @@ BENCHES = [
     ("pipeline_bench.py", [], ["--sizes", "100000"]),
     ("resync_bench.py", [], ["--gb", "0.05", "--segment-mb", "10", "--rejoins", "1"]),
     ("tail_bench.py", [], ["--seconds", "3"]),
+    ("secure_bench.py", [], ["--seconds", "1", "--rounds", "1"]),
 ]
 
 
