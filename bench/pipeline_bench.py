@@ -35,6 +35,7 @@ from qjournal.pipeline import checkpoint as cp
 from qjournal.pipeline import ingest as ing
 from qjournal.pipeline.generate import GenOptions, generate
 from qjournal.pipeline.session import SessionOptions, get_or_create
+from qjournal.pipeline.source import read_tasks
 from qjournal.protocol import segment as seg
 
 
@@ -76,7 +77,7 @@ def measure(spark, work: str, seed: int, txns: int, roll: int) -> dict:
 
     copies = ing.discover_local([os.path.join(hist, "jn1")])
     t = time.monotonic()
-    decoded = ing.decode_files(spark, ing.segment_files_frame(spark, copies)).count()
+    decoded = read_tasks(spark, copies).count()
     decode = time.monotonic() - t
     assert decoded == txns, (decoded, txns)
 
