@@ -14,21 +14,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import threading
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from tests.ha.zk_fixtures import wait_until
-from qjournal.client.qjm import QuorumJournalManager
-from qjournal.namenode import ops as nn_ops
 from qjournal.pipeline import ingest as ing
 from qjournal.pipeline.decode import EDITS_COLUMNS
-from qjournal.pipeline.generate import HistoryGenerator
-from qjournal.protocol.messages import NamespaceInfo
-from qjournal.util.proc import qjournal_argv, start_daemon
+from tests.ha.zk_fixtures import wait_until
+from tests.pipeline.live_journal import JournalWriter, journal  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.slow
 
@@ -57,83 +51,6 @@ def test_batch_read_prunes_segments_outside_the_txid_range(spark, clean_history)
 
 # --- streaming over real JournalNodes ---------------------------------------------------------
 
-class _Writer:
-    """A QuorumJournalManager writing generated NameNode ops, on an event loop in a thread."""
-
-    def __init__(self, uri: str, seed: int) -> None:
-        self.gen = HistoryGenerator(seed)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.qjm = QuorumJournalManager(uri)
-        self.next_txid = 1
-        self.segment_start: int | None = None
-        self.stream = None
-        self._call(self.qjm.format(NamespaceInfo(4242, "CID-stream")))
-        self._call(self.qjm.recover_unfinalized_segments())
-
-    def _call(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
-
-    def write(self, n: int, batch: int = 10) -> int:
-        """Write ``n`` txids (a segment is started when none is open), synced every ``batch``."""
-        async def go() -> None:
-            for _ in range(n):
-                if self.stream is None:
-                    self.segment_start = self.next_txid
-                    self.stream = await self.qjm.start_log_segment(self.next_txid)
-                    op = self.gen.marker(True)
-                else:
-                    op = self.gen.next_op()
-                opcode, body = nn_ops.encode_op(op)
-                self.stream.write(self.next_txid, body, opcode)
-                self.next_txid += 1
-                if (self.next_txid - 1) % batch == 0:
-                    self.stream.mark()
-                    await self.stream.sync()
-            self.stream.mark()
-            await self.stream.sync()
-        self._call(go())
-        return self.next_txid - 1
-
-    def finalize(self) -> int:
-        """End the open segment (its end marker, then finalize)."""
-        async def go() -> None:
-            opcode, body = nn_ops.encode_op(self.gen.marker(False))
-            self.stream.write(self.next_txid, body, opcode)
-            self.stream.mark()
-            await self.stream.sync()
-            await self.stream.close()
-            await self.qjm.finalize_log_segment(self.segment_start, self.next_txid)
-            self.next_txid += 1
-            self.stream = None
-        self._call(go())
-        return self.next_txid - 1
-
-    def close(self) -> None:
-        try:
-            self._call(self.qjm.close())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-
-
-@pytest.fixture(scope="module")
-def journal(tmp_path_factory):
-    """Three JournalNode processes; yields their ``qjournal://`` URI."""
-    base = tmp_path_factory.mktemp("stream-jns")
-    jns = []
-    try:
-        for i in range(3):
-            jns.append(start_daemon(f"jn{i}", qjournal_argv(
-                "journalnode", "--edits-dir", str(base / f"jn{i}"), "--rpc-address", "127.0.0.1:0",
-                "--http-address", "127.0.0.1:0"), log_path=str(base / f"jn{i}.log")))
-        yield "qjournal://" + ";".join(j.ready["rpc"] for j in jns) + "/stream"
-    finally:
-        for j in jns:
-            j.stop()
-
-
 def _sink_txids(spark, path: str) -> list[int]:
     if not os.path.isdir(os.path.join(path, "_spark_metadata")):
         return []
@@ -144,7 +61,7 @@ def _sink_txids(spark, path: str) -> list[int]:
 def test_stream_reaches_the_committed_txid_and_is_exactly_once_across_restarts(spark, journal, tmp_path):
     print(f"stream seed={STREAM_SEED}")
     sink, ckpt = str(tmp_path / "sink"), str(tmp_path / "ckpt")
-    writer = _Writer(journal, STREAM_SEED)
+    writer = JournalWriter(journal, STREAM_SEED)
 
     def start():
         return spark.readStream.format("qjournal").option("journal", journal).load() \
