@@ -9,7 +9,8 @@ temporary files) covered by an empty tmpfs. Against three running JournalNodes
 to a directory the cluster shares; both give the checkpoint image and the audit
 of a ``local[2]`` run, and the master's own application list shows both runs
 with cores granted, whose executors ran on the hidden worker (so spark-submit's
-master was not overridden).
+master was not overridden). The two cluster runs share the worker (one core
+each) and run at once, beside the ``local[2]`` reference, to keep the test short.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ SEED = int(os.environ.get("QJ_CLUSTER_SEED", "20261127"))
 def _cli(*args: str, env: dict | None = None, timeout_s: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout_s,
                           env={**os.environ, **(env or {})})
+
+
+def _start(*args: str, env: dict) -> subprocess.Popen:
+    return subprocess.Popen(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env})
 
 
 def _image(out: str):
@@ -83,24 +89,25 @@ def test_pipeline_on_a_standalone_cluster_that_cannot_see_the_driver(spark, tmp_
         assert os.listdir(f"/proc/{worker.pid}/root{scratch}") == []
         assert os.listdir(scratch / "jn0")
 
-        # the reference: local[2] in this process (the tests' own session)
+        # both cluster runs at once (one core each: spark.cores.max=1), the local[2] reference meanwhile
+        env = {"TMPDIR": str(scratch / "tmp"),  # the driver's temporary files (the shipped code) hidden too
+               "PYSPARK_SUBMIT_ARGS": "--conf spark.cores.max=1 pyspark-shell"}
+        out1, out2 = str(shared / "out-cli"), str(shared / "out-submit")
+        r1 = _start(*qjournal_argv("pipeline", "all", "--master", cluster.state.master_url, "--journal", uri,
+                                   "--out", out1), env=env)
+        submit = os.path.join(pyspark_home(), "bin", "spark-submit")
+        main_py = os.path.join(os.path.dirname(runner.__file__), "__main__.py")
+        r2 = _start(submit, "--master", cluster.state.master_url, "--conf", "spark.cores.max=1", main_py, "all",
+                    "--journal", uri, "--out", out2,
+                    env={**env, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
         local_out = str(scratch / "out-local")
         p = argparse.ArgumentParser()
         runner.add_arguments(p)
         assert runner.run(p.parse_args(["all", "--master", "local[2]", "--journal", uri, "--out", local_out,
                                         "--quiet"])) == 0
-
-        env = {"TMPDIR": str(scratch / "tmp")}  # the driver's temporary files (the shipped code) hidden too
-        out1, out2 = str(shared / "out-cli"), str(shared / "out-submit")
-        r1 = _cli(*qjournal_argv("pipeline", "all", "--master", cluster.state.master_url, "--journal", uri,
-                                 "--out", out1), env=env)
-        assert r1.returncode == 0, r1.stderr[-3000:]
-        submit = os.path.join(pyspark_home(), "bin", "spark-submit")
-        main_py = os.path.join(os.path.dirname(runner.__file__), "__main__.py")
-        r2 = _cli(submit, "--master", cluster.state.master_url, main_py, "all", "--journal", uri,
-                  "--out", out2, env={**env, "PYSPARK_PYTHON": sys.executable,
-                                      "PYSPARK_DRIVER_PYTHON": sys.executable})
-        assert r2.returncode == 0, r2.stderr[-3000:]
+        for r in (r1, r2):
+            _out, err = r.communicate(timeout=600)
+            assert r.returncode == 0, err[-3000:]
 
         want_info, want = _image(local_out)
         assert want_info.txid == 80 + 80 + 60 and want.num_rows > 1
