@@ -8,9 +8,8 @@ See :mod:`qjournal.localcluster.spark`.
 from __future__ import annotations
 
 import argparse
-import sys
 
-from qjournal.errors import QJournalError
+from qjournal.cli._daemon import guarded
 from qjournal.localcluster.spark import SparkCluster
 
 DEFAULT_RUN_DIR = "run/spark"
@@ -40,14 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
-def _guard(fn):
-    def wrapper(args: argparse.Namespace) -> int:
-        try:
-            return fn(args) or 0
-        except QJournalError as e:
-            print(f"spark: {e}", file=sys.stderr)
-            return 1
-    return wrapper
+_guard = guarded("spark")
 
 
 @_guard

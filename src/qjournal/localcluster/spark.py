@@ -48,7 +48,7 @@ from typing import Callable
 from qjournal.errors import QJournalError
 from qjournal.ha.zookeeper import free_ports
 from qjournal.util.fs import atomic_write
-from qjournal.util.proc import pid_alive, read_cmdline, read_last_lines
+from qjournal.util.proc import kill_after, pid_alive, read_cmdline, read_last_lines
 
 __all__ = ["SparkCluster", "SparkClusterError", "SPARK_STATE_FILE", "pyspark_home"]
 
@@ -322,16 +322,7 @@ class SparkCluster:
                         pass
             deadline = time.monotonic() + timeout_s
             for p in group:
-                while p.alive() and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                if p.alive():
-                    try:
-                        os.kill(p.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    end = time.monotonic() + 5
-                    while p.alive() and time.monotonic() < end:
-                        time.sleep(0.05)
+                kill_after(p.pid, p.alive, deadline)
         left = [f"{p.name} (pid {p.pid})" for p in self.state.procs if p.alive()]
         if os.path.isdir(self.run_dir):
             self._save()
