@@ -18,12 +18,16 @@ import crc32c
 import pyarrow as pa
 from aiohttp import web
 
+from qjournal.config import Configuration
 from qjournal.errors import TransportError
+from qjournal.journalnode.node import JournalNode
 from qjournal.pipeline import decode as dec
 from qjournal.pipeline import fetch as fe
 from qjournal.pipeline.generate import GenOptions, generate
 from qjournal.protocol.segment import (OP_DATA, encode_header, encode_records, parse_segment_file_name,
                                        segment_file_name)
+from qjournal.protocol.messages import NamespaceInfo, RequestInfo
+from qjournal.transport import RpcClient, pki
 from qjournal.transport.rpc import RpcServer
 
 
@@ -214,3 +218,52 @@ def test_executor_read_of_a_large_segment_holds_one_chunk_and_one_batch(tmp_path
     assert n == node.n and last == 100 and stats == (size, crc)
     assert os.listdir(tmp_path) == []  # the spooled download is an unlinked file
     assert peak < size / 8, f"peak {peak} bytes while reading a {size}-byte segment"
+
+
+def test_executor_reads_over_https_with_the_configured_certificate(tmp_path):
+    """``dfs.http.policy = HTTPS_ONLY``: a task presents the certificate of the driver's
+    configuration (shipped in its ReadSettings); without one, the copy is a fetch failure."""
+    d = str(tmp_path)
+    ca = pki.make_ca(d, "ca")
+    jn_cert, reader_cert = pki.make_cert(d, ca, "jn"), pki.make_cert(d, ca, "reader")
+
+    def https(cert) -> Configuration:
+        return Configuration({"qjournal.journalnode.fsync": "false", "dfs.http.policy": "HTTPS_ONLY",
+                              "qjournal.rpc.tls.cert.file": cert.cert, "qjournal.rpc.tls.key.file": cert.key,
+                              "qjournal.rpc.tls.ca.file": ca.cert})
+
+    serving = _Serving([])
+    ns = NamespaceInfo(77, "CID-tls")
+    recs = encode_records([(t, OP_DATA, b"x%d" % t) for t in range(1, 6)])
+
+    async def start():
+        node = JournalNode(https(jn_cert), edits_dir=str(tmp_path / "jn"), rpc_address=("127.0.0.1", 0),
+                           http_address=("127.0.0.1", 0))
+        await node.start()
+        client = await RpcClient.connect_tcp(*node.rpc_bound.rsplit(":", 1))
+        try:
+            await client.call("format", jid="tls", ns_info=ns.to_wire(), force=False)
+            await client.call("new_epoch", jid="tls", ns_info=ns.to_wire(), epoch=1)
+            await client.call("start_log_segment", req=RequestInfo("tls", 1, 0, 0).to_wire(), txid=1,
+                              layout_version=1)
+            await client.call("journal", req=RequestInfo("tls", 1, 1, 0).to_wire(), segment_txid=1,
+                              first_txid=1, num_txns=5, records=recs)
+            await client.call("finalize_log_segment", req=RequestInfo("tls", 1, 2, 5).to_wire(),
+                              start_txid=1, end_txid=5)
+        finally:
+            await client.close()
+        return node
+
+    node = serving._call(start())
+    try:
+        plan = fe.plan_copies(f"qjournal://{node.rpc_bound}/tls", https(reader_cert))
+        (task,) = plan.tasks
+        assert task.path.startswith("https://") and not plan.errors
+        rows = _rows(fe.read_task(task, fe.ReadSettings.from_conf(https(reader_cert)), file_stats=True))
+        assert [r["txid"] for r in rows] == [1, 2, 3, 4, 5] and rows[0]["file_length"] == 16 + len(recs)
+        (bad,) = _rows(fe.read_task(task, fe.ReadSettings(), file_stats=True))  # no certificate
+        assert not bad["valid"] and bad["problem"].startswith(f"tls/{task.node}/")
+        assert fe.FETCH_FAILED in bad["problem"]
+    finally:
+        serving._call(node.stop())
+        serving.close()
