@@ -89,7 +89,9 @@ def decode_segment(jid: str, node: str, segment_start: int, segment_end: int,
                                           max_record_bytes=max_record_bytes, batch_rows=None))
     if len(batches) == 1:
         return batches[0]
-    return pa.Table.from_batches(batches, EDITS_ARROW_SCHEMA).combine_chunks().to_batches()[0]
+    table = pa.Table.from_batches(batches, EDITS_ARROW_SCHEMA).combine_chunks()
+    return pa.RecordBatch.from_arrays([table.column(c).combine_chunks() for c in EDITS_COLUMNS],
+                                      schema=EDITS_ARROW_SCHEMA)
 
 
 @dataclass(frozen=True, slots=True)
