@@ -7,7 +7,7 @@ this script measures, in one run and on the same generated journal:
 * floor      reading every segment byte (``open().read()``; page cache warm),
 * replay     the NameNode's single-process path: ``iter_records`` +
              ``ops.decode_op`` + ``Namespace.apply`` for every edit,
-* decode     Spark ``binaryFile`` + ``mapInArrow`` decode of every record (a count),
+* decode     the ``qjournal`` data source reading and decoding every record (a count),
 * ingest     decode + the partitioned Parquet write + the manifest,
 * checkpoint from the empty image to the last txid (Spark), image saved in
              the NameNode's format,
