@@ -123,6 +123,9 @@ def test_pipeline_on_a_standalone_cluster_that_cannot_see_the_driver(spark, tmp_
         assert len(apps) == 2 and all(a["state"] == "FINISHED" and a["cores"] > 0 for a in apps), apps
         ran = {e["appid"] for e in (cluster.worker_json("worker1") or {}).get("finishedexecutors", [])}
         assert {a["id"] for a in apps} <= ran, (apps, ran)
+        status = _cli(*qjournal_argv("spark", "status", "--run-dir", str(run_dir)))
+        assert status.returncode == 0 and "workers alive: 1" in status.stdout, status.stdout + status.stderr
+        assert all(a["id"] in status.stdout for a in apps) and f"hidden from the workers: {scratch}" in status.stdout
     finally:
         if cluster_up:
             down = _cli(*qjournal_argv("spark", "down", "--run-dir", str(run_dir)))
