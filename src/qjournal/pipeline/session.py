@@ -38,6 +38,7 @@ When the process already runs inside ``spark-submit`` (a SparkContext exists),
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import tempfile
@@ -130,7 +131,15 @@ def code_zip() -> str:
                     full = os.path.join(base, name)
                     z.write(full, os.path.relpath(full, os.path.dirname(pkg)))
         _CODE_ZIP = path
+        atexit.register(_remove_quietly, path)
     return _CODE_ZIP
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def get_or_create(options: SessionOptions | None = None):
