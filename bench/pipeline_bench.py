@@ -7,7 +7,7 @@ this script measures, in one run and on the same generated journal:
 * floor      reading every segment byte (``open().read()``; page cache warm),
 * replay     the NameNode's single-process path: ``iter_records`` +
              ``ops.decode_op`` + ``Namespace.apply`` for every edit,
-* decode     Spark ``binaryFile`` + ``mapInArrow`` decode of every record (a count),
+* decode     the ``qjournal`` data source reading and decoding every record (a count),
 * ingest     decode + the partitioned Parquet write + the manifest,
 * checkpoint from the empty image to the last txid (Spark), image saved in
              the NameNode's format,
@@ -35,6 +35,7 @@ from qjournal.pipeline import checkpoint as cp
 from qjournal.pipeline import ingest as ing
 from qjournal.pipeline.generate import GenOptions, generate
 from qjournal.pipeline.session import SessionOptions, get_or_create
+from qjournal.pipeline.source import read_tasks
 from qjournal.protocol import segment as seg
 
 
@@ -76,7 +77,7 @@ def measure(spark, work: str, seed: int, txns: int, roll: int) -> dict:
 
     copies = ing.discover_local([os.path.join(hist, "jn1")])
     t = time.monotonic()
-    decoded = ing.decode_files(spark, ing.segment_files_frame(spark, copies)).count()
+    decoded = read_tasks(spark, copies).count()
     decode = time.monotonic() - t
     assert decoded == txns, (decoded, txns)
 

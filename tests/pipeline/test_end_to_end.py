@@ -86,7 +86,7 @@ def test_checkpoint_refuses_to_cross_a_gap(spark, damaged_history, damaged_inges
 
 def _audit(spark, layout):
     edits, manifest = _tables(spark, layout)
-    nodes = ing.read_nodes(layout)
+    nodes = ing.read_nodes(spark, layout)
     nodes_df = spark.createDataFrame([(n,) for n in nodes], "node string")
     return au.audit(manifest, edits, nodes_df, len(nodes)).collect()
 

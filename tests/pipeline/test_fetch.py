@@ -1,23 +1,33 @@
-"""Staging fetch against an in-process JournalNode stand-in (RPC manifest + HTTP /getJournal).
+"""Planning and executor reads against in-process JournalNode stand-ins (RPC manifest + HTTP /getJournal).
 
-The stand-in serves the contract of docs/architecture.md (``get_edit_log_manifest``,
+The stand-ins serve the contract of docs/architecture.md (``get_edit_log_manifest``,
 ``get_journal_state``, ``GET /getJournal`` with ``X-Qjournal-Crc32c``) from a
-generated journal directory; one node lies about a checksum, one is down.
+generated journal directory, on an event loop in a thread (the executor side,
+``read_task``, runs its own loop as it does inside a Spark task); one node lies
+about a checksum, one is down. No Spark here: these are the pieces each task runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import tracemalloc
 
 import crc32c
+import pyarrow as pa
 from aiohttp import web
 
-from qjournal.pipeline.fetch import fetch_async, node_dir_name
+from qjournal.config import Configuration
+from qjournal.errors import TransportError
+from qjournal.journalnode.node import JournalNode
+from qjournal.pipeline import decode as dec
+from qjournal.pipeline import fetch as fe
 from qjournal.pipeline.generate import GenOptions, generate
 from qjournal.protocol.segment import (OP_DATA, encode_header, encode_records, parse_segment_file_name,
                                        segment_file_name)
+from qjournal.protocol.messages import NamespaceInfo, RequestInfo
+from qjournal.transport import RpcClient, pki
 from qjournal.transport.rpc import RpcServer
 
 
@@ -32,7 +42,7 @@ class _FakeJournalNode:
         for name in sorted(os.listdir(self.current)):
             p = parse_segment_file_name(name)
             if p is not None:
-                segs.append([p.start_txid, p.end_txid if p.end_txid is not None else -1, p.in_progress])
+                segs.append([p.start_txid, p.end_txid if p.end_txid is not None else p.start_txid, p.in_progress])
         return {"segments": segs, "committed_txid": -12345}
 
     async def rpc_get_journal_state(self, jid):
@@ -49,55 +59,98 @@ class _FakeJournalNode:
                                                 "X-Qjournal-Segment": name})
 
 
-async def _serve(node: _FakeJournalNode):
-    app = web.Application()
-    app.router.add_get("/getJournal", node.get_journal)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    node.http_port = site._server.sockets[0].getsockname()[1]
-    rpc = RpcServer(node)
-    host, port = await rpc.start_tcp("127.0.0.1", 0)
-    return runner, rpc, port
+class _Serving:
+    """Stand-ins served from an event loop in a background thread; ``ports`` are their RPC ports."""
 
+    def __init__(self, nodes, dead: int = 0) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.ports = [self._call(self._serve(n)) for n in nodes]
+        for _ in range(dead):
+            self.ports.append(self._call(self._dead_port()))
 
-def test_fetch_stages_verified_segments_and_reports_bad_nodes(tmp_path):
-    gen = generate(GenOptions(seed=11, txns=300, out=str(tmp_path / "jn"), roll_every_txns=100))
-    # an in-progress segment on the good node must not be fetched
-    cur0 = os.path.join(gen.journal_dirs[0], "qjournal", "current")
-    open(os.path.join(cur0, segment_file_name(301)), "wb").write(b"partial")
-    staging = str(tmp_path / "staging")
+    def _call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
 
-    async def scenario():
-        good = _FakeJournalNode(cur0)
-        liar = _FakeJournalNode(os.path.join(gen.journal_dirs[1], "qjournal", "current"), bad_crc=True)
-        r1, s1, p1 = await _serve(good)
-        r2, s2, p2 = await _serve(liar)
-        dead = RpcServer(good)
-        _h, p3 = await dead.start_tcp("127.0.0.1", 0)
+    async def _serve(self, node):
+        app = web.Application()
+        app.router.add_get("/getJournal", node.get_journal)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        node.http_port = site._server.sockets[0].getsockname()[1]
+        rpc = RpcServer(node)
+        _host, port = await rpc.start_tcp("127.0.0.1", 0)
+        self._stops = getattr(self, "_stops", []) + [rpc.stop, runner.cleanup]
+        return port
+
+    async def _dead_port(self):
+        dead = RpcServer(object())
+        _h, port = await dead.start_tcp("127.0.0.1", 0)
         await dead.stop()  # nothing listens there any more
-        try:
-            uri = f"qjournal://127.0.0.1:{p1};127.0.0.1:{p2};127.0.0.1:{p3}/qjournal"
-            first = await fetch_async(uri, staging, timeout_ms=10_000)
-            second = await fetch_async(uri, staging, timeout_ms=10_000)
-            return first, second, (p1, p2, p3)
-        finally:
-            await s1.stop(); await s2.stop(); await r1.cleanup(); await r2.cleanup()
+        return port
 
-    first, second, (p1, p2, p3) = asyncio.run(scenario())
-    good_name = node_dir_name("127.0.0.1", p1)
-    assert first.node_names == [good_name, node_dir_name("127.0.0.1", p2), node_dir_name("127.0.0.1", p3)]
-    assert first.fetched == 3 and second.fetched == 0 and second.skipped == 3
-    staged = sorted(os.listdir(os.path.join(staging, good_name, "qjournal", "current")))
-    assert staged == [segment_file_name(s, e) for s, e in gen.segments]
-    for name in staged:
-        assert open(os.path.join(staging, good_name, "qjournal", "current", name), "rb").read() == \
-            open(os.path.join(cur0, name), "rb").read()
-    liar_dir = os.path.join(staging, node_dir_name("127.0.0.1", p2), "qjournal", "current")
-    assert os.listdir(liar_dir) == []  # nothing written when the checksum does not match
-    assert sum("does not match X-Qjournal-Crc32c" in e for e in first.errors) == 3
-    assert any(e.startswith(node_dir_name("127.0.0.1", p3)) for e in first.errors)
+    def close(self) -> None:
+        for stop in getattr(self, "_stops", []):
+            self._call(stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def _rows(batches) -> list[dict]:
+    return pa.Table.from_batches(list(batches), fe.stats_schema()).to_pylist()
+
+
+def test_plan_on_metadata_then_executor_reads_verify_and_fail_over(tmp_path):
+    gen = generate(GenOptions(seed=11, txns=300, out=str(tmp_path / "jn"), roll_every_txns=100))
+    cur0 = os.path.join(gen.journal_dirs[0], "qjournal", "current")
+    # an in-progress segment on the good node must not be planned
+    open(os.path.join(cur0, segment_file_name(301)), "wb").write(b"partial")
+    serving = _Serving([_FakeJournalNode(cur0),
+                        _FakeJournalNode(os.path.join(gen.journal_dirs[1], "qjournal", "current"),
+                                         bad_crc=True)], dead=1)
+    try:
+        p1, p2, p3 = serving.ports
+        uri = f"qjournal://127.0.0.1:{p1};127.0.0.1:{p2};127.0.0.1:{p3}/qjournal"
+        plan = fe.plan_copies(uri)
+        good, liar, dead = (fe.node_dir_name("127.0.0.1", p) for p in (p1, p2, p3))
+        assert plan.nodes == [good, liar, dead] and plan.jid == "qjournal"
+        assert len(plan.errors) == 1 and plan.errors[0].startswith(dead)
+        assert [(t.segment_start, t.segment_end, t.node) for t in plan.tasks] == \
+            [(s, e, n) for s, e in gen.segments for n in sorted((good, liar))]
+        assert all(t.path.startswith("http://127.0.0.1:") for t in plan.tasks)
+
+        settings = fe.ReadSettings(batch_rows=64)
+        for task in plan.tasks:
+            rows = _rows(fe.read_task(task, settings, file_stats=True))
+            if task.node == good:
+                data = open(os.path.join(cur0, segment_file_name(task.segment_start, task.segment_end)),
+                            "rb").read()
+                want = dec.decode_segment("qjournal", good, task.segment_start, task.segment_end, data)
+                assert [{k: r[k] for k in dec.EDITS_COLUMNS} for r in rows] == want.to_pylist()
+                assert {(r["file_length"], r["file_crc32c"]) for r in rows} == {(len(data), crc32c.crc32c(data))}
+            else:  # invariant 2: one row says why, nothing of the copy's bytes is used
+                assert len(rows) == 1 and not rows[0]["valid"] and rows[0]["file_length"] is None
+                assert f"{fe.FETCH_FAILED}: body CRC32C" in rows[0]["problem"]
+
+        # a committed task fails over from the liar to the good replica (invariant 3), in range
+        by = {(t.segment_start, t.node): t for t in plan.tasks}
+        s, e = gen.segments[1]
+        task = fe.CopyTask("qjournal", s, e, (by[(s, liar)].sources[0], by[(s, good)].sources[0]),
+                           failover=True)
+        rows = _rows(fe.read_task(task, settings, txid_range=(s + 10, s + 19), file_stats=True))
+        assert [r["txid"] for r in rows] == list(range(s + 10, s + 20))
+        assert {r["node"] for r in rows} == {good} and all(r["valid"] for r in rows)
+        only_liar = fe.CopyTask("qjournal", s, e, (by[(s, liar)].sources[0],), failover=True)
+        try:
+            list(fe.read_task(only_liar, settings))
+            raise AssertionError("a committed read with no good replica must fail")
+        except TransportError as err:
+            assert "no replica could be read" in err.message and liar in err.message
+    finally:
+        serving.close()
 
 
 class _StreamingJournalNode:
@@ -138,34 +191,79 @@ class _StreamingJournalNode:
         return resp
 
 
-def test_fetch_streams_a_large_segment_to_disk_in_bounded_memory(tmp_path):
+def test_executor_read_of_a_large_segment_holds_one_chunk_and_one_batch(tmp_path):
     node = _StreamingJournalNode(4000, 2000)  # an 8 MB segment
     size = sum(len(p) for p in node.parts())
-    staging = str(tmp_path / "staging")
-
-    async def scenario():
-        runner, rpc, port = await _serve(node)
+    serving = _Serving([node])
+    try:
+        plan = fe.plan_copies(f"qjournal://127.0.0.1:{serving.ports[0]}/qjournal")
+        assert len(plan.tasks) == 1
+        settings = fe.ReadSettings((("qjournal.segment-transfer.chunk.bytes", "32768"),),
+                                   batch_rows=100, scratch_dir=str(tmp_path))
+        tracemalloc.start()
         try:
-            tracemalloc.start()
-            try:
-                res = await fetch_async(f"qjournal://127.0.0.1:{port}/qjournal", staging, timeout_ms=30_000,
-                                        chunk_bytes=32 * 1024)
-                _, peak = tracemalloc.get_traced_memory()
-            finally:
-                tracemalloc.stop()
-            return res, port, peak
+            n = last = 0
+            for batch in fe.read_task(plan.tasks[0], settings, file_stats=True):
+                n += batch.num_rows
+                last = max(last, batch.num_rows)
+                stats = (batch.column("file_length")[0].as_py(), batch.column("file_crc32c")[0].as_py())
+            _, peak = tracemalloc.get_traced_memory()
         finally:
-            await rpc.stop(); await runner.cleanup()
-    res, port, peak = asyncio.run(scenario())
-    assert res.fetched == 1 and not res.errors
-    path = os.path.join(staging, node_dir_name("127.0.0.1", port), "qjournal", "current",
-                        segment_file_name(1, node.n))
+            tracemalloc.stop()
+    finally:
+        serving.close()
     crc = 0
     for p in node.parts():
         crc = crc32c.crc32c(p, crc)
-    with open(path, "rb") as f:
-        got = 0
-        while chunk := f.read(1 << 16):
-            got = crc32c.crc32c(chunk, got)
-    assert os.path.getsize(path) == size and got == crc
-    assert peak < size / 8, f"peak {peak} bytes while staging a {size}-byte segment"
+    assert n == node.n and last == 100 and stats == (size, crc)
+    assert os.listdir(tmp_path) == []  # the spooled download is an unlinked file
+    assert peak < size / 8, f"peak {peak} bytes while reading a {size}-byte segment"
+
+
+def test_executor_reads_over_https_with_the_configured_certificate(tmp_path):
+    """``dfs.http.policy = HTTPS_ONLY``: a task presents the certificate of the driver's
+    configuration (shipped in its ReadSettings); without one, the copy is a fetch failure."""
+    d = str(tmp_path)
+    ca = pki.make_ca(d, "ca")
+    jn_cert, reader_cert = pki.make_cert(d, ca, "jn"), pki.make_cert(d, ca, "reader")
+
+    def https(cert) -> Configuration:
+        return Configuration({"qjournal.journalnode.fsync": "false", "dfs.http.policy": "HTTPS_ONLY",
+                              "qjournal.rpc.tls.cert.file": cert.cert, "qjournal.rpc.tls.key.file": cert.key,
+                              "qjournal.rpc.tls.ca.file": ca.cert})
+
+    serving = _Serving([])
+    ns = NamespaceInfo(77, "CID-tls")
+    recs = encode_records([(t, OP_DATA, b"x%d" % t) for t in range(1, 6)])
+
+    async def start():
+        node = JournalNode(https(jn_cert), edits_dir=str(tmp_path / "jn"), rpc_address=("127.0.0.1", 0),
+                           http_address=("127.0.0.1", 0))
+        await node.start()
+        client = await RpcClient.connect_tcp(*node.rpc_bound.rsplit(":", 1))
+        try:
+            await client.call("format", jid="tls", ns_info=ns.to_wire(), force=False)
+            await client.call("new_epoch", jid="tls", ns_info=ns.to_wire(), epoch=1)
+            await client.call("start_log_segment", req=RequestInfo("tls", 1, 0, 0).to_wire(), txid=1,
+                              layout_version=1)
+            await client.call("journal", req=RequestInfo("tls", 1, 1, 0).to_wire(), segment_txid=1,
+                              first_txid=1, num_txns=5, records=recs)
+            await client.call("finalize_log_segment", req=RequestInfo("tls", 1, 2, 5).to_wire(),
+                              start_txid=1, end_txid=5)
+        finally:
+            await client.close()
+        return node
+
+    node = serving._call(start())
+    try:
+        plan = fe.plan_copies(f"qjournal://{node.rpc_bound}/tls", https(reader_cert))
+        (task,) = plan.tasks
+        assert task.path.startswith("https://") and not plan.errors
+        rows = _rows(fe.read_task(task, fe.ReadSettings.from_conf(https(reader_cert)), file_stats=True))
+        assert [r["txid"] for r in rows] == [1, 2, 3, 4, 5] and rows[0]["file_length"] == 16 + len(recs)
+        (bad,) = _rows(fe.read_task(task, fe.ReadSettings(), file_stats=True))  # no certificate
+        assert not bad["valid"] and bad["problem"].startswith(f"tls/{task.node}/")
+        assert fe.FETCH_FAILED in bad["problem"]
+    finally:
+        serving._call(node.stop())
+        serving.close()

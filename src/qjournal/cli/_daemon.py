@@ -2,7 +2,8 @@
 
 Why this module exists: the process conventions of docs/architecture.md
 (``HOST:PORT`` flags, ``--pid-file``, SIGTERM/SIGINT stop the daemon cleanly)
-are the same for every daemon, so the code that follows them is written once.
+are the same for every daemon, so the code that follows them is written once;
+so is the error guard of the local launchers' subcommands (``cluster``, ``spark``).
 It is not a subcommand (``cli/main.py`` does not list it).
 """
 
@@ -12,10 +13,27 @@ import argparse
 import asyncio
 import os
 import signal
+import sys
+from typing import Callable
 
+from qjournal.errors import QJournalError
 from qjournal.util.fs import atomic_write
 
-__all__ = ["host_port_arg", "remove_pid_file", "stop_on_signals", "write_pid_file"]
+__all__ = ["host_port_arg", "remove_pid_file", "stop_on_signals", "write_pid_file", "guarded"]
+
+
+def guarded(prefix: str) -> Callable:
+    """Decorator for a subcommand function: a ``QJournalError`` becomes ``<prefix>: message`` on
+    stderr and exit status 1; a None result is status 0."""
+    def decorate(fn: Callable[[argparse.Namespace], int | None]) -> Callable[[argparse.Namespace], int]:
+        def wrapper(args: argparse.Namespace) -> int:
+            try:
+                return fn(args) or 0
+            except QJournalError as e:
+                print(f"{prefix}: {e}", file=sys.stderr)
+                return 1
+        return wrapper
+    return decorate
 
 
 def host_port_arg(text: str) -> tuple[str, int]:

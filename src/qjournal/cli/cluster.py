@@ -12,7 +12,7 @@ import argparse
 import signal
 import sys
 
-from qjournal.errors import QJournalError
+from qjournal.cli._daemon import guarded
 from qjournal.localcluster.launcher import LocalCluster
 
 
@@ -50,14 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
-def _guard(fn):
-    def wrapper(args: argparse.Namespace) -> int:
-        try:
-            return fn(args) or 0
-        except QJournalError as e:
-            print(f"cluster: {e}", file=sys.stderr)
-            return 1
-    return wrapper
+_guard = guarded("cluster")
 
 
 @_guard

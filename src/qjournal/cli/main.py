@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, str] = {
     "zkfc": "ZooKeeper failover controller for one NameNode",
     "cluster": "local HA cluster: up, down, status, kill, restart, logs",
     "pipeline": "Spark pipeline: ingest, audit, checkpoint, report",
+    "spark": "local Spark standalone cluster from the pyspark package: up, down, status",
     "bench": "benchmark helpers (gen-edits)",
     "demo": "end-to-end automatic failover demo on a local HA cluster",
     "zookeeper": "start/stop a local ZooKeeper (standalone or 3 servers)",

@@ -296,7 +296,7 @@ define("dfs.edit.log.transfer.timeout", 30000, "duration", "HTTP segment transfe
 define("dfs.edit.log.transfer.bandwidthPerSec", 0, "bytes", "segment transfer throttle (0 = none)")
 define("qjournal.segment-transfer.chunk.bytes", 1 * MiB, "bytes",
        "largest piece of a segment body a download holds in memory besides one record (quorum reader, "
-       "accept-recovery, syncer, pipeline staging fetch); memory use is independent of the segment size")
+       "accept-recovery, syncer, the pipeline's executor fetch); memory use is independent of the segment size")
 define("dfs.journalnode.edit-cache-size.bytes", 32 * MiB, "bytes",
        "per journal: recent durable edits kept in memory for get_journaled_edits (RPC tailing); "
        "the cache exists when dfs.ha.tail-edits.in-progress is true; 0 disables it")

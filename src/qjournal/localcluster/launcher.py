@@ -71,7 +71,8 @@ from qjournal.namenode.dfs_client import CONFIGURED_FAILOVER_PROXY_PROVIDER, OBS
 from qjournal.transport import RpcClient, pki
 from qjournal.transport.tls import client_context_from_conf
 from qjournal.util.fs import atomic_write
-from qjournal.util.proc import pid_alive, qjournal_argv, read_cmdline, read_last_lines, start_daemon
+from qjournal.util.proc import (kill_after, pid_alive, qjournal_argv, read_cmdline, read_last_lines,
+                                start_daemon)
 
 __all__ = ["LocalCluster", "ClusterError", "ProcessRecord", "CLUSTER_STATE_FILE"]
 
@@ -656,18 +657,7 @@ class LocalCluster:
             deadline = time.monotonic() + timeout_s
             for n in batch:
                 rec = self.procs[n]
-                while rec.alive() and time.monotonic() < deadline:
-                    self._reap(n)
-                    time.sleep(0.02)
-                if rec.alive():
-                    try:
-                        os.kill(rec.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    end = time.monotonic() + 5
-                    while rec.alive() and time.monotonic() < end:
-                        self._reap(n)
-                        time.sleep(0.02)
+                kill_after(rec.pid, rec.alive, deadline, reap=lambda n=n: self._reap(n))
                 self._reap(n)
         if self.zk is not None:
             self.zk.stop()

@@ -30,7 +30,8 @@ Theory of operation (each step a pure DataFrame transform):
    ``log2(depth)`` joins.
 6. *Image*: the survivors, sorted by ``inode_id``; ``last_inode_id`` is the
    highest id ever created. :func:`write_image` saves them with the
-   NameNode's own :func:`qjournal.namenode.image.save_image`.
+   NameNode's own image format (:func:`qjournal.namenode.image.image_to_bytes`),
+   through :class:`qjournal.pipeline.store.OutputStore` (any Hadoop URI).
 
 Invariants:
 
@@ -59,6 +60,7 @@ from qjournal.namenode import ops as nn_ops
 from qjournal.namenode.image_schema import IMAGE_COLUMNS, spark_type
 from qjournal.pipeline.audit import clean_copies
 from qjournal.pipeline.ingest import spark_schema
+from qjournal.pipeline.store import OutputStore, join
 
 #: bound on pointer-jumping rounds (2**64 levels: any real tree); reaching it means a cycle
 MAX_POINTER_JUMPING_ROUNDS = 64
@@ -459,7 +461,7 @@ def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = 
         txid=target, layout_version=info.layout_version if info else layout_version,
         namespace_id=info.namespace_id if info else namespace_id,
         cluster_id=info.cluster_id if info else cluster_id, last_inode_id=last_inode_id)
-    path = write_image(out_name_dir, table, new_info)
+    path = write_image(spark, out_name_dir, table, new_info)
     todo.unpersist()
     copies.unpersist()
     took = time.monotonic() - t0
@@ -467,9 +469,22 @@ def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = 
     return CheckpointResult(path, base_txid, target, table.num_rows, last_inode_id, took)
 
 
-def write_image(name_dir: str, table: pa.Table, info: nn_image.ImageInfo) -> str:
-    """Save rows in the NameNode's image format (header, sort, ``.crc``) via ``image.save_image``."""
-    return nn_image.save_image(name_dir, table, info)
+def write_image(spark, name_dir: str, table: pa.Table, info: nn_image.ImageInfo) -> str:
+    """Save rows in the NameNode's image format (header, sort, ``.crc``) under any Hadoop URI.
+
+    The bytes and the ``.crc`` line come from :mod:`qjournal.namenode.image`; as in
+    ``save_image``, the ``.crc`` file is in place before the image's own atomic
+    rename, the commit point.
+
+    Returns:
+        ``<name_dir>/current/fsimage_<txid>``.
+    """
+    data = nn_image.image_to_bytes(table, info)
+    path = join(name_dir, "current", nn_image.image_file_name(info.txid))
+    with OutputStore(spark, name_dir) as store:
+        store.write_bytes(path + ".crc", nn_image.crc_line(data))
+        store.write_bytes(path, data)
+    return path
 
 
 __all__ = ["CheckpointError", "CheckpointResult", "MAX_POINTER_JUMPING_ROUNDS", "empty_image_table",

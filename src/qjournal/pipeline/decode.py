@@ -1,18 +1,24 @@
-"""Decode segment files into rows of the edits table, one Arrow batch per segment file.
+"""Decode segment copies into rows of the edits table, in Arrow batches of bounded size.
 
-Why here: Spark's executors run this module (through ``mapInArrow``) on the
-bytes ``binaryFile`` read, so it must be importable from the installed
-``qjournal`` package and must not touch Spark itself. It adds no codec of its
-own: framing and checksums come from :mod:`qjournal.protocol.segment`, the op
-fields from :func:`qjournal.namenode.ops.decode_columns`.
+Why here: Spark's executors run this module (through the ``qjournal`` data
+source, :mod:`qjournal.pipeline.source`) on the bytes of a segment copy, so it
+must be importable from the installed (or shipped) ``qjournal`` package and
+must not touch Spark itself. It adds no codec of its own: framing and
+checksums come from :mod:`qjournal.protocol.segment`, the op fields from
+:func:`qjournal.namenode.ops.decode_columns`. It is the one decoder of the
+pipeline: the ingest, ``spark.read.format("qjournal")`` and the streaming
+source all decode here.
 
 Theory of operation: for one segment copy (``jid``, ``node``, ``segment_start``,
-``segment_end``, bytes) :func:`decode_segment` scans the image
-(``scan_segment``), decodes the valid prefix's bodies in one call and builds
-one ``pyarrow.RecordBatch`` with :data:`EDITS_ARROW_SCHEMA`. Everything the scan
-or the op decoder refused becomes a row with ``valid = false`` and a
-``problem`` naming segment, byte offset and reason, so a damaged copy never
-fails the job and never disappears silently.
+``segment_end``, bytes, usually a memory map of a file) :func:`frame_segment`
+finds where the valid records are (a clean copy in one pass; otherwise
+``scan_segment`` reports the damage), keeping five integers per record and no
+body. :func:`decode_framed` then decodes the bodies ``batch_rows`` records at a
+time into ``pyarrow.RecordBatch`` es with :data:`EDITS_ARROW_SCHEMA`, so memory
+holds one batch whatever the segment's size. Everything the scan or the op
+decoder refused becomes a row with ``valid = false`` and a ``problem`` naming
+segment, byte offset and reason, so a damaged copy never fails the job and
+never disappears silently.
 
 Invariants:
 
@@ -26,7 +32,9 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from array import array
+from dataclasses import dataclass
+from typing import Iterator
 
 import pyarrow as pa
 
@@ -58,11 +66,14 @@ EDITS_ARROW_SCHEMA = pa.schema(list(KEY_FIELDS + OP_FIELDS + RECORD_FIELDS))
 EDITS_COLUMNS: tuple[str, ...] = tuple(EDITS_ARROW_SCHEMA.names)
 _OP_NAMES = tuple(n for n, _ in OP_FIELDS)
 
+#: rows per decoded batch: bounds an executor's memory whatever the segment's size
+DEFAULT_BATCH_ROWS = 65536
+
 
 def decode_segment(jid: str, node: str, segment_start: int, segment_end: int,
                    content: bytes | memoryview,
                    max_record_bytes: int = seg.DEFAULT_MAX_RECORD_BYTES) -> pa.RecordBatch:
-    """Decode one finalized segment copy into a batch of edits rows.
+    """Decode one finalized segment copy into one batch of edits rows (all of them).
 
     Args:
         jid: journal id.
@@ -74,46 +85,152 @@ def decode_segment(jid: str, node: str, segment_start: int, segment_end: int,
     Returns:
         A ``RecordBatch`` with :data:`EDITS_ARROW_SCHEMA`.
     """
-    where = f"{jid}/{node}/{seg.segment_file_name(segment_start, segment_end)}"
-    fast = _clean_records(content, segment_start, segment_end, max_record_bytes)
-    if fast is not None:
-        # A clean copy (the common case): one framing pass, no scan report needed.
-        txids, opcodes, bodies, offsets, checksums = fast
-        scan = None
-    else:
-        scan = seg.scan_segment(content, expected_first_txid=segment_start,
-                                max_record_bytes=max_record_bytes, stop_after_txid=segment_end)
-        txids, opcodes, bodies, offsets, checksums = [], [], [], [], []
-        if scan.header_ok and scan.num_records:
-            offset = seg.HEADER_SIZE
-            view = memoryview(content)[:scan.valid_length]
-            for rec in seg.iter_records(view, seg.HEADER_SIZE, where=where,
-                                        allow_torn_tail=False, max_record_bytes=max_record_bytes):
-                txids.append(rec.txid)
-                opcodes.append(rec.opcode)
-                bodies.append(rec.body)
-                offsets.append(offset)
-                checksums.append(rec.checksum)
-                offset += seg.RECORD_OVERHEAD + len(rec.body)
-    cols = nn_ops.decode_columns(txids, opcodes, bodies)
-    problems: list[str | None] = [None if e is None else f"{where}: {e}" for e in cols["error"]]
+    batches = list(decode_segment_batches(jid, node, segment_start, segment_end, content,
+                                          max_record_bytes=max_record_bytes, batch_rows=None))
+    if len(batches) == 1:
+        return batches[0]
+    table = pa.Table.from_batches(batches, EDITS_ARROW_SCHEMA).combine_chunks()
+    return pa.RecordBatch.from_arrays([table.column(c).combine_chunks() for c in EDITS_COLUMNS],
+                                      schema=EDITS_ARROW_SCHEMA)
 
+
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """Where a copy's records are (the framing pass), without their bodies.
+
+    Attributes:
+        where: ``jid/node/edits_<s>-<e>``, the prefix of every problem.
+        txids / opcodes / offsets / lengths / checksums: the valid records in file
+            order (``offsets`` of the record, ``lengths`` of its body).
+        extra: problems of the copy as a whole: ``(txid, offset, problem)``.
+    """
+
+    where: str
+    txids: array
+    opcodes: array
+    offsets: array
+    lengths: array
+    checksums: array
+    extra: tuple[tuple[int | None, int | None, str], ...]
+
+    @property
+    def clean(self) -> bool:
+        """No problem at the framing level (bodies are judged when decoded)."""
+        return not self.extra
+
+
+def frame_segment(jid: str, node: str, segment_start: int, segment_end: int,
+                  content: bytes | memoryview,
+                  max_record_bytes: int = seg.DEFAULT_MAX_RECORD_BYTES) -> Framing:
+    """Frame a copy: its valid records' positions and the copy's problems (invariants 1, 2).
+
+    Memory: five machine integers per record; no body is kept.
+    """
+    where = f"{jid}/{node}/{seg.segment_file_name(segment_start, segment_end)}"
+    cols = tuple(array("q") for _ in range(5))
+    if _frame_clean(content, segment_start, segment_end, max_record_bytes, cols):
+        # A clean copy (the common case): one framing pass, no scan report needed.
+        return Framing(where, *cols, ())
+    cols = tuple(array("q") for _ in range(5))
+    txids, opcodes, offsets, lengths, checksums = cols
+    scan = seg.scan_segment(content, expected_first_txid=segment_start,
+                            max_record_bytes=max_record_bytes, stop_after_txid=segment_end)
+    if scan.header_ok and scan.num_records:
+        offset = seg.HEADER_SIZE
+        view = memoryview(content)[:scan.valid_length]
+        for rec in seg.iter_records(view, seg.HEADER_SIZE, where=where,
+                                    allow_torn_tail=False, max_record_bytes=max_record_bytes):
+            txids.append(rec.txid)
+            opcodes.append(rec.opcode)
+            offsets.append(offset)
+            lengths.append(len(rec.body))
+            checksums.append(rec.checksum)
+            offset += seg.RECORD_OVERHEAD + len(rec.body)
+        view.release()
     # Problems of the copy as a whole (invariant 2), each as its own invalid row.
     extra: list[tuple[int | None, int | None, str]] = []  # (txid, offset, problem)
-    if scan is not None:
-        for p in scan.problems:
-            extra.append((None, p.offset, f"{where}: {p.kind} at byte {p.offset}: {p.detail}"))
-        if scan.header_ok and scan.last_txid != segment_end:
-            last = scan.last_txid if scan.num_records else "none"
-            # placed at the end of the file: it is a consequence of the problems before it
-            extra.append((None, scan.total_length,
-                          f"{where}: short copy: valid records end at txid {last}, "
-                          f"the file name says {segment_end}"))
-        if scan.header_ok and scan.num_records == 0 and not extra:
-            extra.append((None, scan.total_length, f"{where}: no records"))
+    for p in scan.problems:
+        extra.append((None, p.offset, f"{where}: {p.kind} at byte {p.offset}: {p.detail}"))
+    if scan.header_ok and scan.last_txid != segment_end:
+        last = scan.last_txid if scan.num_records else "none"
+        # placed at the end of the file: it is a consequence of the problems before it
+        extra.append((None, scan.total_length,
+                      f"{where}: short copy: valid records end at txid {last}, "
+                      f"the file name says {segment_end}"))
+    if scan.header_ok and scan.num_records == 0 and not extra:
+        extra.append((None, scan.total_length, f"{where}: no records"))
+    return Framing(where, *cols, tuple(extra))
 
-    n_ok = len(txids)
-    n = n_ok + len(extra)
+
+def problem_batch(jid: str, node: str, segment_start: int, segment_end: int,
+                  problem: str) -> pa.RecordBatch:
+    """One invalid row for a copy that could not be read at all (invariant 2)."""
+    where = f"{jid}/{node}/{seg.segment_file_name(segment_start, segment_end)}"
+    empty = Framing(where, *(array("q") for _ in range(5)), ((None, None, f"{where}: {problem}"),))
+    return next(decode_framed(jid, node, segment_start, segment_end, b"", empty))
+
+
+def decode_segment_batches(jid: str, node: str, segment_start: int, segment_end: int,
+                           content: bytes | memoryview, *,
+                           max_record_bytes: int = seg.DEFAULT_MAX_RECORD_BYTES,
+                           batch_rows: int | None = DEFAULT_BATCH_ROWS,
+                           txid_range: tuple[int, int] | None = None) -> Iterator[pa.RecordBatch]:
+    """Decode one segment copy into batches of at most ``batch_rows`` rows (module docstring).
+
+    Args:
+        jid / node / segment_start / segment_end / content / max_record_bytes: as :func:`decode_segment`.
+        batch_rows: the most rows per batch (None: one batch).
+        txid_range: ``(first, last)``: only valid rows inside it (the copy's problem rows stay).
+
+    Yields:
+        Batches with :data:`EDITS_ARROW_SCHEMA`.
+    """
+    framing = frame_segment(jid, node, segment_start, segment_end, content, max_record_bytes)
+    yield from decode_framed(jid, node, segment_start, segment_end, content, framing,
+                             batch_rows=batch_rows, txid_range=txid_range)
+
+
+def decode_framed(jid: str, node: str, segment_start: int, segment_end: int,
+                  content: bytes | memoryview, framing: Framing, *,
+                  batch_rows: int | None = DEFAULT_BATCH_ROWS,
+                  txid_range: tuple[int, int] | None = None) -> Iterator[pa.RecordBatch]:
+    """Decode the bodies of framed records, ``batch_rows`` at a time (bounded memory).
+
+    The valid records run consecutively from ``segment_start`` (invariant 1), so
+    a txid range is an index range. The copy's own problems come last.
+    """
+    n = len(framing.txids)
+    lo, hi = 0, n
+    if txid_range is not None:
+        lo = min(n, max(0, txid_range[0] - segment_start))
+        hi = max(lo, min(n, txid_range[1] - segment_start + 1))
+    step = max(1, batch_rows or (hi - lo) or 1)
+    view = memoryview(content)
+    try:
+        i = lo
+        while i < hi or (i == hi and framing.extra):
+            j = min(hi, i + step)
+            last = j >= hi
+            bodies = [bytes(view[o + seg.REC_HEAD_SIZE:o + seg.REC_HEAD_SIZE + ln])
+                      for o, ln in zip(framing.offsets[i:j], framing.lengths[i:j])]
+            yield _batch(jid, node, segment_start, segment_end, framing, i, j, bodies,
+                         framing.extra if last else ())
+            if last:
+                return
+            i = j
+    finally:
+        view.release()
+
+
+def _batch(jid: str, node: str, segment_start: int, segment_end: int, framing: Framing, i: int, j: int,
+           bodies: list[bytes], extra) -> pa.RecordBatch:
+    """Rows ``i:j`` of a framed copy (plus ``extra`` problem rows) as one batch."""
+    where = framing.where
+    txids = framing.txids[i:j].tolist()
+    opcodes = framing.opcodes[i:j].tolist()
+    cols = nn_ops.decode_columns(txids, opcodes, bodies)
+    problems: list[str | None] = [None if e is None else f"{where}: {e}" for e in cols["error"]]
+    n = len(txids) + len(extra)
     arrays: dict[str, pa.Array] = {
         "jid": pa.array([jid] * n, pa.string()),
         "node": pa.array([node] * n, pa.string()),
@@ -123,58 +240,46 @@ def decode_segment(jid: str, node: str, segment_start: int, segment_end: int,
     pad = [None] * len(extra)
     for name, typ in OP_FIELDS:
         values = cols[name]
-        if name == "txid":
-            values = values + [t for t, _o, _p in extra]
-        elif name in ("opcode", "op"):
-            values = values + pad
-        else:
-            values = values + pad
+        values = values + ([t for t, _o, _p in extra] if name == "txid" else pad)
         arrays[name] = _column(name, typ, values, txids, opcodes, bodies, problems, where)
-    arrays["record_offset"] = pa.array(offsets + [o for _t, o, _p in extra], pa.int64())
-    arrays["checksum"] = pa.array(checksums + pad, pa.int64())
+    arrays["record_offset"] = pa.array(framing.offsets[i:j].tolist() + [o for _t, o, _p in extra], pa.int64())
+    arrays["checksum"] = pa.array(framing.checksums[i:j].tolist() + pad, pa.int64())
     all_problems = problems + [p for _t, _o, p in extra]
     arrays["valid"] = pa.array([p is None for p in all_problems], pa.bool_())
     arrays["problem"] = pa.array(all_problems, pa.string())
     return pa.RecordBatch.from_arrays([arrays[c] for c in EDITS_COLUMNS], schema=EDITS_ARROW_SCHEMA)
 
 
-def _clean_records(content, start: int, end: int, max_record_bytes: int):
-    """Frame a copy in one pass when it is clean; None sends the caller to the full scan.
+def _frame_clean(content, start: int, end: int, max_record_bytes: int, cols) -> bool:
+    """Frame a copy in one pass when it is clean; False sends the caller to the full scan.
 
     Clean means: a good header, then records ``start..end`` with verified
     checksums and consecutive txids (bytes after ``end`` are ignored, as a
     reader of a finalized segment does).
-
-    Returns:
-        ``(txids, opcodes, bodies, offsets, checksums)`` or None.
     """
     try:
         seg.decode_header(content)
     except Exception:  # CorruptSegmentError: the full scan reports it
-        return None
-    txids: list[int] = []
-    opcodes: list[int] = []
-    bodies: list[bytes] = []
-    offsets: list[int] = []
-    checksums: list[int] = []
+        return False
+    txids, opcodes, offsets, lengths, checksums = cols
     offset = seg.HEADER_SIZE
     expect = start
     try_decode, ok = seg.try_decode, seg.OK
     while expect <= end:
         d = try_decode(content, offset, max_record_bytes)
         if d.status != ok:
-            return None
+            return False
         rec = d.record
         if rec.txid != expect:
-            return None
+            return False
         txids.append(expect)
         opcodes.append(rec.opcode)
-        bodies.append(rec.body)
         offsets.append(offset)
+        lengths.append(len(rec.body))
         checksums.append(rec.checksum)
         offset = d.next_offset
         expect += 1
-    return txids, opcodes, bodies, offsets, checksums
+    return True
 
 
 def _column(name: str, typ: pa.DataType, values: list, txids: list[int], opcodes: list[int],
@@ -207,33 +312,6 @@ def _column(name: str, typ: pa.DataType, values: list, txids: list[int], opcodes
     return pa.array(values, typ)
 
 
-def decode_path_batches(keys: dict[str, tuple[str, str, int, int]],
-                        batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function over raw ``binaryFile`` rows (``path``, ``content``).
-
-    Bind ``keys`` with ``functools.partial``: it maps each file's ``path`` as
-    ``binaryFile`` reports it to ``(jid, node, segment_start, segment_end)``,
-    so no join (and no shuffle) is needed before decoding.
-
-    Args:
-        keys: path -> copy identity, built on the driver at discovery.
-        batches: Arrow batches from Spark.
-
-    Yields:
-        Batches with :data:`EDITS_ARROW_SCHEMA`, one per file.
-
-    Raises:
-        KeyError: a path that discovery did not list (a programmer error).
-    """
-    for batch in batches:
-        paths = batch.column("path").to_pylist()
-        content = batch.column("content")
-        for i in range(batch.num_rows):
-            jid, node, start, end = keys[paths[i]]
-            buf = content[i].as_buffer()
-            data = b"" if buf is None else memoryview(buf).cast("B")
-            yield decode_segment(jid, node, start, end, data)
-
-
 __all__ = ["EDITS_ARROW_SCHEMA", "EDITS_COLUMNS", "KEY_FIELDS", "OP_FIELDS", "RECORD_FIELDS",
-           "decode_segment", "decode_path_batches"]
+           "DEFAULT_BATCH_ROWS", "Framing", "frame_segment", "decode_framed", "decode_segment",
+           "decode_segment_batches", "problem_batch"]

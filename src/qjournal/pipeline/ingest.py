@@ -1,4 +1,4 @@
-"""Ingest: finalized segments from JournalNode directories into a Parquet edits table.
+"""Ingest: finalized segment copies of every JournalNode into a Parquet edits table.
 
 Why: the audit, the checkpoint and the report all work on decoded edits; this
 stage decodes every node's copy of every finalized segment once and keeps it,
@@ -6,39 +6,47 @@ so later runs only decode what is new.
 
 Theory of operation:
 
-1. *Discover* (driver, metadata only): list ``<edits dir>/<jid>/current/edits_<s>-<e>``
-   in each JournalNode directory (one directory per node; the node is named by
-   the directory's base name, or ``node<i>`` by position when base names
-   collide) and take each file's length and CRC32C. For a running cluster,
-   :mod:`qjournal.pipeline.fetch` first copies the segments into a staging
-   area with the same layout.
+1. *Discover* (driver, metadata only): for JournalNode directories,
+   :func:`discover_local` lists ``<edits dir>/<jid>/current/edits_<s>-<e>`` in
+   each (the node is named by the directory's base name, or ``node<i>`` by
+   position when base names collide) and takes each file's length and CRC32C;
+   for a running cluster (``qjournal://``), :func:`qjournal.pipeline.fetch.plan_copies`
+   asks each JournalNode for its manifest (RPC): no segment byte reaches the driver.
 2. *Select* (:func:`select_new_segments`): a copy is new unless the manifest
    already holds the same ``(jid, node, segment_start, segment_end,
-   file_crc32c)``.
-3. *Decode*: ``binaryFile`` reads the new files; ``mapInArrow`` runs
-   :func:`qjournal.pipeline.decode.decode_path_batches` (one Arrow batch per file).
+   file_crc32c)``; a copy on a running node, whose checksum is only known once
+   read, is new unless the manifest holds the same name (finalized segments
+   never change, seed 000 §2.7 I1).
+3. *Decode*: the ``qjournal`` data source (:func:`qjournal.pipeline.source.read_tasks`)
+   reads one copy per task on the executors (downloading it from its
+   JournalNode when it is remote) and decodes it there, with the copy's file
+   length and CRC32C beside every row.
 4. *Write*: the edits table is partitioned by ``(jid, segment_start, node)``;
    dynamic partition overwrite replaces exactly the partitions of the new
-   copies, so a re-run never duplicates a copy (invariant 1).
-5. *Manifest*: per-copy statistics (:func:`copy_stats`) merged into
+   copies, so a re-run never duplicates a copy (invariant 1). The files also
+   hold ``file_length`` and ``file_crc32c`` (constant per partition), which the
+   table's readers, reading with the explicit edits schema, do not see.
+5. *Manifest*: per-copy statistics (:func:`copy_stats`, :func:`file_stats`) merged into
    ``segments/segments.parquet`` (:func:`merge_manifest`), written atomically
    after the edits (the commit point: a crash before it re-ingests the same
-   copies, which overwrites the same partitions).
+   copies, which overwrites the same partitions). A copy that could not be
+   fetched is left out of the manifest, so the next run tries it again.
+
+Every write goes through Spark or :class:`qjournal.pipeline.store.OutputStore`,
+so ``--out`` may be any Hadoop file system URI.
 
 Invariants:
 
-1. After an ingest, for each ``(jid, node, segment_start)`` the edits table
-   holds exactly one copy's rows, the one the manifest describes.
+1. After an ingest, for each ``(jid, node, segment_start)`` in the manifest the
+   edits table holds exactly one copy's rows, the one the manifest describes.
 2. Only finalized segments are ingested; in-progress files are ignored.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import io
 import json
-import os
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -48,17 +56,18 @@ import crc32c as _crc32c
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from qjournal.config import Configuration
 from qjournal.errors import JournalError
-from qjournal.pipeline.decode import EDITS_ARROW_SCHEMA, decode_path_batches
-from qjournal.protocol.segment import parse_segment_file_name
-from qjournal.util.fs import atomic_write
+from qjournal.pipeline.decode import EDITS_ARROW_SCHEMA
+from qjournal.pipeline.fetch import FETCH_FAILED, CopyTask, stats_schema
+from qjournal.pipeline.source import dir_node_names, local_copies, read_tasks
+from qjournal.pipeline.store import OutputStore, join
 
 #: read size when checksumming segment files on the driver
 _CHUNK_BYTES = 4 * 1024 * 1024
-#: smallest input partition when decoding (below this, task overhead dominates)
-_MIN_PARTITION_BYTES = 1024 * 1024
 
-#: Arrow schema of the discovered segment files
+#: Arrow schema of the discovered segment files (``path``: a local path or the copy's URL;
+#: length and checksum null when only reading the copy tells them)
 SEGMENT_FILES_ARROW_SCHEMA = pa.schema([
     ("jid", pa.string()), ("node", pa.string()),
     ("segment_start", pa.int64()), ("segment_end", pa.int64()),
@@ -76,6 +85,9 @@ COPY_KEY = ["jid", "node", "segment_start"]
 EDITS_PARTITIONS = ["jid", "segment_start", "node"]
 
 Progress = Callable[[str], None]
+
+#: node names of JournalNode directories (one home: :mod:`qjournal.pipeline.source`)
+node_names = dir_node_names
 
 
 def spark_schema(arrow_schema: pa.Schema):
@@ -95,66 +107,38 @@ def no_progress(_message: str) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class SegmentCopy:
-    """One node's copy of one finalized segment on local disk."""
-
-    jid: str
-    node: str
-    segment_start: int
-    segment_end: int
-    path: str
-    file_length: int
-    file_crc32c: int
-
-
-@dataclass(frozen=True, slots=True)
 class OutputLayout:
-    """Where a pipeline run keeps its tables under ``--out``."""
+    """Where a pipeline run keeps its tables under ``--out`` (a local path or a Hadoop URI)."""
 
     root: str
 
     @property
     def edits(self) -> str:
-        return os.path.join(self.root, "edits")
+        return join(self.root, "edits")
 
     @property
     def manifest(self) -> str:
-        return os.path.join(self.root, "segments", "segments.parquet")
+        return join(self.root, "segments", "segments.parquet")
 
     @property
     def nodes_file(self) -> str:
-        return os.path.join(self.root, "nodes.json")
+        return join(self.root, "nodes.json")
 
     @property
     def findings(self) -> str:
-        return os.path.join(self.root, "findings")
+        return join(self.root, "findings")
 
     @property
     def checkpoint_dir(self) -> str:
-        return os.path.join(self.root, "checkpoint")
+        return join(self.root, "checkpoint")
 
     @property
     def report_dir(self) -> str:
-        return os.path.join(self.root, "report")
-
-
-def node_names(journal_dirs: list[str]) -> list[str]:
-    """Node names for JournalNode directories: base names, or ``node<i>`` if they collide.
-
-    Args:
-        journal_dirs: one ``dfs.journalnode.edits.dir`` per node, in order.
-
-    Returns:
-        One name per directory, same order.
-    """
-    bases = [os.path.basename(os.path.normpath(d)) or f"node{i}" for i, d in enumerate(journal_dirs)]
-    if len(set(bases)) == len(bases):
-        return bases
-    return [f"node{i}" for i in range(len(journal_dirs))]
+        return join(self.root, "report")
 
 
 def file_crc32c(path: str) -> tuple[int, int]:
-    """CRC32C and length of a file, read in chunks.
+    """CRC32C and length of a local file, read in chunks.
 
     Returns:
         ``(crc, length)``.
@@ -171,8 +155,8 @@ def file_crc32c(path: str) -> tuple[int, int]:
 
 
 def discover_local(journal_dirs: list[str], jid: str | None = None,
-                   names: list[str] | None = None) -> list[SegmentCopy]:
-    """Find the finalized segment copies under JournalNode directories (step 1).
+                   names: list[str] | None = None) -> list[CopyTask]:
+    """Find the finalized segment copies under JournalNode directories, with length and CRC32C (step 1).
 
     Args:
         journal_dirs: one ``dfs.journalnode.edits.dir`` per node.
@@ -180,39 +164,22 @@ def discover_local(journal_dirs: list[str], jid: str | None = None,
         names: node names (default :func:`node_names`).
 
     Returns:
-        Copies sorted by (jid, segment_start, node).
+        Copy tasks sorted by (jid, segment_start, node).
 
     Raises:
         JournalError: a directory does not exist, or ``jid`` is found nowhere.
     """
-    names = names or node_names(journal_dirs)
-    out: list[SegmentCopy] = []
-    seen_jid = False
-    for d, node in zip(journal_dirs, names):
-        if not os.path.isdir(d):
-            raise JournalError(f"journal directory {d!r} (node {node}) does not exist", path=d)
-        for j in sorted(os.listdir(d)):
-            cur = os.path.join(d, j, "current")
-            if (jid is not None and j != jid) or not os.path.isdir(cur):
-                continue
-            seen_jid = True
-            for name in sorted(os.listdir(cur)):
-                parsed = parse_segment_file_name(name)
-                if parsed is None or parsed.end_txid is None:
-                    continue  # invariant 2: finalized segments only
-                path = os.path.abspath(os.path.join(cur, name))
-                crc, length = file_crc32c(path)
-                out.append(SegmentCopy(j, node, parsed.start_txid, parsed.end_txid, path, length, crc))
-    if jid is not None and not seen_jid:
-        raise JournalError(f"journal id {jid!r} not found in any of {journal_dirs}", jid=jid)
-    out.sort(key=lambda c: (c.jid, c.segment_start, c.node))
+    out = []
+    for t in local_copies(journal_dirs, names or node_names(journal_dirs), jid):
+        crc, length = file_crc32c(t.path)
+        out.append(dataclasses.replace(t, file_length=length, file_crc32c=crc))
     return out
 
 
-def segment_files_frame(spark, copies: list[SegmentCopy]):
+def segment_files_frame(spark, copies: list[CopyTask]):
     """The discovered copies as a DataFrame with :data:`SEGMENT_FILES_ARROW_SCHEMA`."""
-    rows = [(c.jid, c.node, c.segment_start, c.segment_end, c.path, c.file_length, c.file_crc32c)
-            for c in copies]
+    rows = [(c.jid, c.node, c.segment_start, c.segment_end, c.path, c.file_length,
+             c.file_crc32c) for c in copies]
     return spark.createDataFrame(rows, spark_schema(SEGMENT_FILES_ARROW_SCHEMA))
 
 
@@ -223,27 +190,36 @@ def empty_manifest(spark):
 
 def read_manifest(spark, layout: OutputLayout):
     """The manifest of earlier runs (empty when there is none)."""
-    if not os.path.exists(layout.manifest):
-        return empty_manifest(spark)
+    with OutputStore(spark, layout.root) as store:
+        if not store.exists(layout.manifest):
+            return empty_manifest(spark)
     return spark.read.schema(spark_schema(MANIFEST_ARROW_SCHEMA)).parquet(layout.manifest)
 
 
-def read_edits(spark, layout: OutputLayout):
+def read_edits(spark, layout: OutputLayout, *, with_file_stats: bool = False):
     """The edits table with its explicit schema.
+
+    Args:
+        with_file_stats: also the copies' ``file_length`` and ``file_crc32c`` (step 4).
 
     Raises:
         JournalError: nothing has been ingested under ``layout.root`` yet.
     """
-    if not os.path.isdir(layout.edits):
-        raise JournalError(f"no edits table under {layout.root!r}: run `qjournal pipeline ingest` first",
-                           path=layout.root)
-    return spark.read.schema(spark_schema(EDITS_ARROW_SCHEMA)).parquet(layout.edits)
+    with OutputStore(spark, layout.root) as store:
+        if not store.exists(layout.edits):
+            raise JournalError(f"no edits table under {layout.root!r}: run `qjournal pipeline ingest` first",
+                               path=layout.root)
+    schema = stats_schema() if with_file_stats else EDITS_ARROW_SCHEMA
+    return spark.read.schema(spark_schema(schema)).parquet(layout.edits)
 
 
 # --- transforms (pure DataFrame -> DataFrame) --------------------------------------
 
 def select_new_segments(discovered, manifest):
     """Copies not yet ingested with the same end and file checksum (step 2).
+
+    A copy whose checksum is not known yet (null: a copy on a running node) is
+    matched by its name alone.
 
     Args:
         discovered: DataFrame with :data:`SEGMENT_FILES_ARROW_SCHEMA`.
@@ -252,8 +228,13 @@ def select_new_segments(discovered, manifest):
     Returns:
         The rows of ``discovered`` to decode.
     """
-    keys = ["jid", "node", "segment_start", "segment_end", "file_crc32c"]
-    return discovered.join(manifest.select(*keys), on=keys, how="left_anti").select(*discovered.columns)
+    from pyspark.sql import functions as F
+
+    d, m = discovered.alias("d"), manifest.alias("m")
+    keys = ["jid", "node", "segment_start", "segment_end"]
+    cond = [F.col(f"d.{k}") == F.col(f"m.{k}") for k in keys]
+    cond.append(F.col("d.file_crc32c").isNull() | (F.col("d.file_crc32c") == F.col("m.file_crc32c")))
+    return d.join(m, on=cond, how="left_anti").select(*[F.col(f"d.{c}") for c in discovered.columns])
 
 
 def copy_stats(edits):
@@ -286,6 +267,22 @@ def copy_stats(edits):
     )
 
 
+def file_stats(edits):
+    """Per copy, the file length and CRC32C its rows carry (null: the copy could not be fetched).
+
+    Args:
+        edits: rows with :func:`qjournal.pipeline.fetch.stats_schema`.
+
+    Returns:
+        ``jid, node, segment_start, segment_end, file_length, file_crc32c, problem`` per copy.
+    """
+    from pyspark.sql import functions as F
+
+    return edits.groupBy("jid", "node", "segment_start", "segment_end").agg(
+        F.max("file_length").alias("file_length"), F.max("file_crc32c").alias("file_crc32c"),
+        F.min("problem").alias("problem"))
+
+
 def merge_manifest(manifest, new_files, stats):
     """The manifest after an ingest: new copies replace old rows of the same copy key.
 
@@ -310,64 +307,29 @@ def merge_manifest(manifest, new_files, stats):
 
 # --- the stage -----------------------------------------------------------------
 
-def decode_files(spark, files):
-    """Read segment files with ``binaryFile`` and decode them with ``mapInArrow`` (step 3).
-
-    The copy identity of each file travels to the executors inside the
-    decoder's closure (path -> key), so reading and decoding is one narrow
-    stage without a join.
-
-    Args:
-        files: DataFrame with :data:`SEGMENT_FILES_ARROW_SCHEMA` (its rows are collected).
-
-    Returns:
-        The decoded edits (:data:`EDITS_ARROW_SCHEMA`).
-    """
-
-    rows = files.select("jid", "node", "segment_start", "segment_end", "path", "file_length") \
-        .orderBy("path").collect()
-    keys = {f"file:{r['path']}": (r["jid"], r["node"], r["segment_start"], r["segment_end"])
-            for r in rows}
-    # Segment files are not splittable: Spark packs whole files into partitions of
-    # up to maxPartitionBytes. Size them so every core gets about two partitions.
-    total = sum(r["file_length"] for r in rows)
-    slots = 2 * max(1, spark.sparkContext.defaultParallelism)
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(max(_MIN_PARTITION_BYTES, -(-total // slots))))
-    spark.conf.set("spark.sql.files.openCostInBytes", str(_MIN_PARTITION_BYTES // 16))
-    raw = spark.read.format("binaryFile").load([_hadoop_path(r["path"]) for r in rows])
-    return raw.select("path", "content").mapInArrow(
-        functools.partial(decode_path_batches, keys), spark_schema(EDITS_ARROW_SCHEMA))
-
-
-_GLOB_CHARS = re.compile(r"([\[\]\*\?\{\}\\])")
-
-
-def _hadoop_path(path: str) -> str:
-    """A local path with Hadoop glob characters escaped (``binaryFile`` globs its paths)."""
-    return _GLOB_CHARS.sub(r"\\\1", path)
-
-
 @dataclass(frozen=True, slots=True)
 class IngestResult:
-    """What an ingest did."""
+    """What an ingest did (``failed``: ``node segment: problem`` of copies that could not be fetched)."""
 
     discovered: int
     ingested: int
     skipped: int
     records: int
     seconds: float
+    failed: tuple[str, ...] = ()
 
 
-def ingest(spark, copies: list[SegmentCopy], layout: OutputLayout, nodes: list[str],
-           progress: Progress = stderr_progress) -> IngestResult:
+def ingest(spark, copies: list[CopyTask], layout: OutputLayout, nodes: list[str],
+           progress: Progress = stderr_progress, conf: Configuration | None = None) -> IngestResult:
     """Run steps 2-5 for discovered copies.
 
     Args:
         spark: the session (:mod:`qjournal.pipeline.session`).
-        copies: from :func:`discover_local` (or the staging area of a fetch).
+        copies: from :func:`discover_local` or :func:`qjournal.pipeline.fetch.plan_copies`.
         layout: output tables.
         nodes: every configured node name (the audit needs the count of nodes).
         progress: one-line progress sink.
+        conf: the configuration executors fetch with (TLS, chunk size, timeouts).
 
     Returns:
         Counts and time.
@@ -375,23 +337,38 @@ def ingest(spark, copies: list[SegmentCopy], layout: OutputLayout, nodes: list[s
     from pyspark.sql import functions as F
 
     t0 = time.monotonic()
-    os.makedirs(layout.root, exist_ok=True)
-    atomic_write(layout.nodes_file, json.dumps({"nodes": list(nodes)}).encode())
+    with OutputStore(spark, layout.root) as store:
+        store.write_bytes(layout.nodes_file, json.dumps({"nodes": list(nodes)}).encode())
     discovered = segment_files_frame(spark, copies)
     manifest = read_manifest(spark, layout)
     new_rows = select_new_segments(discovered, manifest).orderBy("jid", "segment_start", "node").collect()
     n_new = len(new_rows)
     progress(f"ingest: {len(copies)} finalized segment copies found, {n_new} new")
     n_records = 0
+    failed: list[str] = []
     if n_new:
-        new_files = spark.createDataFrame(new_rows, spark_schema(SEGMENT_FILES_ARROW_SCHEMA))
-        edits = decode_files(spark, new_files)
+        by_key = {(c.jid, c.node, c.segment_start): c for c in copies}
+        tasks = [by_key[(r["jid"], r["node"], r["segment_start"])] for r in new_rows]
+        edits = read_tasks(spark, tasks, file_stats=True, conf=conf)
         edits.write.mode("overwrite").partitionBy(*EDITS_PARTITIONS).parquet(layout.edits)
         progress(f"ingest: decoded and wrote {n_new} copies in {time.monotonic() - t0:.1f} s")
-        written = read_edits(spark, layout).join(
+        new_files = spark.createDataFrame(new_rows, spark_schema(SEGMENT_FILES_ARROW_SCHEMA))
+        written = read_edits(spark, layout, with_file_stats=True).join(
             F.broadcast(new_files.select(*COPY_KEY, "segment_end")),
             on=COPY_KEY + ["segment_end"], how="left_semi")
-        merged = merge_manifest(manifest, new_files, copy_stats(written))
+        files = file_stats(written).collect()
+        failed = [f"{r['node']} {r['segment_start']}-{r['segment_end']}: {r['problem']}"
+                  for r in files if r["file_length"] is None]
+        read_ok = spark.createDataFrame(
+            [(r["jid"], r["node"], r["segment_start"], r["segment_end"], r["file_length"], r["file_crc32c"])
+             for r in files if r["file_length"] is not None],
+            "jid string, node string, segment_start long, segment_end long, file_length long, "
+            "file_crc32c long")
+        fresh = new_files.drop("file_length", "file_crc32c").join(
+            read_ok, on=["jid", "node", "segment_start", "segment_end"], how="inner")
+        # every new copy key leaves the old manifest; the failed ones come back on the next run
+        merged = merge_manifest(manifest.join(new_files.select(*COPY_KEY), on=COPY_KEY, how="left_anti"),
+                                fresh, copy_stats(written))
         table = merged.orderBy("jid", "segment_start", "node").toArrow()
         keys = {(r["jid"], r["node"], r["segment_start"]) for r in new_rows}
         n_records = sum(n for j, nd, s, n in zip(table.column("jid").to_pylist(),
@@ -399,39 +376,42 @@ def ingest(spark, copies: list[SegmentCopy], layout: OutputLayout, nodes: list[s
                                                  table.column("segment_start").to_pylist(),
                                                  table.column("num_records").to_pylist())
                         if (j, nd, s) in keys)
-        write_manifest(layout, table)
-    elif not os.path.exists(layout.manifest):
-        write_manifest(layout, pa.Table.from_batches([], MANIFEST_ARROW_SCHEMA))
+        write_manifest(spark, layout, table)
+    else:
+        with OutputStore(spark, layout.root) as store:
+            if not store.exists(layout.manifest):
+                write_manifest(spark, layout, pa.Table.from_batches([], MANIFEST_ARROW_SCHEMA))
+    for f in failed:
+        progress(f"ingest: not ingested (tried again by the next run): {f}")
     took = time.monotonic() - t0
-    progress(f"ingest: done, {n_records} records in {n_new} new copies, {took:.1f} s")
-    return IngestResult(len(copies), n_new, len(copies) - n_new, n_records, took)
+    progress(f"ingest: done, {n_records} records in {n_new - len(failed)} new copies, {took:.1f} s")
+    return IngestResult(len(copies), n_new - len(failed), len(copies) - n_new, n_records, took, tuple(failed))
 
 
-def write_manifest(layout: OutputLayout, table: pa.Table) -> None:
+def write_manifest(spark, layout: OutputLayout, table: pa.Table) -> None:
     """Write the manifest atomically (the ingest's commit point)."""
-
-    os.makedirs(os.path.dirname(layout.manifest), exist_ok=True)
     sink = io.BytesIO()
     pq.write_table(table.cast(MANIFEST_ARROW_SCHEMA), sink)
-    atomic_write(layout.manifest, sink.getvalue())
+    with OutputStore(spark, layout.root) as store:
+        store.write_bytes(layout.manifest, sink.getvalue())
 
 
-def read_nodes(layout: OutputLayout) -> list[str]:
+def read_nodes(spark, layout: OutputLayout) -> list[str]:
     """The node names recorded by the last ingest.
 
     Raises:
         JournalError: no ingest has run under ``layout.root``.
     """
-    try:
-        with open(layout.nodes_file, "rb") as f:
-            return list(json.loads(f.read())["nodes"])
-    except FileNotFoundError:
-        raise JournalError(f"{layout.nodes_file} is missing: run `qjournal pipeline ingest` first",
-                           path=layout.nodes_file) from None
+    with OutputStore(spark, layout.root) as store:
+        try:
+            return list(json.loads(store.read_bytes(layout.nodes_file))["nodes"])
+        except FileNotFoundError:
+            raise JournalError(f"{layout.nodes_file} is missing: run `qjournal pipeline ingest` first",
+                               path=layout.nodes_file) from None
 
 
-__all__ = ["SegmentCopy", "OutputLayout", "IngestResult", "SEGMENT_FILES_ARROW_SCHEMA",
+__all__ = ["OutputLayout", "IngestResult", "SEGMENT_FILES_ARROW_SCHEMA", "FETCH_FAILED",
            "MANIFEST_ARROW_SCHEMA", "node_names", "discover_local", "file_crc32c",
-           "segment_files_frame", "select_new_segments", "copy_stats", "merge_manifest",
-           "decode_files", "ingest", "read_manifest", "read_edits", "read_nodes",
+           "segment_files_frame", "select_new_segments", "copy_stats", "file_stats", "merge_manifest",
+           "ingest", "read_manifest", "read_edits", "read_nodes",
            "write_manifest", "spark_schema", "stderr_progress", "no_progress", "empty_manifest"]

@@ -5,6 +5,8 @@ Why: operators read a journal to answer questions the NameNode does not keep
 grows) and to see replica damage at a glance. The report turns the edits
 table, the audit findings and the namespace history into Parquet tables and
 one self-contained HTML page (PNG plots embedded), openable without a server.
+Every file goes through :class:`qjournal.pipeline.store.OutputStore`, so the
+report may live on any Hadoop file system.
 
 Tables (``<out>/report/<name>.parquet``), each a pure DataFrame transform:
 
@@ -23,12 +25,12 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
 import time
 from dataclasses import dataclass
 
 from qjournal.namenode import ops as nn_ops
 from qjournal.pipeline import checkpoint as cp
+from qjournal.pipeline.store import OutputStore, join
 
 #: rows kept in "top" tables
 TOP_N = 20
@@ -286,7 +288,6 @@ def write_report(spark, edits, manifest, findings, out_dir: str, *, base: str | 
 
     t0 = time.monotonic()
     say = progress or (lambda _m: None)
-    os.makedirs(out_dir, exist_ok=True)
     jids = sorted(r[0] for r in manifest.select("jid").distinct().collect())
     if jid is None:
         if len(jids) != 1:
@@ -316,11 +317,13 @@ def write_report(spark, edits, manifest, findings, out_dir: str, *, base: str | 
     if findings is not None:
         tables["findings"] = findings
     pdfs = {}
-    for name in sorted(tables):
-        pdf = tables[name].toPandas()
-        pdfs[name] = pdf
-        pq_path = os.path.join(out_dir, f"{name}.parquet")
-        pdf.to_parquet(pq_path, index=False)
+    with OutputStore(spark, out_dir) as store:
+        for name in sorted(tables):
+            pdf = tables[name].toPandas()
+            pdfs[name] = pdf
+            sink = io.BytesIO()
+            pdf.to_parquet(sink, index=False)
+            store.write_bytes(join(out_dir, f"{name}.parquet"), sink.getvalue())
     history.unpersist()
     ed.unpersist()
     say(f"report: tables written in {time.monotonic() - t0:.1f} s")
@@ -338,16 +341,11 @@ def write_report(spark, edits, manifest, findings, out_dir: str, *, base: str | 
                                              "Files per top-level directory (end of history)",
                                              "files")),
     ]
-    pngs = []
-    for name, b64 in plots:
-        if b64:
-            p = os.path.join(out_dir, f"{name}.png")
-            with open(p, "wb") as f:
-                f.write(base64.b64decode(b64))
-            pngs.append(p)
-    html_path = os.path.join(out_dir, "index.html")
-    with open(html_path, "w", encoding="utf-8") as f:
-        f.write(_page(title, jid, unit, base_txid, end, plots, pdfs))
+    with OutputStore(spark, out_dir) as store:
+        pngs = [store.write_bytes(join(out_dir, f"{name}.png"), base64.b64decode(b64))
+                for name, b64 in plots if b64]
+        html_path = store.write_bytes(join(out_dir, "index.html"),
+                                      _page(title, jid, unit, base_txid, end, plots, pdfs).encode("utf-8"))
     took = time.monotonic() - t0
     say(f"report: wrote {html_path} in {took:.1f} s")
     return ReportResult(html_path, tuple(sorted(tables)), tuple(pngs), took)

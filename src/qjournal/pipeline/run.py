@@ -14,7 +14,6 @@ usage or input (a message names what and where).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from qjournal.config import Configuration
@@ -23,9 +22,10 @@ from qjournal.pipeline import audit as au
 from qjournal.pipeline import checkpoint as cp
 from qjournal.pipeline import ingest as ing
 from qjournal.pipeline import report as rep
-from qjournal.pipeline.fetch import CHUNK_KEY, fetch
+from qjournal.pipeline.fetch import plan_copies
 from qjournal.pipeline.ingest import stderr_progress
-from qjournal.pipeline.session import DEFAULT_MASTER, SessionOptions, get_or_create
+from qjournal.pipeline.session import SessionOptions, get_or_create
+from qjournal.pipeline.store import output_uri
 
 STAGES = ("ingest", "audit", "checkpoint", "report", "all")
 
@@ -42,10 +42,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--journal-dirs", metavar="D1,D2,D3",
                      help="JournalNode edits directories (dfs.journalnode.edits.dir), one per node")
     src.add_argument("--journal", metavar="qjournal://h1:p1;h2:p2;h3:p3/JID",
-                     help="fetch finalized segments from running JournalNodes (RPC manifest + HTTP)")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory (tables, image, report)")
+                     help="read finalized segments from running JournalNodes (the driver asks for the "
+                          "manifests; each executor downloads its segment over HTTP(S))")
+    p.add_argument("--out", required=True, metavar="DIR|URI",
+                   help="output directory (tables, image, report): a local path or any Hadoop file system "
+                        "URI Spark can write (file://, hdfs://, s3a://)")
     p.add_argument("--jid", help="journal id (default: the only one found)")
-    p.add_argument("--master", default=None, help="Spark master (default local[*]; spark-submit's own)")
+    p.add_argument("--master", default=None,
+                   help="Spark master (default: spark-submit's own, else $MASTER, else local[*])")
+    p.add_argument("--ship-code", choices=("auto", "yes", "no"), default="auto",
+                   help="add this qjournal package to the executors (auto: unless the master is local)")
     p.add_argument("--shuffle-partitions", type=int, default=None,
                    help="spark.sql.shuffle.partitions (default: 2 x cores)")
     p.add_argument("--image", metavar="PATH",
@@ -56,9 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace-id", type=int, default=0, help="image header without a base image")
     p.add_argument("--cluster-id", default="", help="image header without a base image")
     p.add_argument("--storage-info", metavar="NSID:CLUSTERID",
-                   help="sent to /getJournal when fetching (optional)")
-    p.add_argument("--fetch-timeout-ms", type=int, default=60_000,
-                   help="deadline per RPC / segment download when fetching")
+                   help="sent to /getJournal when fetching (default: what the JournalNodes report)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
@@ -70,20 +74,10 @@ def _say(args):
 
 
 def _session(args):
-    master = args.master
-    if master is None:
-        # under spark-submit the master comes from spark-submit; elsewhere local[*]
-        master = os.environ.get("MASTER") or _submitted_master() or DEFAULT_MASTER
-    return get_or_create(SessionOptions(master=master, shuffle_partitions=args.shuffle_partitions))
-
-
-def _submitted_master() -> str | None:
-    try:
-        from pyspark import SparkContext
-    except ImportError:  # pragma: no cover
-        return None
-    sc = SparkContext._active_spark_context
-    return sc.master if sc is not None else None
+    ship = {"auto": None, "yes": True, "no": False}[getattr(args, "ship_code", "auto")]
+    # master None: spark-submit's own (never overridden), else $MASTER, else local[*] (session.py)
+    return get_or_create(SessionOptions(master=args.master, shuffle_partitions=args.shuffle_partitions,
+                                        ship_code=ship))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args, say) -> int:
-    layout = ing.OutputLayout(os.path.abspath(args.out))
+    layout = ing.OutputLayout(output_uri(args.out))
     stage = args.stage
     if stage in ("ingest", "all") and not (args.journal_dirs or args.journal):
         print(f"qjournal pipeline {stage}: give --journal-dirs D1,D2,D3 or --journal qjournal://...",
@@ -114,29 +108,27 @@ def _run(args, say) -> int:
     rc = 0
     findings = None
     if stage in ("ingest", "all"):
+        conf = Configuration.from_args(args)  # --conf / -D, else $QJOURNAL_CONF_DIR's site files
         if args.journal:
-            staging = os.path.join(layout.root, "staging")
-            chunk_bytes = Configuration.load().get_bytes(CHUNK_KEY)  # $QJOURNAL_CONF_DIR's site files
-            fr = fetch(args.journal, staging, timeout_ms=args.fetch_timeout_ms,
-                       storage_info=args.storage_info, chunk_bytes=chunk_bytes, progress=say)
-            for err in fr.errors:
-                say(f"fetch: {err}")
-            say(f"fetch: {fr.fetched} segment copies fetched, {fr.skipped} already staged")
-            dirs, names, jid = fr.journal_dirs, fr.node_names, fr.jid
+            plan = plan_copies(args.journal, conf, storage_info=args.storage_info)
+            for err in plan.errors:
+                say(f"fetch: node {err}")
+            say(f"fetch: {len(plan.tasks)} finalized segment copies on {len(plan.nodes) - len(plan.errors)} "
+                f"of {len(plan.nodes)} nodes")
+            copies, names = plan.tasks, plan.nodes
         else:
             dirs = [d for d in args.journal_dirs.split(",") if d]
-            names, jid = ing.node_names(dirs), args.jid
-        copies = ing.discover_local(dirs, jid, names)
-        ing.ingest(spark, copies, layout, names, progress=say)
+            names = ing.node_names(dirs)
+            copies = ing.discover_local(dirs, args.jid, names)
+        ing.ingest(spark, copies, layout, names, progress=say, conf=conf)
     if stage in ("audit", "all", "report"):
-        nodes = ing.read_nodes(layout)
+        nodes = ing.read_nodes(spark, layout)
         manifest = ing.read_manifest(spark, layout)
         edits = ing.read_edits(spark, layout)
         nodes_df = spark.createDataFrame([(n,) for n in nodes], "node string")
         findings = au.audit(manifest, edits, nodes_df, len(nodes)).cache()
         if stage in ("audit", "all"):
             pdf = findings.toPandas()
-            os.makedirs(layout.root, exist_ok=True)
             findings.write.mode("overwrite").parquet(layout.findings)
             errors = pdf[pdf["severity"] == au.ERROR]
             for r in findings.collect():

@@ -1,7 +1,7 @@
 """A segment download as bounded chunks: what every ``GET /getJournal`` returns to its reader.
 
 Why: a segment may be far larger than the memory a reader should spend on it, so no download
-(the quorum reader's, accept-recovery's, the syncer's, the pipeline's staging fetch) holds a
+(the quorum reader's, accept-recovery's, the syncer's, the pipeline's executors) holds a
 whole body. A :class:`SegmentDownload` is the answer's ``X-Qjournal-Crc32c`` and
 ``Content-Length`` headers plus an async iterator of body chunks of at most the reader's chunk
 size (``qjournal.segment-transfer.chunk.bytes``); the reader checks the CRC32C incrementally

@@ -182,6 +182,30 @@ def read_cmdline(pid: int) -> list[bytes] | None:
         return None
 
 
+def kill_after(pid: int, alive, deadline: float, reap=None, kill_wait_s: float = 5.0) -> None:
+    """Wait (polling ``alive()``) for a process already asked to stop until ``deadline``
+    (``time.monotonic()``), then SIGKILL it and wait up to ``kill_wait_s`` more.
+
+    Args:
+        pid: the process.
+        alive: whether it still runs (a pid-reuse-guarded check of the caller's).
+        deadline: when to stop waiting for it to exit by itself.
+        reap: called while waiting (a parent reaps its child so it does not stay a zombie).
+    """
+    def wait(until: float) -> None:
+        while alive() and time.monotonic() < until:
+            if reap is not None:
+                reap()
+            time.sleep(0.02)
+    wait(deadline)
+    if alive():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        wait(time.monotonic() + kill_wait_s)
+
+
 def freeze_startup_objects() -> None:
     """Collect once, then move every object alive (the modules, a loaded image, ...) out of the
     cyclic garbage collector's sight (``gc.freeze``); a daemon calls it once it serves.

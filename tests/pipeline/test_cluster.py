@@ -1,0 +1,134 @@
+"""The pipeline on a real Spark standalone cluster whose worker cannot see the driver's files.
+
+``qjournal spark up --hide <driver scratch>`` starts a master and one worker from
+the pyspark jars, the worker in its own mount namespace with the driver's
+scratch directory (the JournalNodes' data, the local run's output, the driver's
+temporary files) covered by an empty tmpfs. Against three running JournalNodes
+(one of them stopped, so the audit has findings), ``qjournal pipeline all
+--master spark://...`` and a ``spark-submit`` of ``pipeline/__main__.py`` write
+to a directory the cluster shares; both give the checkpoint image and the audit
+of a ``local[2]`` run, and the master's own application list shows both runs
+with cores granted, whose executors ran on the hidden worker (so spark-submit's
+master was not overridden). The two cluster runs share the worker (one core
+each) and run at once, beside the ``local[2]`` reference, to keep the test short.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from qjournal.localcluster.spark import SparkCluster, pyspark_home
+from qjournal.namenode import image as nn_image
+from qjournal.pipeline import run as runner
+from qjournal.util.proc import qjournal_argv
+from tests.pipeline.live_journal import JournalWriter, journal_uri, start_journalnodes
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+SEED = int(os.environ.get("QJ_CLUSTER_SEED", "20261127"))
+
+
+def _cli(*args: str, env: dict | None = None, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout_s,
+                          env={**os.environ, **(env or {})})
+
+
+def _start(*args: str, env: dict) -> subprocess.Popen:
+    return subprocess.Popen(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env})
+
+
+def _image(out: str):
+    cur = os.path.join(out, "checkpoint", "current")
+    names = sorted(n for n in os.listdir(cur) if nn_image.parse_image_file_name(n) is not None)
+    assert names, f"no image in {cur}"
+    return nn_image.load_image(os.path.join(cur, names[-1]))
+
+
+def _findings(spark, out: str) -> list[tuple]:
+    return sorted((r["kind"], r["node"], r["segment_start"], r["severity"])
+                  for r in spark.read.parquet(os.path.join(out, "findings")).collect())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("java") is None,
+                    reason="needs root, util-linux unshare and java")
+def test_pipeline_on_a_standalone_cluster_that_cannot_see_the_driver(spark, tmp_path):
+    print(f"cluster history seed={SEED}")
+    scratch, shared, run_dir = tmp_path / "driver", tmp_path / "shared", tmp_path / "spark"
+    for d in (scratch / "tmp", shared):
+        d.mkdir(parents=True)
+    jns = start_journalnodes(scratch)
+    cluster_up = False
+    try:
+        uri = journal_uri(jns, "cl")
+        writer = JournalWriter(uri, SEED)
+        try:
+            for _ in range(2):
+                writer.write(79)
+                writer.finalize()
+            jns[2].stop()                 # the third node misses what follows: audit findings
+            writer.write(59)
+            writer.finalize()
+            writer.write(20)              # an open segment: not ingested
+        finally:
+            writer.close()
+
+        up = _cli(*qjournal_argv("spark", "up", "--workers", "1", "--run-dir", str(run_dir),
+                                 "--hide", str(scratch)))
+        cluster_up = True
+        assert up.returncode == 0, up.stdout + up.stderr
+        cluster = SparkCluster.open(str(run_dir))
+        worker = next(p for p in cluster.state.procs if p.name == "worker1")
+        # the worker's view of the driver's scratch directory is an empty tmpfs
+        assert os.listdir(f"/proc/{worker.pid}/root{scratch}") == []
+        assert os.listdir(scratch / "jn0")
+
+        # both cluster runs at once (one core each: spark.cores.max=1), the local[2] reference meanwhile
+        env = {"TMPDIR": str(scratch / "tmp"),  # the driver's temporary files (the shipped code) hidden too
+               "PYSPARK_SUBMIT_ARGS": "--conf spark.cores.max=1 pyspark-shell"}
+        out1, out2 = str(shared / "out-cli"), str(shared / "out-submit")
+        r1 = _start(*qjournal_argv("pipeline", "all", "--master", cluster.state.master_url, "--journal", uri,
+                                   "--out", out1), env=env)
+        submit = os.path.join(pyspark_home(), "bin", "spark-submit")
+        main_py = os.path.join(os.path.dirname(runner.__file__), "__main__.py")
+        r2 = _start(submit, "--master", cluster.state.master_url, "--conf", "spark.cores.max=1", main_py, "all",
+                    "--journal", uri, "--out", out2,
+                    env={**env, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+        local_out = str(scratch / "out-local")
+        p = argparse.ArgumentParser()
+        runner.add_arguments(p)
+        assert runner.run(p.parse_args(["all", "--master", "local[2]", "--journal", uri, "--out", local_out,
+                                        "--quiet"])) == 0
+        for r in (r1, r2):
+            _out, err = r.communicate(timeout=600)
+            assert r.returncode == 0, err[-3000:]
+
+        want_info, want = _image(local_out)
+        assert want_info.txid == 80 + 80 + 60 and want.num_rows > 1
+        want_findings = _findings(spark, local_out)
+        assert want_findings and {k for k, *_ in want_findings} == {"missing-copy"}
+        for out in (out1, out2):
+            info, table = _image(out)
+            assert info == want_info and table.equals(want), f"image of {out} differs from local[2]"
+            assert _findings(spark, out) == want_findings
+
+        apps = [a for a in (cluster.master_json() or {}).get("completedapps", [])
+                if a.get("name") == "qjournal-pipeline"]
+        assert len(apps) == 2 and all(a["state"] == "FINISHED" and a["cores"] > 0 for a in apps), apps
+        ran = {e["appid"] for e in (cluster.worker_json("worker1") or {}).get("finishedexecutors", [])}
+        assert {a["id"] for a in apps} <= ran, (apps, ran)
+        status = _cli(*qjournal_argv("spark", "status", "--run-dir", str(run_dir)))
+        assert status.returncode == 0 and "workers alive: 1" in status.stdout, status.stdout + status.stderr
+        assert all(a["id"] in status.stdout for a in apps) and f"hidden from the workers: {scratch}" in status.stdout
+    finally:
+        if cluster_up:
+            down = _cli(*qjournal_argv("spark", "down", "--run-dir", str(run_dir)))
+            assert down.returncode == 0, down.stderr
+        for j in jns:
+            j.stop()
