@@ -100,3 +100,43 @@ def test_decoder_errors_and_ends():
     dec.feed(b"\xff\x00z")
     assert [dec.next_record() for _ in range(4)][3] is None and dec.ended
     assert dec.finish().kind == "trailing-garbage"
+
+
+def _pull(chunks: list[bytes], take) -> tuple[list, str]:
+    """Feed ``chunks`` one by one, pulling with ``take(dec, expected_txid)`` (a list) until it is empty."""
+    dec = seg.SegmentDecoder()
+    got: list = []
+    try:
+        for part in chunks:
+            dec.feed(part)
+            while recs := take(dec, 1 + len(got)):
+                got.extend(recs)
+    except (CorruptRecordError, CorruptSegmentError) as e:
+        return got, type(e).__name__
+    p = dec.finish()
+    return got, p.kind if p else "clean"
+
+
+@settings(max_examples=300, deadline=None, print_blob=True)
+@given(payloads=st.lists(st.binary(max_size=80), min_size=0, max_size=10),
+       sizes=st.lists(st.integers(min_value=1, max_value=64), min_size=1, max_size=5),
+       damage=st.one_of(st.none(), st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=7)),
+                        st.tuples(st.integers(min_value=0), st.just(-1))),
+       tail=st.sampled_from([b"", b"\x00" * 9, b"\x01\x02"]), batch=st.integers(min_value=1, max_value=6))
+def test_next_records_is_next_record_in_batches(payloads, sizes, damage, tail, batch):
+    """The batch pull the quorum reader uses returns the records, the end and the errors of the one-by-one pull."""
+    buf = bytearray(image(1, payloads) + tail)
+    if damage is not None:
+        at, bit = damage
+        at %= len(buf)
+        if bit < 0:
+            del buf[at:]
+        else:
+            buf[at] ^= 1 << bit
+    chunks = cut(bytes(buf), sizes)
+
+    def one(dec, want):
+        rec = dec.next_record(want)
+        return [rec] if rec is not None else []
+
+    assert _pull(chunks, lambda dec, want: dec.next_records(batch, want)) == _pull(chunks, one)

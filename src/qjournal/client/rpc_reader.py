@@ -42,12 +42,13 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Iterator, Mapping
+from typing import Awaitable, Callable, Mapping
 
 from qjournal.errors import CacheMissError, InvariantViolation
 from qjournal.journalmanager.streams import EditLogInputStream
 from qjournal.protocol.messages import JournaledEdits
-from qjournal.protocol.segment import INVALID_TXID, EditRecord, iter_records, record_span
+from qjournal.protocol.segment import (DEFAULT_MAX_RECORD_BYTES, INVALID_TXID, OK, EditRecord, check_stop,
+                                       decode_records, record_span, try_decode)
 
 __all__ = ["ChosenEdits", "choose_journaled_edits", "RpcEditLogInputStream"]
 
@@ -144,7 +145,8 @@ class RpcEditLogInputStream(EditLogInputStream):
         self._to_txid = to_txid
         self._from_txid = first.first_txid
         self._next_txid = first.first_txid
-        self._iter: Iterator[EditRecord] | None = self._records(first)
+        #: byte offset of the next record in the current round's records; None once it is used up
+        self._offset: int | None = 0
         self.rounds = 1
 
     @property
@@ -155,32 +157,47 @@ class RpcEditLogInputStream(EditLogInputStream):
     def last_txid(self) -> int:
         return self._chosen.last_txid
 
-    def _records(self, chosen: ChosenEdits) -> Iterator[EditRecord]:
-        return iter_records(chosen.records, 0, where=f"journal {self.jid!r} edits from txid "
-                            f"{chosen.first_txid}", allow_torn_tail=False)
+    def _where(self) -> str:
+        return f"journal {self.jid!r} edits from txid {self._chosen.first_txid}"
 
     async def read_next(self) -> EditRecord | None:
-        """Next record (invariant 1), or None at the end of what a majority holds."""
+        """Next record (invariant 1), or None at the end of what a majority holds (see :meth:`read_batch`)."""
+        recs = await self.read_batch(1)
+        return recs[0] if recs else None
+
+    async def read_batch(self, max_records: int) -> list[EditRecord]:
+        """The next records (at most ``max_records``, invariant 1), or ``[]`` at the end of what a
+        majority holds.
+
+        Raises:
+            CorruptRecordError: a record of an answer fails its checksum (or is torn).
+            InvariantViolation: an answer's records do not run from the asked txid to its last.
+        """
         while True:
             if self._to_txid is not None and self._next_txid > self._to_txid:
-                return None
-            if self._iter is not None:
-                rec = next(self._iter, None)
-                if rec is not None:
-                    if rec.txid != self._next_txid:
-                        raise InvariantViolation(f"journal {self.jid!r}: edits answer holds txid "
-                                                 f"{rec.txid} where {self._next_txid} was expected")
-                    self._next_txid += 1
-                    return rec
-                self._iter = None
+                return []
+            if self._offset is not None:
+                want = max_records if self._to_txid is None else min(max_records, self._to_txid - self._next_txid + 1)
+                buf = self._chosen.records
+                recs, off = decode_records(buf, self._offset, want, DEFAULT_MAX_RECORD_BYTES, self._next_txid)
+                if recs:
+                    self._offset = off
+                    self._next_txid += len(recs)
+                    return recs
+                d = try_decode(buf, off)
+                if d.status == OK:
+                    raise InvariantViolation(f"{self._where()}: the answer holds txid {d.record.txid} "  # type: ignore[union-attr]
+                                             f"where {self._next_txid} was expected")
+                check_stop(buf, off, where=self._where(), allow_torn_tail=False)
+                self._offset = None
                 if self._next_txid != self._chosen.last_txid + 1:
                     raise InvariantViolation(f"journal {self.jid!r}: edits answer ended at txid "
                                              f"{self._next_txid - 1}, chosen up to {self._chosen.last_txid}")
             if not self._chosen.full or self._chosen.num_txns == 0:
-                return None
+                return []
             self._chosen = await self._fetch_more(self._next_txid)
             self.rounds += 1
-            self._iter = self._records(self._chosen)
+            self._offset = 0
 
     async def close(self) -> None:
-        self._iter = None
+        self._offset = None
