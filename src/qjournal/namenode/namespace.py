@@ -625,16 +625,20 @@ class Namespace:
         return n
 
     def _add(self, op: EditOp, node: INode) -> None:
-        if node.id in self.inodes or node.id <= ROOT_INODE_ID:
-            raise InvariantViolation(f"{op.NAME}: inode id {node.id} is already used")
-        parent = self._node(node.parent, op, True)
-        if node.name in parent.children:  # type: ignore[operator]
+        inodes, nid = self.inodes, node.id
+        if nid in inodes or nid <= ROOT_INODE_ID:
+            raise InvariantViolation(f"{op.NAME}: inode id {nid} is already used")
+        parent = inodes.get(node.parent)
+        if parent is None or not parent.is_dir:
+            parent = self._node(node.parent, op, True)  # raises, naming what is wrong
+        children = parent.children
+        if node.name in children:  # type: ignore[operator]
             raise InvariantViolation(f"{op.NAME}: {node.name!r} already exists in inode {parent.id}")
-        parent.children[node.name] = node.id  # type: ignore[index]
+        children[node.name] = nid  # type: ignore[index]
         parent.mtime = op.mtime  # type: ignore[attr-defined]
-        self.inodes[node.id] = node
-        if node.id > self.last_inode_id:
-            self.last_inode_id = node.id
+        inodes[nid] = node
+        if nid > self.last_inode_id:
+            self.last_inode_id = nid
 
     def _remove_subtree(self, op: EditOp, inode_id: int) -> None:
         n = self._node(inode_id, op)

@@ -84,6 +84,9 @@ class RetryCache:
         self.max_entries = max_entries
         self._entries: OrderedDict[tuple[bytes, int], tuple[int, str, Any]] = OrderedDict()
         self.hits = 0
+        #: record_op's entries with a constant answer, by method, for the time ``_shared_ms``
+        self._shared: dict[str, tuple[int, str, Any]] = {}
+        self._shared_ms: int | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -148,10 +151,14 @@ class RetryCache:
         if call_id < 0 or not client_id or client_id == NO_CLIENT_ID:  # cacheable(), inlined
             return
         if method == "create":
-            answer: Any = op if body is None else body
-        else:
-            answer = _CONSTANT_ANSWERS[method]
-        self._store((client_id, call_id), (now_ms, method, answer))
+            entry: tuple[int, str, Any] = (now_ms, method, op if body is None else body)
+        else:  # one entry tuple per (time, method), shared: fewer objects for the garbage collector
+            if now_ms != self._shared_ms:
+                self._shared_ms, self._shared = now_ms, {}
+            entry = self._shared.get(method)  # type: ignore[assignment]
+            if entry is None:
+                entry = self._shared[method] = (now_ms, method, _CONSTANT_ANSWERS[method])
+        self._store((client_id, call_id), entry)
 
     def expire(self, now_ms: int) -> None:
         """Drop entries recorded more than ``expiry_ms`` before ``now_ms``."""
