@@ -505,23 +505,23 @@ def scan_segment(buf: bytes | memoryview, *, expected_first_txid: int | None = N
     n = 0
     problems: list[ScanProblem] = []
     while True:
-        d = try_decode(buf, offset, max_record_bytes)
-        if d.status == OK:
-            rec = d.record
-            assert rec is not None
-            want = (last + 1) if n else expected_first_txid
-            if want is not None and rec.txid != want:
-                problems.append(ScanProblem(offset, "txid-gap",
-                                            f"record has txid {rec.txid}, expected {want}"))
-                break
+        want = (last + 1) if n else expected_first_txid
+        recs, next_offset = decode_records(buf, offset, _scan_batch(want, stop_after_txid),
+                                           max_record_bytes, want)
+        if recs:
             if n == 0:
-                first = rec.txid
-            last = rec.txid
-            n += 1
-            offset = d.next_offset
+                first = recs[0].txid
+            last = recs[-1].txid
+            n += len(recs)
+            offset = next_offset
             if stop_after_txid is not None and last >= stop_after_txid:
                 return ScanResult(version, first, last, n, offset, total, ())
             continue
+        d = try_decode(buf, offset, max_record_bytes)
+        if d.status == OK:  # a valid record, not the next txid
+            problems.append(ScanProblem(offset, "txid-gap",
+                                        f"record has txid {d.record.txid}, expected {want}"))  # type: ignore[union-attr]
+            break
         if d.status == END:
             # Clean padding must run to the end of the image.
             bad = _first_non_padding(buf, offset)
@@ -546,6 +546,20 @@ def scan_segment(buf: bytes | memoryview, *, expected_first_txid: int | None = N
         else:
             pos += 1
     return ScanResult(version, first, last, n, valid_length, total, tuple(problems))
+
+
+#: records a scan decodes per :func:`decode_records` call
+_SCAN_BATCH = 4096
+
+
+def _scan_batch(want: int | None, stop_after_txid: int | None) -> int:
+    """How many records a scan may take next: never past ``stop_after_txid``, and one alone while
+    the first txid is unknown (the txids after it must then run on from it)."""
+    if want is None:
+        return 1
+    if stop_after_txid is None:
+        return _SCAN_BATCH
+    return max(1, min(_SCAN_BATCH, stop_after_txid - want + 1))
 
 
 def _first_non_padding(buf: bytes | memoryview, offset: int) -> int | None:
@@ -752,7 +766,7 @@ def scan_segment_chunks(chunks: Iterable[bytes], *, expected_first_txid: int | N
             start = dec.offset
             want = (last + 1) if n else expected_first_txid
             try:
-                rec = dec.next_record(want)
+                recs = dec.next_records(_scan_batch(want, stop_after_txid), want)
             except CorruptSegmentError as e:
                 problem = ScanProblem(0, "bad-header", e.message)
                 return result()
@@ -760,12 +774,12 @@ def scan_segment_chunks(chunks: Iterable[bytes], *, expected_first_txid: int | N
                 kind = "txid-gap" if "expected" in e.fields else "corrupt"
                 problem = ScanProblem(start, kind, e.fields.get("reason") or e.message)
                 return result()
-            if rec is None:
+            if not recs:
                 break
             if n == 0:
-                first = rec.txid
-            last = rec.txid
-            n += 1
+                first = recs[0].txid
+            last = recs[-1].txid
+            n += len(recs)
             if stop_after_txid is not None and last >= stop_after_txid:
                 return result()
     problem = dec.finish()
