@@ -41,6 +41,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Mapping
 
@@ -49,6 +50,7 @@ from qjournal.journalmanager.streams import EditLogInputStream
 from qjournal.protocol.messages import JournaledEdits
 from qjournal.protocol.segment import (DEFAULT_MAX_RECORD_BYTES, INVALID_TXID, OK, EditRecord, check_stop,
                                        decode_records, record_span, try_decode)
+from qjournal.util.tasks import cancel_and_wait
 
 __all__ = ["ChosenEdits", "choose_journaled_edits", "RpcEditLogInputStream"]
 
@@ -111,8 +113,11 @@ def choose_journaled_edits(answers: Mapping[str, JournaledEdits], since_txid: in
     chosen: bytes | None = None
     for n in holders:
         a = answers[n]
-        lo, hi = record_span(a.records, since_txid, since_txid, end)
-        piece = a.records[lo:hi] if (lo, hi) != (0, len(a.records)) else a.records
+        if a.last_txid == end:  # the whole answer (its records are checked as they are decoded)
+            piece = a.records
+        else:
+            lo, hi = record_span(a.records, since_txid, since_txid, end)
+            piece = a.records[lo:hi]
         if chosen is None:
             chosen = piece
         elif piece != chosen:
@@ -129,6 +134,10 @@ EditsFetcher = Callable[[int], Awaitable[ChosenEdits]]
 
 class RpcEditLogInputStream(EditLogInputStream):
     """Records chosen from the JournalNodes' edit caches, fetching more while answers are full.
+
+    While the records of a full round are read, the next round is already asked for (one round
+    ahead, from the txid after the current round's last): a replay of many rounds then waits for
+    the JournalNodes only when they are slower than the reader. :meth:`close` cancels it.
 
     Args:
         jid: journal id (messages).
@@ -147,6 +156,8 @@ class RpcEditLogInputStream(EditLogInputStream):
         self._next_txid = first.first_txid
         #: byte offset of the next record in the current round's records; None once it is used up
         self._offset: int | None = 0
+        #: the next round, asked for while the current one is read
+        self._ahead: asyncio.Task | None = None
         self.rounds = 1
 
     @property
@@ -159,6 +170,10 @@ class RpcEditLogInputStream(EditLogInputStream):
 
     def _where(self) -> str:
         return f"journal {self.jid!r} edits from txid {self._chosen.first_txid}"
+
+    def _has_more(self, c: ChosenEdits) -> bool:
+        """Whether a round after ``c`` is to be asked for."""
+        return c.full and c.num_txns > 0 and (self._to_txid is None or c.last_txid < self._to_txid)
 
     async def read_next(self) -> EditRecord | None:
         """Next record (invariant 1), or None at the end of what a majority holds (see :meth:`read_batch`)."""
@@ -176,28 +191,40 @@ class RpcEditLogInputStream(EditLogInputStream):
         while True:
             if self._to_txid is not None and self._next_txid > self._to_txid:
                 return []
+            c = self._chosen
             if self._offset is not None:
-                want = max_records if self._to_txid is None else min(max_records, self._to_txid - self._next_txid + 1)
-                buf = self._chosen.records
-                recs, off = decode_records(buf, self._offset, want, DEFAULT_MAX_RECORD_BYTES, self._next_txid)
-                if recs:
-                    self._offset = off
-                    self._next_txid += len(recs)
-                    return recs
-                d = try_decode(buf, off)
-                if d.status == OK:
-                    raise InvariantViolation(f"{self._where()}: the answer holds txid {d.record.txid} "  # type: ignore[union-attr]
-                                             f"where {self._next_txid} was expected")
-                check_stop(buf, off, where=self._where(), allow_torn_tail=False)
-                self._offset = None
-                if self._next_txid != self._chosen.last_txid + 1:
+                if self._ahead is None and self._has_more(c):
+                    self._ahead = asyncio.ensure_future(self._fetch_more(c.last_txid + 1))
+                left = c.last_txid - self._next_txid + 1
+                if left > 0:
+                    want = min(max_records, left)
+                    if self._to_txid is not None:
+                        want = min(want, self._to_txid - self._next_txid + 1)
+                    recs, off = decode_records(c.records, self._offset, want, DEFAULT_MAX_RECORD_BYTES,
+                                               self._next_txid)
+                    if recs:
+                        self._offset = off
+                        self._next_txid += len(recs)
+                        return recs
+                    d = try_decode(c.records, off)
+                    if d.status == OK:
+                        raise InvariantViolation(f"{self._where()}: the answer holds txid {d.record.txid} "  # type: ignore[union-attr]
+                                                 f"where {self._next_txid} was expected")
+                    check_stop(c.records, off, where=self._where(), allow_torn_tail=False)
                     raise InvariantViolation(f"journal {self.jid!r}: edits answer ended at txid "
-                                             f"{self._next_txid - 1}, chosen up to {self._chosen.last_txid}")
-            if not self._chosen.full or self._chosen.num_txns == 0:
+                                             f"{self._next_txid - 1}, chosen up to {c.last_txid}")
+                if self._offset != len(c.records):
+                    raise InvariantViolation(f"{self._where()}: the answer holds bytes after its last txid "
+                                             f"{c.last_txid}")
+                self._offset = None
+            if not self._has_more(c):
                 return []
-            self._chosen = await self._fetch_more(self._next_txid)
+            ahead, self._ahead = self._ahead, None
+            self._chosen = await ahead if ahead is not None else await self._fetch_more(self._next_txid)
             self.rounds += 1
             self._offset = 0
 
     async def close(self) -> None:
         self._offset = None
+        ahead, self._ahead = self._ahead, None
+        await cancel_and_wait(ahead, ignore_errors=True)  # a round nobody will read
