@@ -252,15 +252,20 @@ async def main() -> int:
                 log(f"| | {label} | {statistics.median(secs) * 1000:,.0f} ms | "
                     f"{statistics.median(secs) / TARGET_FAILOVER_S:.2f} | {', '.join(x['load'] for x in fo[label])} |")
     finally:
-        if writer is not None:
-            try:
-                await writer.close()
-            except Exception:  # noqa: BLE001 - best effort at exit
-                pass
-        if jns:
-            jns.close()
-        shutil.rmtree(root, ignore_errors=True)
+        await cleanup(writer, jns, root)
     return 0
+
+
+async def cleanup(writer, jns: JNs | None, root: str) -> None:
+    """Close the rpc path's writer, stop the JournalNodes, remove the run's files."""
+    if writer is not None:
+        try:
+            await writer.close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+    if jns is not None:
+        jns.close()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -46,15 +46,10 @@ async def write_log(path, ops, segments: list[tuple[int, int]]) -> FileJournal:
     await j.recover_unfinalized_segments()
     for first, last in segments:
         out = await j.start_log_segment(first)
-        for txid in range(first, last + 1):
-            opcode, body = encode_op(ops[txid - 1])
-            out.write(txid, body, opcode)
-            if txid % 7 == 0:
-                out.mark()
-                await out.sync()
+        out.write_raw(seg.encode_records([(t, *encode_op(ops[t - 1])) for t in range(first, last + 1)]),
+                      first, last - first + 1)
         out.mark()
-        await out.sync()
-        await out.close()
+        await out.close()  # syncs what is marked
         await j.finalize_log_segment(first, last)
     return j
 
