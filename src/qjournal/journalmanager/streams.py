@@ -1,7 +1,8 @@
 """Edit-log streams (HDFS-1580): the output and input stream interfaces, and the input combinators.
 
 The interfaces: :class:`EditLogOutputStream` (``write``/``mark``/``sync`` of one open
-segment), :class:`EditLogInputStream` (``read_next`` in txid order), :class:`SegmentInfo`
+segment), :class:`EditLogInputStream` (``read_next``, or ``read_batch`` for many records per
+await, in txid order), :class:`SegmentInfo`
 (one manifest entry) and :func:`plan_read` (which segments cover a txid range).
 
 The combinators: a chain of segments, and failover between copies of one segment.
