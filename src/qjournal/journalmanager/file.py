@@ -98,6 +98,8 @@ CORRUPT_SUFFIX = ".corrupt"
 
 #: bytes read from a segment file per refill of an input stream
 READ_CHUNK_BYTES = 4 * 1024 * 1024
+#: records decoded per step while skipping to a stream's first txid
+_SKIP_BATCH = 4096
 
 
 def local_path_of_uri(uri: str) -> str:
@@ -934,15 +936,16 @@ class FileEditLogInputStream(EditLogInputStream):
             if self._expect > self._end:
                 await self.close()
                 return []
-            skip = max(0, self._from - self._expect)  # records before from_txid are read, not returned
-            want = min(max_records + skip, self._end - self._expect + 1)
+            skipping = self._expect < self._from  # records before from_txid are read, not returned
+            if skipping:
+                want = min(self._from - self._expect, _SKIP_BATCH)
+            else:
+                want = min(max_records, self._end - self._expect + 1)
             recs, off = seg.decode_records(self._buf, self._pos, want, self._max, self._expect)
             if recs:
                 self._pos = off
                 self._expect += len(recs)
-                if skip:
-                    recs = recs[skip:]
-                if recs:
+                if not skipping:
                     return recs
                 continue
             where = self._buf_base + self._pos
