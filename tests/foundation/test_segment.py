@@ -108,8 +108,8 @@ def _one_by_one(buf, offset: int, max_records: int, max_record_bytes: int, expec
 @settings(max_examples=300, deadline=None, print_blob=True)
 @given(payloads=bodies, data=st.data())
 def test_batch_decoder_takes_exactly_what_try_decode_takes(payloads, data):
-    """decode_records (the replay's batch decoder) agrees with try_decode on damaged, truncated,
-    padded and mis-numbered buffers, in bytes and in bytearrays, for any batch size."""
+    """decode_records (the replay's batch decoder) and valid_run (the scans') agree with try_decode on
+    damaged, truncated, padded and mis-numbered buffers, in bytes and in bytearrays, for any batch size."""
     buf, recs = image(3, payloads)
     damaged = bytearray(buf)
     how = data.draw(st.sampled_from(["none", "flip", "cut", "pad", "gap", "limit"]), label="damage")
@@ -133,6 +133,8 @@ def test_batch_decoder_takes_exactly_what_try_decode_takes(payloads, data):
         want, want_off = _one_by_one(b, seg.HEADER_SIZE, max_records, max_record_bytes, expected)
         assert got == want and off == want_off
         assert all(type(r.body) is bytes for r in got)
+        if expected is not None:  # the scans' count-only form takes the same run
+            assert seg.valid_run(b, seg.HEADER_SIZE, max_records, max_record_bytes, expected) == (len(got), off)
 
 
 def test_padding_ends_log_cleanly_and_garbage_after_it_is_reported():

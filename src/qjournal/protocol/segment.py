@@ -413,26 +413,35 @@ def validate_batch(buf: bytes, first_txid: int, num_txns: int, max_record_bytes:
     Returns:
         The last txid of the batch, or None when the batch is refused.
     """
+    n, off = valid_run(buf, 0, num_txns, max_record_bytes, first_txid)
+    return first_txid + n - 1 if n == num_txns and off == len(buf) else None
+
+
+def valid_run(buf: bytes | bytearray | memoryview, offset: int, max_records: int, max_record_bytes: int,
+              expected_txid: int) -> tuple[int, int]:
+    """The records :func:`decode_records` would take from ``offset`` (with ``expected_txid``), counted and
+    not built: the checks of :func:`validate_batch` and the scans, with the least Python work per record.
+
+    Returns:
+        ``(count, next_offset)``.
+    """
     size = len(buf)
     unpack = _REC_HEAD.unpack_from
     crc_at = _CRC.unpack_from
     crc = crc32c
-    mv = memoryview(buf)
-    off = 0
-    expect = first_txid
-    while off < size:
-        if off + REC_HEAD_SIZE > size:
-            return None
-        op, length, txid = unpack(buf, off)
-        body_end = off + REC_HEAD_SIZE + length
-        if (txid != expect or length > max_record_bytes or op == 0 or op == 0xFF
-                or body_end + 4 > size or crc(mv[off:body_end]) != crc_at(buf, body_end)[0]):
-            return None
-        off = body_end + 4
-        expect += 1
-    if expect - first_txid != num_txns:
-        return None
-    return expect - 1
+    off = offset
+    expect = expected_txid
+    end_txid = expected_txid + max_records
+    with memoryview(buf) as mv:
+        while expect < end_txid and off + REC_HEAD_SIZE <= size:
+            op, length, txid = unpack(buf, off)
+            body_end = off + REC_HEAD_SIZE + length
+            if (txid != expect or length > max_record_bytes or op == 0 or op == 0xFF
+                    or body_end + 4 > size or crc(mv[off:body_end]) != crc_at(buf, body_end)[0]):
+                break
+            off = body_end + 4
+            expect += 1
+    return expect - expected_txid, off
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,13 +515,15 @@ def scan_segment(buf: bytes | memoryview, *, expected_first_txid: int | None = N
     problems: list[ScanProblem] = []
     while True:
         want = (last + 1) if n else expected_first_txid
-        recs, next_offset = decode_records(buf, offset, _scan_batch(want, stop_after_txid),
-                                           max_record_bytes, want)
-        if recs:
+        if want is None and offset + REC_HEAD_SIZE <= total:
+            want = _REC_HEAD.unpack_from(buf, offset)[2]  # any first txid; the rest run on from it
+        k, next_offset = (0, offset) if want is None else valid_run(
+            buf, offset, _scan_batch(want, stop_after_txid), max_record_bytes, want)
+        if k:
             if n == 0:
-                first = recs[0].txid
-            last = recs[-1].txid
-            n += len(recs)
+                first = want
+            last = want + k - 1
+            n += k
             offset = next_offset
             if stop_after_txid is not None and last >= stop_after_txid:
                 return ScanResult(version, first, last, n, offset, total, ())
@@ -552,11 +563,8 @@ def scan_segment(buf: bytes | memoryview, *, expected_first_txid: int | None = N
 _SCAN_BATCH = 4096
 
 
-def _scan_batch(want: int | None, stop_after_txid: int | None) -> int:
-    """How many records a scan may take next: never past ``stop_after_txid``, and one alone while
-    the first txid is unknown (the txids after it must then run on from it)."""
-    if want is None:
-        return 1
+def _scan_batch(want: int, stop_after_txid: int | None) -> int:
+    """How many records from txid ``want`` a scan may take next: never past ``stop_after_txid``."""
     if stop_after_txid is None:
         return _SCAN_BATCH
     return max(1, min(_SCAN_BATCH, stop_after_txid - want + 1))
@@ -716,6 +724,20 @@ class SegmentDecoder:
         rec = self.next_record(expected_txid)  # the header, the end, a torn tail, the precise error
         return [rec] if rec is not None else []
 
+    def skip_records(self, max_records: int, expected_txid: int) -> int:
+        """Consume the records ``next_records(max_records, expected_txid)`` would return, without
+        building them (a scan needs their number only); raises where it would.
+
+        Returns:
+            How many (0 where it returns ``[]``).
+        """
+        if self.layout_version is not None and not self.ended:
+            n, off = valid_run(self._buf, self._pos, max_records, self.max_record_bytes, expected_txid)
+            if n:
+                self._pos = off
+                return n
+        return 0 if self.next_record(expected_txid) is None else 1
+
     def finish(self) -> ScanProblem | None:
         """The input ended: what is wrong with its end, or None for a clean end.
 
@@ -766,7 +788,11 @@ def scan_segment_chunks(chunks: Iterable[bytes], *, expected_first_txid: int | N
             start = dec.offset
             want = (last + 1) if n else expected_first_txid
             try:
-                recs = dec.next_records(_scan_batch(want, stop_after_txid), want)
+                if want is None:  # any first txid; the rest run on from it
+                    rec = dec.next_record()
+                    k, want = (0, None) if rec is None else (1, rec.txid)
+                else:
+                    k = dec.skip_records(_scan_batch(want, stop_after_txid), want)
             except CorruptSegmentError as e:
                 problem = ScanProblem(0, "bad-header", e.message)
                 return result()
@@ -774,12 +800,12 @@ def scan_segment_chunks(chunks: Iterable[bytes], *, expected_first_txid: int | N
                 kind = "txid-gap" if "expected" in e.fields else "corrupt"
                 problem = ScanProblem(start, kind, e.fields.get("reason") or e.message)
                 return result()
-            if not recs:
+            if not k:
                 break
             if n == 0:
-                first = recs[0].txid
-            last = recs[-1].txid
-            n += len(recs)
+                first = want
+            last = want + k - 1  # type: ignore[operator]
+            n += k
             if stop_after_txid is not None and last >= stop_after_txid:
                 return result()
     problem = dec.finish()
