@@ -6,7 +6,8 @@ takes under one second. The real failover reads from the quorum journal, so the 
 measured, not only the local file's.
 
 What it measures, each in a fresh child process (so a "before" tree and this tree run back to back in the same
-conditions, alternating, ``--baseline-src``):
+conditions, alternating, ``--baseline-src``; each tree reads from its own three JournalNode processes running its
+own code, since recovery and the edit caches are the JournalNodes' work):
 
 1. ``file``: ``EditLogTailer.catch_up`` over a ``file://`` journal of finalized segments.
 2. ``http``: the same over the quorum journal (three ``qjournal journalnode`` processes), finalized segments
@@ -201,27 +202,33 @@ async def main() -> int:
     root = tempfile.mkdtemp(prefix="replay-bench-")
     log(f"# replay bench: {args.edits:,} edits, cpus={os.cpu_count()}, python {sys.version.split()[0]}, "
         f"load average at start {load()}")
-    jns = JNs(root) if {"http", "rpc"} & set(paths) or args.failover_rounds else None
-    writer = None
+    need_jns = bool({"http", "rpc"} & set(paths)) or args.failover_rounds > 0
+    jns: dict[str, JNs] = {}
+    for k, (label, src) in enumerate(trees if need_jns else []):
+        os.makedirs(f"{root}/{k}")
+        jns[label] = JNs(f"{root}/{k}", src)
+    writers = []
     try:
         edits = make_edits(args.edits)
         nbytes = sum(len(b) for _, b in edits)
         log(f"edits: {len(edits):,}, {nbytes / len(edits):.0f} body bytes per edit on average")
-        uris: dict[str, tuple[str, bool]] = {}
-        if "file" in paths:
-            uris["file"] = (f"file://{root}/file", False)
-            await (await write_edits(uris["file"][0], edits, args.segment_txns, True)).close()
-        if "http" in paths:
-            uris["http"] = (jns.uri("replayhttp"), False)
-            await (await write_edits(uris["http"][0], edits, args.segment_txns, True)).close()
-        if "rpc" in paths:  # one in-progress segment, its writer kept (the committed txid stays known)
-            uris["rpc"] = (jns.uri("replayrpc"), True)
-            writer = await write_edits(uris["rpc"][0], edits, len(edits), False)
+        uris: dict[tuple[str, str], tuple[str, bool]] = {}
+        if "file" in paths:  # one file journal, read by every tree
+            await (await write_edits(f"file://{root}/file", edits, args.segment_txns, True)).close()
+        for label, _src in trees:
+            if "file" in paths:
+                uris["file", label] = (f"file://{root}/file", False)
+            if "http" in paths:
+                uris["http", label] = (jns[label].uri("replayhttp"), False)
+                await (await write_edits(uris["http", label][0], edits, args.segment_txns, True)).close()
+            if "rpc" in paths:  # one in-progress segment, its writer kept (the committed txid stays known)
+                uris["rpc", label] = (jns[label].uri("replayrpc"), True)
+                writers.append(await write_edits(uris["rpc", label][0], edits, len(edits), False))
         results: dict[tuple[str, str], list[dict]] = {}
         for r in range(args.rounds):
             for path in paths:
                 for label, src in trees:
-                    uri, in_progress = uris[path]
+                    uri, in_progress = uris[path, label]
                     res = await run_child(src, "replay", uri, str(len(edits)), "1" if in_progress else "0")
                     results.setdefault((path, label), []).append(res)
                     extra = "".join(f", {k} {res[k]:,}" for k in ("rpc_reads", "rpc_fallbacks") if k in res)
@@ -232,7 +239,8 @@ async def main() -> int:
         fo: dict[str, list[dict]] = {}
         for r in range(args.failover_rounds):
             for label, src in trees:
-                res = await run_child(src, "failover", ",".join(d.ready["rpc"] for d in jns.daemons), str(len(edits)))
+                res = await run_child(src, "failover", ",".join(d.ready["rpc"] for d in jns[label].daemons),
+                                      str(len(edits)))
                 fo.setdefault(label, []).append(res)
                 log(f"  failover {label:>9}: {res['seconds'] * 1000:,.0f} ms after {len(edits):,} edits "
                     f"(load {res['load']})")
@@ -252,19 +260,19 @@ async def main() -> int:
                 log(f"| | {label} | {statistics.median(secs) * 1000:,.0f} ms | "
                     f"{statistics.median(secs) / TARGET_FAILOVER_S:.2f} | {', '.join(x['load'] for x in fo[label])} |")
     finally:
-        await cleanup(writer, jns, root)
+        await cleanup(writers, list(jns.values()), root)
     return 0
 
 
-async def cleanup(writer, jns: JNs | None, root: str) -> None:
-    """Close the rpc path's writer, stop the JournalNodes, remove the run's files."""
-    if writer is not None:
+async def cleanup(writers: list, jns: list[JNs], root: str) -> None:
+    """Close the rpc path's writers, stop the JournalNodes, remove the run's files."""
+    for w in writers:
         try:
-            await writer.close()
+            await w.close()
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
-    if jns is not None:
-        jns.close()
+    for j in jns:
+        j.close()
     shutil.rmtree(root, ignore_errors=True)
 
 
