@@ -50,3 +50,14 @@ def test_rebuilt_entries_answer_like_the_active():
     for op in ops2:
         standby.record_op(op, 0)
     assert standby.lookup(C2, 3, "mkdirs", 1) == (True, True)
+
+
+def test_any_client_id_length_and_call_id_are_keys_of_their_own():
+    """16-byte ids and call ids below 2**64 share one key form, every other shape another: no two calls meet."""
+    rc = RetryCache(expiry_ms=1000, max_entries=10)
+    calls = [(C1, 1), (C1, 2 ** 64 + 1), (C1[:8], 1), (C1 + b"\x00", 1), (C1 + (1).to_bytes(8, "big"), 0)]
+    for i, (cid, call) in enumerate(calls):
+        rc.record(cid, call, "delete", i == 0, now_ms=0)
+    for i, (cid, call) in enumerate(calls):
+        assert rc.lookup(cid, call, "delete", 1) == (True, i == 0)
+    assert len(rc) == len(calls)

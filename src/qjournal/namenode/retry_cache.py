@@ -71,6 +71,18 @@ def answer_from_ops(method: str, ops: list[EditOp]) -> Any:
 _CONSTANT_ANSWERS = {m: answer_from_ops(m, []) for m in _METHOD_BY_CLASS.values() if m != "create"}
 
 
+def _key(client_id: bytes, call_id: int) -> bytes | tuple[bytes, int]:
+    """The entry key of a call: its 16-byte client id and 8-byte call id in one bytes object (a
+    tuple holds two more objects, which the cyclic garbage collector scans: replay makes one key
+    per edit), or the pair for other shapes (never equal to a bytes key)."""
+    if len(client_id) == 16 and 0 <= call_id < _CALL_ID_LIMIT:
+        return client_id + call_id.to_bytes(8, "big")
+    return (client_id, call_id)
+
+
+_CALL_ID_LIMIT = 2 ** 64
+
+
 class RetryCache:
     """``(client_id, call_id) -> answer`` with expiry and a size bound (invariant 2).
 
@@ -82,7 +94,7 @@ class RetryCache:
     def __init__(self, expiry_ms: int = 600_000, max_entries: int = 1_000_000) -> None:
         self.expiry_ms = expiry_ms
         self.max_entries = max_entries
-        self._entries: OrderedDict[tuple[bytes, int], tuple[int, str, Any]] = OrderedDict()
+        self._entries: OrderedDict[bytes | tuple[bytes, int], tuple[int, str, Any]] = OrderedDict()
         self.hits = 0
         #: record_op's entries with a constant answer, by method, for the time ``_shared_ms``
         self._shared: dict[str, tuple[int, str, Any]] = {}
@@ -101,7 +113,7 @@ class RetryCache:
         if not self.cacheable(client_id, call_id):
             return False, None
         self.expire(now_ms)
-        e = self._entries.get((client_id, call_id))
+        e = self._entries.get(_key(client_id, call_id))
         if e is None or e[1] != method:
             return False, None
         self.hits += 1
@@ -123,9 +135,9 @@ class RetryCache:
             raise InvariantViolation(f"retry cache: {method} answered a {type(answer).__name__}")
         if not self.cacheable(client_id, call_id):
             return
-        self._store((client_id, call_id), (now_ms, method, answer))
+        self._store(_key(client_id, call_id), (now_ms, method, answer))
 
-    def _store(self, key: tuple[bytes, int], entry: tuple[int, str, Any]) -> None:
+    def _store(self, key: bytes | tuple[bytes, int], entry: tuple[int, str, Any]) -> None:
         entries = self._entries
         if key in entries:
             del entries[key]  # a re-recorded call moves to the end (the newest)
@@ -158,7 +170,7 @@ class RetryCache:
             entry = self._shared.get(method)  # type: ignore[assignment]
             if entry is None:
                 entry = self._shared[method] = (now_ms, method, _CONSTANT_ANSWERS[method])
-        self._store((client_id, call_id), entry)
+        self._store(_key(client_id, call_id), entry)
 
     def expire(self, now_ms: int) -> None:
         """Drop entries recorded more than ``expiry_ms`` before ``now_ms``."""
