@@ -52,16 +52,17 @@ def log(msg: str) -> None:
 
 # ------------------------------------------------------------------ journal
 class JNs:
-    """Three JournalNode processes for ``--journal qjm``."""
+    """Three JournalNode processes for ``--journal qjm`` (``src``: run that tree's code, default the
+    interpreter's)."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, src: str | None = None) -> None:
         self.daemons = []
         for i in range(3):
             self.daemons.append(start_daemon(
                 f"jn{i}", qjournal_argv("-D", "qjournal.log.json=false", "-D", "qjournal.log.level=WARNING",
                                         "journalnode", "--edits-dir", f"{root}/jn{i}",
                                         "--rpc-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0"),
-                log_path=f"{root}/jn{i}.log"))
+                log_path=f"{root}/jn{i}.log", env={"PYTHONPATH": src} if src else None))
 
     def uri(self, jid: str) -> str:
         return "qjournal://" + ";".join(d.ready["rpc"] for d in self.daemons) + f"/{jid}"

@@ -28,6 +28,8 @@ BENCHES = [
     ("resync_bench.py", [], ["--gb", "0.05", "--segment-mb", "10", "--rejoins", "1"]),
     ("tail_bench.py", [], ["--seconds", "3"]),
     ("secure_bench.py", [], ["--seconds", "1", "--rounds", "1"]),
+    ("replay_bench.py", [], ["--edits", "20000", "--rounds", "1"]),
+    ("memory_bench.py", [], ["--inodes", "100000", "--retry-entries", "100000"]),
 ]
 
 

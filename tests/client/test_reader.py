@@ -267,3 +267,32 @@ def test_a_damaged_tail_chunk_is_detected_and_the_rest_read_from_the_next_replic
     assert asyncio.run(main()) == list(range(1, 9))
     assert [name for name, _ in served] == ["a", "b", "c"]
     assert sum(served[0][1]) == len(good)  # a's body was read to its end to check its CRC32C
+
+
+@pytest.mark.parametrize("batch", [1, 7, 1000])
+def test_batches_across_replica_failovers_return_every_txid_once_in_order(batch):
+    """read_batch (the tailer's read) gives the records read_next gives: replicas dying mid-stream, a
+    corrupt copy and a short copy are failed over in batches too, no txid repeated or skipped."""
+    n, body, chunk = 400, 100, 1024
+    good = segment_bytes(1, n)
+    corrupt = bytearray(good)
+    corrupt[len(good) // 2] ^= 0x04
+
+    async def fetch(name, seg, ipok):
+        if name == "dies":
+            return _streamed(1, n, body, chunk, fail_after_chunks=10)
+        if name == "corrupt":
+            return memory_download(bytes(corrupt), None, 333)
+        if name == "short":
+            return memory_download(segment_bytes(1, n - 50), None, 333)
+        return memory_download(good, crc32c(good), 333)
+
+    async def main():
+        s = QuorumSegmentInputStream("j", SegmentInfo(1, n, False), ("dies", "corrupt", "short", "good"),
+                                     fetch, from_txid=3)
+        got = []
+        while recs := await s.read_batch(batch):
+            assert 1 <= len(recs) <= batch
+            got += [r.txid for r in recs]
+        return got
+    assert asyncio.run(main()) == list(range(3, n + 1))

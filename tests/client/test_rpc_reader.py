@@ -1,8 +1,10 @@
 """The rule that turns several JournalNodes' edit-cache answers into what a tailer may apply."""
 
+import asyncio
+
 import pytest
 
-from qjournal.client.rpc_reader import choose_journaled_edits
+from qjournal.client.rpc_reader import ChosenEdits, RpcEditLogInputStream, choose_journaled_edits
 from qjournal.errors import CacheMissError, InvariantViolation
 from qjournal.protocol.messages import JournaledEdits
 from qjournal.protocol.segment import encode_records, iter_records
@@ -65,3 +67,43 @@ def test_full_answers_are_flagged():
     answers = {"jn0": answer(10, 19), "jn1": answer(10, 19)}
     assert choose_journaled_edits(answers, 10, 2, 10, "j").full
     assert not choose_journaled_edits(answers, 10, 2, 11, "j").full
+
+
+def chosen(first: int, last: int, full: bool, extra: int = 0) -> ChosenEdits:
+    recs = encode_records([(t, 1, b"e%d" % t) for t in range(first, last + 1 + extra)])
+    return ChosenEdits(first, last, recs, full)
+
+
+def test_the_stream_asks_for_the_next_round_while_the_current_one_is_read():
+    asked: list[int] = []
+    blocked = asyncio.Event()
+
+    async def fetch_more(since: int) -> ChosenEdits:
+        asked.append(since)
+        if since > 30:
+            await blocked.wait()  # a round that never comes: close() must cancel it
+        return chosen(since, since + 9, full=True)
+
+    async def main():
+        s = RpcEditLogInputStream("j", chosen(1, 10, full=True), fetch_more)
+        first = await s.read_batch(4)
+        await asyncio.sleep(0)  # let the round ahead start
+        assert [r.txid for r in first] == [1, 2, 3, 4] and asked == [11]
+        got = [r.txid for r in first]
+        while len(got) < 30:
+            got += [r.txid for r in await s.read_batch(7)]
+        await asyncio.sleep(0)
+        assert got == list(range(1, 31)) and asked == [11, 21, 31]
+        ahead = s._ahead
+        await s.close()
+        assert ahead is not None and ahead.cancelled()
+    asyncio.run(main())
+
+
+def test_an_answer_holding_records_past_its_chosen_last_txid_is_a_broken_invariant():
+    async def main():
+        s = RpcEditLogInputStream("j", chosen(1, 5, full=False, extra=1), lambda since: None)
+        assert [r.txid for r in await s.read_batch(100)] == [1, 2, 3, 4, 5]
+        with pytest.raises(InvariantViolation, match="bytes after its last txid 5"):
+            await s.read_batch(100)
+    asyncio.run(main())

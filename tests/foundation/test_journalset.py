@@ -15,7 +15,7 @@ from qjournal.errors import (
 from qjournal.journalmanager.streams import SegmentInfo
 from qjournal.journalmanager.file import FileJournal
 from qjournal.journalmanager.journalset import JournalSet
-from qjournal.journalmanager.streams import ChainedInputStream, RedundantInputStream
+from qjournal.journalmanager.streams import ChainedInputStream, EditLogInputStream, RedundantInputStream
 from qjournal.protocol import segment as seg
 
 from .helpers import NS, FaultyDisk, body, read_all, run, seg_path, write_segment
@@ -219,12 +219,15 @@ def test_purge_goes_to_all(tmp_path):
     run(go())
 
 
-class _ListStream:
+class _ListStream(EditLogInputStream):
+    """A stream with only ``read_next`` (the base class's ``read_batch``, as a third-party stream)."""
+
     def __init__(self, recs, fail_at=None):
         self.recs = list(recs)
         self.fail_at = fail_at
-        self.first_txid = self.recs[0].txid if self.recs else 0
-        self.last_txid = self.recs[-1].txid if self.recs else 0
+
+    first_txid = property(lambda self: self.recs[0].txid if self.recs else 0)
+    last_txid = property(lambda self: self.recs[-1].txid if self.recs else 0)
 
     async def read_next(self):
         if not self.recs:

@@ -93,6 +93,50 @@ def test_truncation_is_detected(payloads, data):
         assert r.num_records == complete and r.valid_length == ends[complete]
 
 
+def _one_by_one(buf, offset: int, max_records: int, max_record_bytes: int, expected):
+    """decode_records' contract, spelt out with try_decode one record at a time."""
+    out = []
+    while len(out) < max_records:
+        d = seg.try_decode(buf, offset, max_record_bytes)
+        if d.status != seg.OK or (expected is not None and d.record.txid != expected + len(out)):
+            break
+        out.append(d.record)
+        offset = d.next_offset
+    return out, offset
+
+
+@settings(max_examples=300, deadline=None, print_blob=True)
+@given(payloads=bodies, data=st.data())
+def test_batch_decoder_takes_exactly_what_try_decode_takes(payloads, data):
+    """decode_records (the replay's batch decoder) and valid_run (the scans') agree with try_decode on
+    damaged, truncated, padded and mis-numbered buffers, in bytes and in bytearrays, for any batch size."""
+    buf, recs = image(3, payloads)
+    damaged = bytearray(buf)
+    how = data.draw(st.sampled_from(["none", "flip", "cut", "pad", "gap", "limit"]), label="damage")
+    max_record_bytes = seg.DEFAULT_MAX_RECORD_BYTES
+    if how == "flip":
+        pos = data.draw(st.integers(min_value=seg.HEADER_SIZE, max_value=len(buf) - 1), label="byte")
+        damaged[pos] ^= 1 << data.draw(st.integers(min_value=0, max_value=7), label="bit")
+    elif how == "cut":
+        del damaged[data.draw(st.integers(min_value=seg.HEADER_SIZE, max_value=len(buf)), label="cut"):]
+    elif how == "pad":
+        damaged += data.draw(st.sampled_from([b"\x00" * 5, b"\xff", b"\x00junk"]), label="pad")
+    elif how == "gap":
+        damaged = bytearray(seg.encode_header() + seg.encode_records(
+            [seg.EditRecord(3 + i + (i >= len(recs) // 2), seg.OP_DATA, b) for i, b in enumerate(payloads)]))
+    elif how == "limit":
+        max_record_bytes = data.draw(st.integers(min_value=0, max_value=64), label="max_record_bytes")
+    expected = data.draw(st.sampled_from([None, 3, 4]), label="expected_txid")
+    max_records = data.draw(st.integers(min_value=1, max_value=len(recs) + 2), label="max_records")
+    for b in (bytes(damaged), damaged):
+        got, off = seg.decode_records(b, seg.HEADER_SIZE, max_records, max_record_bytes, expected)
+        want, want_off = _one_by_one(b, seg.HEADER_SIZE, max_records, max_record_bytes, expected)
+        assert got == want and off == want_off
+        assert all(type(r.body) is bytes for r in got)
+        if expected is not None:  # the scans' count-only form takes the same run
+            assert seg.valid_run(b, seg.HEADER_SIZE, max_records, max_record_bytes, expected) == (len(got), off)
+
+
 def test_padding_ends_log_cleanly_and_garbage_after_it_is_reported():
     buf, recs = image(1, [b"a", b"b"])
     assert seg.scan_segment(buf + b"\x00" * 64).clean

@@ -31,6 +31,19 @@ def cut(buf: bytes, sizes: list[int]) -> list[bytes]:
     return out
 
 
+def damaged(buf: bytes, damage: tuple[int, int] | None) -> bytes:
+    """``buf`` with bit ``bit`` of byte ``at`` flipped, or cut at ``at`` when ``bit`` is -1 (``damage``: ``(at, bit)``)."""
+    out = bytearray(buf)
+    if damage is not None:
+        at, bit = damage
+        at %= len(out)
+        if bit < 0:
+            del out[at:]  # truncation
+        else:
+            out[at] ^= 1 << bit
+    return bytes(out)
+
+
 @settings(max_examples=300, deadline=None, print_blob=True)
 @given(payloads=st.lists(st.binary(max_size=80), min_size=0, max_size=10),
        sizes=st.lists(st.integers(min_value=1, max_value=64), min_size=1, max_size=5),
@@ -39,15 +52,7 @@ def cut(buf: bytes, sizes: list[int]) -> list[bytes]:
        tail=st.sampled_from([b"", b"\x00" * 9, b"\xff\x00\xff", b"\x00\x00x", b"\x01\x02"]),
        stop=st.one_of(st.none(), st.integers(min_value=1, max_value=12)))
 def test_chunked_scan_equals_whole_scan(payloads, sizes, damage, tail, stop):
-    buf = bytearray(image(1, payloads) + tail)
-    if damage is not None:
-        at, bit = damage
-        at %= len(buf)
-        if bit < 0:
-            del buf[at:]  # truncation
-        else:
-            buf[at] ^= 1 << bit
-    buf = bytes(buf)
+    buf = damaged(image(1, payloads) + tail, damage)
     whole = seg.scan_segment(buf, expected_first_txid=1, stop_after_txid=stop)
     got, digest = seg.scan_segment_chunks(cut(buf, sizes), expected_first_txid=1, stop_after_txid=stop)
     assert (got.layout_version, got.first_txid, got.last_txid, got.num_records, got.valid_length) == (
@@ -100,3 +105,35 @@ def test_decoder_errors_and_ends():
     dec.feed(b"\xff\x00z")
     assert [dec.next_record() for _ in range(4)][3] is None and dec.ended
     assert dec.finish().kind == "trailing-garbage"
+
+
+def _pull(chunks: list[bytes], take) -> tuple[list, str]:
+    """Feed ``chunks`` one by one, pulling with ``take(dec, expected_txid)`` (a list) until it is empty."""
+    dec = seg.SegmentDecoder()
+    got: list = []
+    try:
+        for part in chunks:
+            dec.feed(part)
+            while recs := take(dec, 1 + len(got)):
+                got.extend(recs)
+    except (CorruptRecordError, CorruptSegmentError) as e:
+        return got, type(e).__name__
+    p = dec.finish()
+    return got, p.kind if p else "clean"
+
+
+@settings(max_examples=300, deadline=None, print_blob=True)
+@given(payloads=st.lists(st.binary(max_size=80), min_size=0, max_size=10),
+       sizes=st.lists(st.integers(min_value=1, max_value=64), min_size=1, max_size=5),
+       damage=st.one_of(st.none(), st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=7)),
+                        st.tuples(st.integers(min_value=0), st.just(-1))),
+       tail=st.sampled_from([b"", b"\x00" * 9, b"\x01\x02"]), batch=st.integers(min_value=1, max_value=6))
+def test_next_records_is_next_record_in_batches(payloads, sizes, damage, tail, batch):
+    """The batch pull the quorum reader uses returns the records, the end and the errors of the one-by-one pull."""
+    chunks = cut(damaged(image(1, payloads) + tail, damage), sizes)
+
+    def one(dec, want):
+        rec = dec.next_record(want)
+        return [rec] if rec is not None else []
+
+    assert _pull(chunks, lambda dec, want: dec.next_records(batch, want)) == _pull(chunks, one)

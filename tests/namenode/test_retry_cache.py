@@ -1,7 +1,10 @@
 """Retry cache: hits, method mismatch, expiry, size bound, rebuild from ops equals the live answer."""
 
+import pytest
+
+from qjournal.errors import InvariantViolation
 from qjournal.namenode.namespace import CallContext, Namespace
-from qjournal.namenode.ops import NO_CLIENT_ID
+from qjournal.namenode.ops import NO_CLIENT_ID, encode_body
 from qjournal.namenode.retry_cache import RetryCache, answer_from_ops
 
 C1, C2 = b"\x01" * 16, b"\x02" * 16
@@ -35,11 +38,26 @@ def test_rebuilt_entries_answer_like_the_active():
     ops = ns.create(ctx, "/f", perm=0o600, replication=2)
     live = answer_from_ops("create", ops)
     assert live == ns.get_file_info(ctx, "/f")  # the answer is the file's status
-    standby = RetryCache()
+    standby, replay = RetryCache(), RetryCache()
     for op in ops:
         standby.record_op(op, now_ms=0)
+        replay.record_op(op, 0, encode_body(op))  # the tailer passes the record body
     assert standby.lookup(C1, 7, "create", 1) == (True, live)
+    assert replay.lookup(C1, 7, "create", 1) == (True, live)
+    with pytest.raises(InvariantViolation):
+        replay.record(C1, 8, "create", encode_body(ops[0]), 0)
     ops2 = ns.mkdirs(CallContext("nn", (), C2, 3, ts=6), "/a/b/c")
     for op in ops2:
         standby.record_op(op, 0)
     assert standby.lookup(C2, 3, "mkdirs", 1) == (True, True)
+
+
+def test_any_client_id_length_and_call_id_are_keys_of_their_own():
+    """16-byte ids and call ids below 2**64 share one key form, every other shape another: no two calls meet."""
+    rc = RetryCache(expiry_ms=1000, max_entries=10)
+    calls = [(C1, 1), (C1, 2 ** 64 + 1), (C1[:8], 1), (C1 + b"\x00", 1), (C1 + (1).to_bytes(8, "big"), 0)]
+    for i, (cid, call) in enumerate(calls):
+        rc.record(cid, call, "delete", i == 0, now_ms=0)
+    for i, (cid, call) in enumerate(calls):
+        assert rc.lookup(cid, call, "delete", 1) == (True, i == 0)
+    assert len(rc) == len(calls)

@@ -279,46 +279,58 @@ class QuorumSegmentInputStream(EditLogInputStream):
             self._account(chunk)
         self._check_body_crc()
 
-    async def _next_from_replica(self) -> EditRecord | None:
-        """The current replica's next record (consecutive from the segment start), None at its end."""
+    async def _batch_from_replica(self, max_records: int) -> list[EditRecord]:
+        """The current replica's next records (consecutive from the segment start), ``[]`` at its end."""
         assert self._decoder is not None
         while True:
-            rec = self._decoder.next_record(expected_txid=self._replica_txid)
-            if rec is not None:
-                self._replica_txid += 1
-                return rec
+            recs = self._decoder.next_records(max_records, expected_txid=self._replica_txid)
+            if recs:
+                self._replica_txid += len(recs)
+                return recs
             if self._decoder.ended:
                 await self._drain()
-                return None
+                return []
             if not await self._feed_next_chunk():
-                return None
+                return []
 
     async def read_next(self) -> EditRecord | None:
-        """Next record, or None past the segment's chosen end (invariant 2)."""
-        while True:
-            if self._next_txid > self.seg.end_txid:
-                return None
+        """Next record, or None past the segment's chosen end (see :meth:`read_batch`)."""
+        recs = await self.read_batch(1)
+        return recs[0] if recs else None
+
+    async def read_batch(self, max_records: int) -> list[EditRecord]:
+        """The next records (at most ``max_records``), or ``[]`` past the segment's chosen end
+        (invariant 2). Records decoded before a replica failed are returned before the next
+        replica is opened."""
+        out: list[EditRecord] = []
+        end = self.seg.end_txid
+        while len(out) < max_records and self._next_txid <= end:
             if self._download is None:
+                if out:
+                    break
                 await self._open_next()
+            # a new replica starts at the segment start: the txids returned already are read again
+            want = min(end, self._next_txid - 1 + max_records - len(out)) - self._replica_txid + 1
             try:
-                rec = await self._next_from_replica()
-                if rec is not None and rec.txid == self.seg.end_txid:
+                recs = await self._batch_from_replica(want)
+                if recs and recs[-1].txid == end:
                     await self._drain()  # the body's CRC32C before the last record (invariant 2)
             except (QJournalError, OSError) as e:
                 await self._drop_replica(f"{type(e).__name__}: {e}")
                 continue
-            if rec is None:
+            if not recs:
                 assert self._decoder is not None
                 problem = self._decoder.finish()
                 await self._drop_replica(f"premature end of segment at txid {self._next_txid}"
                                          + (f" ({problem.kind}: {problem.detail})" if problem else ""))
                 continue
-            if rec.txid < self._next_txid:
-                continue  # returned already, from this replica or an earlier one
-            self._next_txid += 1
-            if self._next_txid > self.seg.end_txid:
-                await self.close()
-            return rec
+            if recs[0].txid < self._next_txid:  # returned already, from this replica or an earlier one
+                recs = recs[self._next_txid - recs[0].txid:]
+            out += recs
+            self._next_txid += len(recs)
+        if self._next_txid > end:
+            await self.close()
+        return out
 
     async def close(self) -> None:
         """Stop the current download."""

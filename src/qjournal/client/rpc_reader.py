@@ -41,13 +41,16 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Iterator, Mapping
+from typing import Awaitable, Callable, Mapping
 
 from qjournal.errors import CacheMissError, InvariantViolation
 from qjournal.journalmanager.streams import EditLogInputStream
 from qjournal.protocol.messages import JournaledEdits
-from qjournal.protocol.segment import INVALID_TXID, EditRecord, iter_records, record_span
+from qjournal.protocol.segment import (DEFAULT_MAX_RECORD_BYTES, INVALID_TXID, OK, EditRecord, check_stop,
+                                       decode_records, record_span, try_decode)
+from qjournal.util.tasks import cancel_and_wait
 
 __all__ = ["ChosenEdits", "choose_journaled_edits", "RpcEditLogInputStream"]
 
@@ -110,8 +113,11 @@ def choose_journaled_edits(answers: Mapping[str, JournaledEdits], since_txid: in
     chosen: bytes | None = None
     for n in holders:
         a = answers[n]
-        lo, hi = record_span(a.records, since_txid, since_txid, end)
-        piece = a.records[lo:hi] if (lo, hi) != (0, len(a.records)) else a.records
+        if a.last_txid == end:  # the whole answer (its records are checked as they are decoded)
+            piece = a.records
+        else:
+            lo, hi = record_span(a.records, since_txid, since_txid, end)
+            piece = a.records[lo:hi]
         if chosen is None:
             chosen = piece
         elif piece != chosen:
@@ -129,6 +135,10 @@ EditsFetcher = Callable[[int], Awaitable[ChosenEdits]]
 class RpcEditLogInputStream(EditLogInputStream):
     """Records chosen from the JournalNodes' edit caches, fetching more while answers are full.
 
+    While the records of a full round are read, the next round is already asked for (one round
+    ahead, from the txid after the current round's last): a replay of many rounds then waits for
+    the JournalNodes only when they are slower than the reader. :meth:`close` cancels it.
+
     Args:
         jid: journal id (messages).
         first: the first round's chosen edits (already fetched by the caller).
@@ -144,7 +154,10 @@ class RpcEditLogInputStream(EditLogInputStream):
         self._to_txid = to_txid
         self._from_txid = first.first_txid
         self._next_txid = first.first_txid
-        self._iter: Iterator[EditRecord] | None = self._records(first)
+        #: byte offset of the next record in the current round's records; None once it is used up
+        self._offset: int | None = 0
+        #: the next round, asked for while the current one is read
+        self._ahead: asyncio.Task | None = None
         self.rounds = 1
 
     @property
@@ -155,32 +168,63 @@ class RpcEditLogInputStream(EditLogInputStream):
     def last_txid(self) -> int:
         return self._chosen.last_txid
 
-    def _records(self, chosen: ChosenEdits) -> Iterator[EditRecord]:
-        return iter_records(chosen.records, 0, where=f"journal {self.jid!r} edits from txid "
-                            f"{chosen.first_txid}", allow_torn_tail=False)
+    def _where(self) -> str:
+        return f"journal {self.jid!r} edits from txid {self._chosen.first_txid}"
+
+    def _has_more(self, c: ChosenEdits) -> bool:
+        """Whether a round after ``c`` is to be asked for."""
+        return c.full and c.num_txns > 0 and (self._to_txid is None or c.last_txid < self._to_txid)
 
     async def read_next(self) -> EditRecord | None:
-        """Next record (invariant 1), or None at the end of what a majority holds."""
+        """Next record (invariant 1), or None at the end of what a majority holds (see :meth:`read_batch`)."""
+        recs = await self.read_batch(1)
+        return recs[0] if recs else None
+
+    async def read_batch(self, max_records: int) -> list[EditRecord]:
+        """The next records (at most ``max_records``, invariant 1), or ``[]`` at the end of what a
+        majority holds.
+
+        Raises:
+            CorruptRecordError: a record of an answer fails its checksum (or is torn).
+            InvariantViolation: an answer's records do not run from the asked txid to its last.
+        """
         while True:
             if self._to_txid is not None and self._next_txid > self._to_txid:
-                return None
-            if self._iter is not None:
-                rec = next(self._iter, None)
-                if rec is not None:
-                    if rec.txid != self._next_txid:
-                        raise InvariantViolation(f"journal {self.jid!r}: edits answer holds txid "
-                                                 f"{rec.txid} where {self._next_txid} was expected")
-                    self._next_txid += 1
-                    return rec
-                self._iter = None
-                if self._next_txid != self._chosen.last_txid + 1:
+                return []
+            c = self._chosen
+            if self._offset is not None:
+                if self._ahead is None and self._has_more(c):
+                    self._ahead = asyncio.ensure_future(self._fetch_more(c.last_txid + 1))
+                left = c.last_txid - self._next_txid + 1
+                if left > 0:
+                    want = min(max_records, left)
+                    if self._to_txid is not None:
+                        want = min(want, self._to_txid - self._next_txid + 1)
+                    recs, off = decode_records(c.records, self._offset, want, DEFAULT_MAX_RECORD_BYTES,
+                                               self._next_txid)
+                    if recs:
+                        self._offset = off
+                        self._next_txid += len(recs)
+                        return recs
+                    d = try_decode(c.records, off)
+                    if d.status == OK:
+                        raise InvariantViolation(f"{self._where()}: the answer holds txid {d.record.txid} "  # type: ignore[union-attr]
+                                                 f"where {self._next_txid} was expected")
+                    check_stop(c.records, off, where=self._where(), allow_torn_tail=False)
                     raise InvariantViolation(f"journal {self.jid!r}: edits answer ended at txid "
-                                             f"{self._next_txid - 1}, chosen up to {self._chosen.last_txid}")
-            if not self._chosen.full or self._chosen.num_txns == 0:
-                return None
-            self._chosen = await self._fetch_more(self._next_txid)
+                                             f"{self._next_txid - 1}, chosen up to {c.last_txid}")
+                if self._offset != len(c.records):
+                    raise InvariantViolation(f"{self._where()}: the answer holds bytes after its last txid "
+                                             f"{c.last_txid}")
+                self._offset = None
+            if not self._has_more(c):
+                return []
+            ahead, self._ahead = self._ahead, None
+            self._chosen = await ahead if ahead is not None else await self._fetch_more(self._next_txid)
             self.rounds += 1
-            self._iter = self._records(self._chosen)
+            self._offset = 0
 
     async def close(self) -> None:
-        self._iter = None
+        self._offset = None
+        ahead, self._ahead = self._ahead, None
+        await cancel_and_wait(ahead, ignore_errors=True)  # a round nobody will read

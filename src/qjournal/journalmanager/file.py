@@ -73,6 +73,7 @@ from urllib.parse import unquote, urlparse
 
 from qjournal.errors import (
     CorruptRecordError,
+    InvariantViolation,
     InvalidRequestError,
     JournalAlreadyFormattedError,
     JournalError,
@@ -97,6 +98,8 @@ CORRUPT_SUFFIX = ".corrupt"
 
 #: bytes read from a segment file per refill of an input stream
 READ_CHUNK_BYTES = 4 * 1024 * 1024
+#: records decoded per step while skipping to a stream's first txid
+_SKIP_BATCH = 4096
 
 
 def local_path_of_uri(uri: str) -> str:
@@ -911,7 +914,14 @@ class FileEditLogInputStream(EditLogInputStream):
         self._pos = 0
 
     async def read_next(self) -> EditRecord | None:
-        """The next record at or after ``from_txid``, or None after the segment's end txid.
+        """The next record at or after ``from_txid``, or None after the segment's end txid
+        (see :meth:`read_batch`)."""
+        recs = await self.read_batch(1)
+        return recs[0] if recs else None
+
+    async def read_batch(self, max_records: int) -> list[EditRecord]:
+        """The next records at or after ``from_txid`` (at most ``max_records``, from the bytes read so
+        far), or ``[]`` after the segment's end txid.
 
         Raises:
             CorruptRecordError: bad checksum/length, a txid out of sequence, or the
@@ -919,43 +929,49 @@ class FileEditLogInputStream(EditLogInputStream):
             CorruptSegmentError: bad header.
         """
         if self._done:
-            return None
+            return []
         if self._f is None:
             await asyncio.to_thread(self._open_sync)
         while True:
             if self._expect > self._end:
                 await self.close()
-                return None
+                return []
+            skipping = self._expect < self._from  # records before from_txid are read, not returned
+            if skipping:
+                want = min(self._from - self._expect, _SKIP_BATCH)
+            else:
+                want = min(max_records, self._end - self._expect + 1)
+            recs, off = seg.decode_records(self._buf, self._pos, want, self._max, self._expect)
+            if recs:
+                self._pos = off
+                self._expect += len(recs)
+                if not skipping:
+                    return recs
+                continue
+            where = self._buf_base + self._pos
             d = seg.try_decode(self._buf, self._pos, self._max)
-            if d.status == seg.OK:
+            if d.status == seg.OK:  # a valid record with another txid than the next one
                 rec = d.record
                 assert rec is not None
-                if rec.txid != self._expect:
-                    raise CorruptRecordError(
-                        f"{self.path}: at byte {self._buf_base + self._pos}: record has txid {rec.txid}, "
-                        f"expected {self._expect}", path=self.path, offset=self._buf_base + self._pos,
-                        txid=rec.txid, expected_txid=self._expect)
-                self._pos = d.next_offset
-                self._expect += 1
-                if rec.txid >= self._from:
-                    return rec
-                continue
+                if rec.txid == self._expect:
+                    raise InvariantViolation(f"{self.path}: at byte {where}: decode_records refused "
+                                             f"txid {rec.txid}, which try_decode accepts")
+                raise CorruptRecordError(
+                    f"{self.path}: at byte {where}: record has txid {rec.txid}, expected {self._expect}",
+                    path=self.path, offset=where, txid=rec.txid, expected_txid=self._expect)
             if d.status == seg.CORRUPT:
-                raise CorruptRecordError(f"{self.path}: at byte {self._buf_base + self._pos}: {d.reason}",
-                                         path=self.path, offset=self._buf_base + self._pos,
-                                         reason=d.reason)
+                raise CorruptRecordError(f"{self.path}: at byte {where}: {d.reason}",
+                                         path=self.path, offset=where, reason=d.reason)
             # END at the buffer's end, or TRUNCATED: more bytes may be in the file.
             at_buffer_end = self._pos >= len(self._buf)
             if (d.status == seg.TRUNCATED or at_buffer_end) and not self._eof:
-                need = self._needed_bytes()
-                await self._refill(need)
+                await self._refill(self._needed_bytes())
                 continue
             detail = d.reason or "end of file"
             raise CorruptRecordError(
-                f"{self.path}: premature end of log at byte {self._buf_base + self._pos} ({detail}): "
+                f"{self.path}: premature end of log at byte {where} ({detail}): "
                 f"got txids up to {self._expect - 1}, expected the segment to reach {self._end}",
-                path=self.path, offset=self._buf_base + self._pos, txid=self._expect - 1,
-                expected_txid=self._end)
+                path=self.path, offset=where, txid=self._expect - 1, expected_txid=self._end)
 
     def _needed_bytes(self) -> int:
         avail = len(self._buf) - self._pos

@@ -1,7 +1,8 @@
 """Edit-log streams (HDFS-1580): the output and input stream interfaces, and the input combinators.
 
 The interfaces: :class:`EditLogOutputStream` (``write``/``mark``/``sync`` of one open
-segment), :class:`EditLogInputStream` (``read_next`` in txid order), :class:`SegmentInfo`
+segment), :class:`EditLogInputStream` (``read_next``, or ``read_batch`` for many records per
+await, in txid order), :class:`SegmentInfo`
 (one manifest entry) and :func:`plan_read` (which segments cover a txid range).
 
 The combinators: a chain of segments, and failover between copies of one segment.
@@ -137,6 +138,33 @@ class EditLogInputStream(abc.ABC):
     async def read_next(self) -> EditRecord | None:
         """Next record, or None at the end. Raises CorruptRecordError on damage."""
 
+    async def read_batch(self, max_records: int) -> list[EditRecord]:
+        """The next 1 to ``max_records`` records (a new list the caller owns), or ``[]`` at the end.
+
+        The records and errors of as many ``read_next`` calls: a reader that replays many edits
+        (the tailer) pays one await per batch instead of one per record through every stream
+        layer. This default loops over ``read_next`` and stops at the first None; the built-in
+        streams override it (and answer ``read_next`` with a batch of one). An error after some
+        records were taken is raised by the next call, once those records are returned.
+        """
+        err: BaseException | None = getattr(self, "_batch_error", None)
+        if err is not None:
+            self._batch_error = None
+            raise err
+        out: list[EditRecord] = []
+        while len(out) < max_records:
+            try:
+                rec = await self.read_next()
+            except (QJournalError, OSError) as e:
+                if not out:
+                    raise
+                self._batch_error = e
+                break
+            if rec is None:
+                break
+            out.append(rec)
+        return out
+
     async def close(self) -> None:
         return None
 
@@ -149,6 +177,19 @@ class EditLogInputStream(abc.ABC):
             if rec is None:
                 return
             yield rec
+
+
+def check_consecutive(recs: Sequence[EditRecord], first_txid: int, what: str) -> None:
+    """Raise unless ``recs`` hold the txids ``first_txid``, ``first_txid + 1``, ... (a batch's rule).
+
+    Raises:
+        CorruptRecordError: naming ``what`` returned the first txid out of sequence.
+    """
+    if [r.txid for r in recs] == list(range(first_txid, first_txid + len(recs))):
+        return
+    k = next(k for k, r in enumerate(recs) if r.txid != first_txid + k)
+    raise CorruptRecordError(f"{what} returned txid {recs[k].txid}, expected {first_txid + k}",
+                             txid=recs[k].txid, expected_txid=first_txid + k)
 
 
 def plan_read(segs: Iterable[SegmentInfo], from_txid: int, to_txid: int | None,
@@ -228,7 +269,12 @@ class ChainedInputStream(EditLogInputStream):
         return super().version
 
     async def read_next(self) -> EditRecord | None:
-        """The next txid of the range, or None at its end.
+        """The next txid of the range, or None at its end (see :meth:`read_batch`)."""
+        recs = await self.read_batch(1)
+        return recs[0] if recs else None
+
+    async def read_batch(self, max_records: int) -> list[EditRecord]:
+        """The next txids of the range (at most ``max_records``, from one part), or ``[]`` at its end.
 
         Raises:
             CorruptRecordError: a part returned a txid out of sequence or is damaged.
@@ -237,7 +283,7 @@ class ChainedInputStream(EditLogInputStream):
         while True:
             if self._to is not None and self._next_txid > self._to:
                 await self.close()
-                return None
+                return []
             if self._current is None:
                 if self._index >= len(self._parts):
                     if self._to is not None and self._next_txid <= self._to:
@@ -245,7 +291,7 @@ class ChainedInputStream(EditLogInputStream):
                             f"transactions {self._next_txid}-{self._to} are not available: "
                             f"the segments end at txid {self._next_txid - 1}",
                             expected_txid=self._next_txid)
-                    return None
+                    return []
                 source, s = self._parts[self._index]
                 if s.end_txid < self._next_txid:
                     self._index += 1
@@ -256,8 +302,9 @@ class ChainedInputStream(EditLogInputStream):
                         f"{self._next_txid}, next segment starts at {s.start_txid}",
                         expected_txid=self._next_txid, next_txid=s.start_txid)
                 self._current = await source.open_segment(s, self._next_txid)
-            rec = await self._current.read_next()
-            if rec is None:
+            want = max_records if self._to is None else min(max_records, self._to - self._next_txid + 1)
+            recs = await self._current.read_batch(want)
+            if not recs:
                 s = self._parts[self._index][1]
                 if self._next_txid <= s.end_txid:
                     raise CorruptRecordError(
@@ -267,12 +314,9 @@ class ChainedInputStream(EditLogInputStream):
                 self._current = None
                 self._index += 1
                 continue
-            if rec.txid != self._next_txid:
-                raise CorruptRecordError(
-                    f"stream returned txid {rec.txid}, expected {self._next_txid}",
-                    txid=rec.txid, expected_txid=self._next_txid)
-            self._next_txid += 1
-            return rec
+            check_consecutive(recs, self._next_txid, "stream")
+            self._next_txid += len(recs)
+            return recs
 
     async def close(self) -> None:
         if self._current is not None:
@@ -354,35 +398,38 @@ class RedundantInputStream(EditLogInputStream):
             f"{'; '.join(self._errors)}", segment_txid=self._start, txid=self._next_txid)
 
     async def read_next(self) -> EditRecord | None:
-        """The next record, failing over between copies on error.
+        """The next record, failing over between copies on error (see :meth:`read_batch`)."""
+        recs = await self.read_batch(1)
+        return recs[0] if recs else None
+
+    async def read_batch(self, max_records: int) -> list[EditRecord]:
+        """The next records (at most ``max_records``), failing over between copies on error.
 
         Raises:
             JournalError: every usable copy failed (their errors are listed).
         """
         while True:
             if self._index >= len(self._candidates):
-                return None
+                return []
             if self._next_txid > self._current_end():
                 await self.close()
-                return None
+                return []
             try:
                 if self._current is None:
                     source, s = self._candidates[self._index]
                     self._current = await source.open_segment(s, self._next_txid)
-                rec = await self._current.read_next()
-                if rec is None:
+                recs = await self._current.read_batch(min(max_records, self._current_end() - self._next_txid + 1))
+                if not recs:
                     raise CorruptRecordError(
                         f"premature end of file at txid {self._next_txid - 1}; expected the copy to "
                         f"reach {self._current_end()}", txid=self._next_txid - 1,
                         expected_txid=self._current_end())
-                if rec.txid != self._next_txid:
-                    raise CorruptRecordError(f"copy returned txid {rec.txid}, expected {self._next_txid}",
-                                             txid=rec.txid, expected_txid=self._next_txid)
+                check_consecutive(recs, self._next_txid, "copy")
             except (QJournalError, OSError) as e:
                 await self._fail_over(e)
                 continue
-            self._next_txid += 1
-            return rec
+            self._next_txid += len(recs)
+            return recs
 
     async def close(self) -> None:
         if self._current is not None:

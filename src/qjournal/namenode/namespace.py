@@ -196,6 +196,9 @@ class Namespace:
         self.last_inode_id = ROOT_INODE_ID
         #: txid of the last op applied (kept by the edit log / loader; informational here)
         self.last_applied_txid = 0
+        #: one object per distinct owner, group, permission, replication and block size (memory:
+        #: a decoded edit or image row brings its own copy of each; an inode keeps the shared one)
+        self._shared: dict[Any, Any] = {}
 
     # ------------------------------------------------------------------ state
     @property
@@ -674,16 +677,21 @@ class Namespace:
         return n
 
     def _add(self, op: EditOp, node: INode) -> None:
-        if node.id in self.inodes or node.id <= ROOT_INODE_ID:
-            raise InvariantViolation(f"{op.NAME}: inode id {node.id} is already used")
-        parent = self._node(node.parent, op, True)
-        if node.name in parent.children:  # type: ignore[operator]
+        inodes, nid = self.inodes, node.id
+        if nid in inodes or nid <= ROOT_INODE_ID:
+            raise InvariantViolation(f"{op.NAME}: inode id {nid} is already used")
+        parent = inodes.get(node.parent)
+        if parent is None or not parent.is_dir:
+            parent = self._node(node.parent, op, True)  # raises, naming what is wrong
+        children = parent.children
+        if node.name in children:  # type: ignore[operator]
             raise InvariantViolation(f"{op.NAME}: {node.name!r} already exists in inode {parent.id}")
-        parent.children[node.name] = node.id  # type: ignore[index]
+        children[node.name] = nid  # type: ignore[index]
+        node.parent = parent.id  # the parent's own id object (memory: one int fewer per inode)
         parent.mtime = op.mtime  # type: ignore[attr-defined]
-        self.inodes[node.id] = node
-        if node.id > self.last_inode_id:
-            self.last_inode_id = node.id
+        inodes[nid] = node
+        if nid > self.last_inode_id:
+            self.last_inode_id = nid
 
     def _remove_subtree(self, op: EditOp, inode_id: int) -> None:
         n = self._node(inode_id, op)
@@ -695,7 +703,9 @@ class Namespace:
             del self.inodes[sid]
 
     def _apply_mkdir(self, op: MkdirOp) -> None:
-        self._add(op, INode(op.inode, op.parent, op.name, True, op.perm, op.owner, op.group, op.mtime))
+        share = self._shared.setdefault
+        self._add(op, INode(op.inode, op.parent, op.name, True, share(op.perm, op.perm), share(op.owner, op.owner),
+                            share(op.group, op.group), op.mtime))
 
     def _apply_create(self, op: CreateOp) -> None:
         if op.overwrite_inode:
@@ -703,8 +713,11 @@ class Namespace:
             if old.parent != op.parent or old.name != op.name:
                 raise InvariantViolation(f"{op.NAME}: overwrite_inode {old.id} is not {op.path}")
             self._remove_subtree(op, old.id)
-        self._add(op, INode(op.inode, op.parent, op.name, False, op.perm, op.owner, op.group,
-                            op.mtime, op.atime, op.replication, op.block_size, op.length))
+        share = self._shared.setdefault
+        mtime, atime = op.mtime, op.atime
+        self._add(op, INode(op.inode, op.parent, op.name, False, share(op.perm, op.perm), share(op.owner, op.owner),
+                            share(op.group, op.group), mtime, mtime if atime == mtime else atime,
+                            share(op.replication, op.replication), share(op.block_size, op.block_size), op.length))
 
     def _apply_delete(self, op: DeleteOp) -> None:
         n = self._node(op.inode, op)
@@ -741,14 +754,15 @@ class Namespace:
         dparent.mtime = op.mtime
 
     def _apply_set_permission(self, op: SetPermissionOp) -> None:
-        self._node(op.inode, op).perm = op.perm
+        self._node(op.inode, op).perm = self._shared.setdefault(op.perm, op.perm)
 
     def _apply_set_owner(self, op: SetOwnerOp) -> None:
         n = self._node(op.inode, op)
+        share = self._shared.setdefault
         if op.owner is not None:
-            n.owner = op.owner
+            n.owner = share(op.owner, op.owner)
         if op.group is not None:
-            n.group = op.group
+            n.group = share(op.group, op.group)
 
     def _apply_set_times(self, op: SetTimesOp) -> None:
         n = self._node(op.inode, op)
@@ -758,7 +772,7 @@ class Namespace:
             n.atime = op.atime
 
     def _apply_set_replication(self, op: SetReplicationOp) -> None:
-        self._node(op.inode, op, False).replication = op.replication
+        self._node(op.inode, op, False).replication = self._shared.setdefault(op.replication, op.replication)
 
     def _apply_segment_marker(self, op: EditOp) -> None:
         return None
@@ -787,13 +801,15 @@ class Namespace:
         ns.inodes.clear()
         n = len(cols["inode_id"])
         rows = zip(*(cols[c] for c in IMAGE_COLUMNS))
+        share = ns._shared.setdefault  # one object per distinct value, as apply keeps them
         for (iid, pid, name, typ, perm, owner, group, mtime, atime, rep, bs, length) in rows:
             if iid in ns.inodes:
                 raise CorruptSegmentError(f"{where}: duplicate inode id {iid}", path=where)
             if typ not in ("d", "f"):
                 raise CorruptSegmentError(f"{where}: inode {iid} has type {typ!r}", path=where)
-            ns.inodes[iid] = INode(iid, pid, name, typ == "d", perm, owner, group, mtime, atime,
-                                   rep, bs, length)
+            ns.inodes[iid] = INode(iid, pid, name, typ == "d", share(perm, perm), share(owner, owner),
+                                   share(group, group), mtime, mtime if atime == mtime else atime,
+                                   share(rep, rep), share(bs, bs), length)
         if ROOT_INODE_ID not in ns.inodes or not ns.inodes[ROOT_INODE_ID].is_dir:
             raise CorruptSegmentError(f"{where}: the root directory (inode {ROOT_INODE_ID}) is missing",
                                       path=where)
@@ -809,6 +825,7 @@ class Namespace:
                 raise CorruptSegmentError(f"{where}: duplicate name {node.name!r} in inode {parent.id}",
                                           path=where)
             parent.children[node.name] = iid  # type: ignore[index]
+            node.parent = parent.id  # the parent's own id object
         # every inode must be reachable from the root (no cycles)
         if sum(1 for _ in ns._subtree(ROOT_INODE_ID)) != n:
             raise CorruptSegmentError(f"{where}: some inodes are not reachable from the root", path=where)

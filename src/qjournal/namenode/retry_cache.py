@@ -31,13 +31,15 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from qjournal.namenode.ops import NO_CLIENT_ID, CreateOp, EditOp, MkdirOp
+from qjournal.errors import InvariantViolation
+from qjournal.namenode.ops import (NO_CLIENT_ID, OP_CREATE, CreateOp, DeleteOp, EditOp, MkdirOp, RenameOp,
+                                   SetOwnerOp, SetPermissionOp, SetReplicationOp, SetTimesOp, decode_op)
 
-#: method name per opcode for rebuilding answers from ops (tailer side)
-_METHOD_BY_OP = {"OP_MKDIR": "mkdirs", "OP_CREATE": "create", "OP_DELETE": "delete",
-                 "OP_RENAME": "rename", "OP_SET_PERMISSION": "set_permission",
-                 "OP_SET_OWNER": "set_owner", "OP_SET_TIMES": "set_times",
-                 "OP_SET_REPLICATION": "set_replication"}
+#: the RPC method that logs each op class, for rebuilding answers from ops (tailer side)
+_METHOD_BY_CLASS: dict[type, str] = {
+    MkdirOp: "mkdirs", CreateOp: "create", DeleteOp: "delete", RenameOp: "rename",
+    SetPermissionOp: "set_permission", SetOwnerOp: "set_owner", SetTimesOp: "set_times",
+    SetReplicationOp: "set_replication"}
 
 
 def create_status(op: CreateOp) -> dict:
@@ -65,9 +67,20 @@ def answer_from_ops(method: str, ops: list[EditOp]) -> Any:
     return None
 
 
-def method_of(op: EditOp) -> str | None:
-    """The RPC method that logs this op, or None for segment markers."""
-    return _METHOD_BY_OP.get(op.NAME)
+#: RPC method -> its answer where that does not depend on the ops (every method but ``create``)
+_CONSTANT_ANSWERS = {m: answer_from_ops(m, []) for m in _METHOD_BY_CLASS.values() if m != "create"}
+
+
+def _key(client_id: bytes, call_id: int) -> bytes | tuple[bytes, int]:
+    """The entry key of a call: its 16-byte client id and 8-byte call id in one bytes object (a
+    tuple holds two more objects, which the cyclic garbage collector scans: replay makes one key
+    per edit), or the pair for other shapes (never equal to a bytes key)."""
+    if len(client_id) == 16 and 0 <= call_id < _CALL_ID_LIMIT:
+        return client_id + call_id.to_bytes(8, "big")
+    return (client_id, call_id)
+
+
+_CALL_ID_LIMIT = 2 ** 64
 
 
 class RetryCache:
@@ -81,8 +94,11 @@ class RetryCache:
     def __init__(self, expiry_ms: int = 600_000, max_entries: int = 1_000_000) -> None:
         self.expiry_ms = expiry_ms
         self.max_entries = max_entries
-        self._entries: OrderedDict[tuple[bytes, int], tuple[int, str, Any]] = OrderedDict()
+        self._entries: OrderedDict[bytes | tuple[bytes, int], tuple[int, str, Any]] = OrderedDict()
         self.hits = 0
+        #: record_op's entries with a constant answer, by method, for the time ``_shared_ms``
+        self._shared: dict[str, tuple[int, str, Any]] = {}
+        self._shared_ms: int | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -97,36 +113,64 @@ class RetryCache:
         if not self.cacheable(client_id, call_id):
             return False, None
         self.expire(now_ms)
-        e = self._entries.get((client_id, call_id))
+        e = self._entries.get(_key(client_id, call_id))
         if e is None or e[1] != method:
             return False, None
         self.hits += 1
-        return True, e[2]
+        answer = e[2]
+        if type(answer) is bytes:  # a create's record body, from record_op
+            answer = decode_op(OP_CREATE, answer)
+        if isinstance(answer, EditOp):  # recorded by record_op: the answer is built now
+            answer = answer_from_ops(method, [answer])
+        return True, answer
 
     def record(self, client_id: bytes, call_id: int, method: str, answer: Any, now_ms: int) -> None:
-        """Store the answer of a successful, durable call (invariant 1)."""
+        """Store the answer of a successful, durable call (invariant 1).
+
+        Raises:
+            InvariantViolation: ``answer`` is bytes or an op (those mean "build it from the op" in an
+                entry of :meth:`record_op`; no RPC write answers one).
+        """
+        if isinstance(answer, (bytes, EditOp)):
+            raise InvariantViolation(f"retry cache: {method} answered a {type(answer).__name__}")
         if not self.cacheable(client_id, call_id):
             return
-        key = (client_id, call_id)
-        self._entries.pop(key, None)
-        self._entries[key] = (now_ms, method, answer)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+        self._store(_key(client_id, call_id), (now_ms, method, answer))
 
-    def record_op(self, op: EditOp, now_ms: int) -> None:
+    def _store(self, key: bytes | tuple[bytes, int], entry: tuple[int, str, Any]) -> None:
+        entries = self._entries
+        if key in entries:
+            del entries[key]  # a re-recorded call moves to the end (the newest)
+        entries[key] = entry
+        while len(entries) > self.max_entries:
+            entries.popitem(last=False)
+
+    def record_op(self, op: EditOp, now_ms: int, body: bytes | None = None) -> None:
         """Rebuild the entry of the call that logged ``op`` (tailer and replay side).
 
         A call that logged several ops (``mkdirs -p``) gets the same answer
-        from each, so recording each is harmless.
+        from each, so recording each is harmless. Replay records one entry per
+        edit and few are ever looked up, so a ``create``'s entry keeps the op's
+        record ``body`` when given (one bytes object, which the cyclic garbage
+        collector never scans, unlike the op and its fields) or else the op, and
+        :meth:`lookup` builds its FileStatus from it (``answer_from_ops``); the
+        other methods' answers are constants.
         """
-        method = method_of(op)
+        method = _METHOD_BY_CLASS.get(type(op))
         if method is None:
             return
-        if isinstance(op, MkdirOp):
-            answer: Any = True
-        else:
-            answer = answer_from_ops(method, [op])
-        self.record(op.client_id, op.call_id, method, answer, now_ms)
+        client_id, call_id = op.client_id, op.call_id
+        if call_id < 0 or not client_id or client_id == NO_CLIENT_ID:  # cacheable(), inlined
+            return
+        if method == "create":
+            entry: tuple[int, str, Any] = (now_ms, method, op if body is None else body)
+        else:  # one entry tuple per (time, method), shared: fewer objects for the garbage collector
+            if now_ms != self._shared_ms:
+                self._shared_ms, self._shared = now_ms, {}
+            entry = self._shared.get(method)  # type: ignore[assignment]
+            if entry is None:
+                entry = self._shared[method] = (now_ms, method, _CONSTANT_ANSWERS[method])
+        self._store(_key(client_id, call_id), entry)
 
     def expire(self, now_ms: int) -> None:
         """Drop entries recorded more than ``expiry_ms`` before ``now_ms``."""
@@ -138,4 +182,4 @@ class RetryCache:
             self._entries.popitem(last=False)
 
 
-__all__ = ["RetryCache", "answer_from_ops", "create_status", "method_of"]
+__all__ = ["RetryCache", "answer_from_ops", "create_status"]

@@ -27,8 +27,10 @@ Invariants:
    ``last_applied_txid + 1`` stops the round with ``GapInTransactionsError``
    (the next round retries), nothing is skipped.
 2. An op is applied under the NameNode's namespace lock, and
-   ``last_applied_txid`` advances with it, so a checkpoint snapshot taken
-   under the lock is exactly "the image at last_applied_txid".
+   ``last_applied_txid`` names the last op applied whenever the lock is free
+   (it is set once per batch, before the lock is released, also when an op
+   fails), so a checkpoint snapshot taken under the lock is exactly "the image
+   at last_applied_txid".
 3. Every op with a client id rebuilds its retry-cache entry
    (``retry_cache.py``) so a call retried after a failover gets its answer.
 """
@@ -44,6 +46,8 @@ from qjournal.journalmanager.base import JournalManager
 from qjournal.namenode.namespace import Namespace
 from qjournal.namenode.ops import decode_op
 from qjournal.namenode.retry_cache import RetryCache
+from qjournal.protocol.segment import EditRecord
+from qjournal.util.proc import gc_paused
 from qjournal.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
@@ -120,41 +124,50 @@ class EditLogTailer:
             return 0
         stream = await journal.open_input(start, to_txid, in_progress_ok)
         n = 0
+        want = self.batch_txns
         try:
-            done = False
-            while not done:
-                # read a batch (I/O, awaits), then apply it under one lock acquisition
-                batch = []
-                while len(batch) < self.batch_txns:
-                    rec = await stream.read_next()
-                    if rec is None:
-                        done = True
-                        break
-                    batch.append(rec)
-                n += await self._apply_batch(journal, batch)
+            with gc_paused():  # an inode per edit and no garbage cycles (util/proc.py)
+                done = False
+                while not done:
+                    # read a batch (I/O, awaits; a stream batch per await), then apply it under one lock acquisition
+                    batch: list[EditRecord] = []
+                    while len(batch) < want:
+                        recs = await stream.read_batch(want - len(batch))
+                        if not recs:
+                            done = True
+                            break
+                        batch += recs
+                    n += await self._apply_batch(journal, batch)
         finally:
             await stream.close()
         self.applied_total += n
         return n
 
-    async def _apply_batch(self, journal: JournalManager, batch: list) -> int:
+    async def _apply_batch(self, journal: JournalManager, batch: list[EditRecord]) -> int:
+        """Decode and apply ``batch`` under the lock (invariants 1-3); ``last_applied_txid`` names the
+        last op applied when the lock is released, also when an op fails."""
         n = 0
         now = self.clock_ms()
-        ns, rc = self.namespace, self.retry_cache
+        apply, record_op, decode = self.namespace.apply, self.retry_cache.record_op, decode_op
         async with self.lock:
-            for rec in batch:
-                if rec.txid <= self.last_applied_txid:
-                    continue  # a redundant copy re-delivering an applied txid
-                if rec.txid != self.last_applied_txid + 1:
-                    raise GapInTransactionsError(
-                        f"{journal.uri}: expected txid {self.last_applied_txid + 1}, read {rec.txid}",
-                        expected_txid=self.last_applied_txid + 1, next_txid=rec.txid)
-                op = decode_op(rec.opcode, rec.body, rec.txid)
-                ns.apply(op)
-                self.last_applied_txid = rec.txid
-                ns.last_applied_txid = rec.txid
-                rc.record_op(op, now)
-                n += 1
+            last = self.last_applied_txid
+            try:
+                for txid, opcode, body, _crc in batch:
+                    if txid <= last:
+                        continue  # a redundant copy re-delivering an applied txid
+                    if txid != last + 1:
+                        raise GapInTransactionsError(
+                            f"{journal.uri}: expected txid {last + 1}, read {txid}",
+                            expected_txid=last + 1, next_txid=txid)
+                    op = decode(opcode, body, txid)
+                    apply(op)
+                    last = txid
+                    record_op(op, now, body)
+                    n += 1
+            finally:
+                if n:
+                    self.last_applied_txid = last
+                    self.namespace.last_applied_txid = last
         if n and self.on_applied is not None:
             self.on_applied(self.last_applied_txid)
         return n

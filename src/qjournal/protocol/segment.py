@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 import crc32c as _crc32c
 
@@ -77,9 +77,9 @@ INVALID_TXID = -12345
 crc32c = _crc32c.crc32c
 
 
-@dataclass(frozen=True, slots=True)
-class EditRecord:
-    """One decoded record."""
+class EditRecord(NamedTuple):
+    """One decoded record (a named tuple: replay makes one per edit, and a frozen dataclass costs
+    2.6x more to build)."""
 
     txid: int
     opcode: int
@@ -178,8 +178,9 @@ def encode_records(records: list[tuple[int, int, bytes]] | list[EditRecord],
 OK, END, TRUNCATED, CORRUPT = "ok", "end", "truncated", "corrupt"
 
 
-@dataclass(frozen=True, slots=True)
-class Decoded:
+class Decoded(NamedTuple):
+    """What :func:`try_decode` found at one offset."""
+
     status: str
     record: EditRecord | None
     next_offset: int
@@ -213,15 +214,59 @@ def try_decode(buf: bytes | memoryview, offset: int,
     if end > size:
         return Decoded(TRUNCATED, None, offset,
                        f"record of {length} body bytes needs {end - offset} bytes, {size - offset} left")
-    mv = memoryview(buf)
     body_start = offset + REC_HEAD_SIZE
-    body = mv[body_start:body_start + length]
     (stored,) = _CRC.unpack_from(buf, end - 4)
-    actual = crc32c(body, crc32c(mv[offset:body_start]))
+    with memoryview(buf) as mv:
+        actual = crc32c(mv[offset:end - 4])  # opcode..body in one pass
+        body = bytes(mv[body_start:end - 4])
     if stored != actual:
         return Decoded(CORRUPT, None, offset,
                        f"checksum mismatch for txid {txid}: stored {stored:#010x}, computed {actual:#010x}")
-    return Decoded(OK, EditRecord(txid, op, bytes(body), stored), end)
+    return Decoded(OK, EditRecord(txid, op, body, stored), end)
+
+
+def decode_records(buf: bytes | bytearray | memoryview, offset: int, max_records: int,
+                   max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                   expected_txid: int | None = None) -> tuple[list[EditRecord], int]:
+    """Decode up to ``max_records`` consecutive records from ``offset``: the batch form of :func:`try_decode`.
+
+    A record is taken exactly when :func:`try_decode` would return it as ``ok`` (invariant 1;
+    ``tests/foundation/test_segment.py`` checks the two agree on random and damaged buffers), and,
+    with ``expected_txid``, only while the txids run ``expected_txid``, ``expected_txid + 1``, ...
+    The loop builds nothing but the records (one CRC32C call per record over opcode..body), which
+    is what replay pays per edit before decoding the op.
+
+    Returns:
+        ``(records, next_offset)``. Fewer than ``max_records`` records means decoding stopped at
+        ``next_offset``: :func:`try_decode` there says why (``end``, ``truncated``, ``corrupt``, or
+        ``ok`` for a record whose txid broke the expected run).
+    """
+    out: list[EditRecord] = []
+    append = out.append
+    unpack = _REC_HEAD.unpack_from
+    crc_at = _CRC.unpack_from
+    crc = crc32c
+    new, record = tuple.__new__, EditRecord  # EditRecord(...) calls a Python-level __new__: 1.7x slower
+    size = len(buf)
+    off = offset
+    n = 0
+    whole_bytes = type(buf) is bytes  # slicing bytes copies once; other buffers go through the view
+    with memoryview(buf) as mv:
+        while n < max_records and off + REC_HEAD_SIZE <= size:
+            op, length, txid = unpack(buf, off)
+            body_end = off + REC_HEAD_SIZE + length
+            if (op == OP_INVALID_ZERO or op == OP_INVALID_FF or length > max_record_bytes
+                    or body_end + 4 > size
+                    or (expected_txid is not None and txid != expected_txid + n)):
+                break
+            (stored,) = crc_at(buf, body_end)
+            if crc(mv[off:body_end]) != stored:
+                break
+            body = buf[off + REC_HEAD_SIZE:body_end] if whole_bytes else bytes(mv[off + REC_HEAD_SIZE:body_end])
+            append(new(record, (txid, op, body, stored)))
+            off = body_end + 4
+            n += 1
+    return out, off
 
 
 def iter_records(buf: bytes | memoryview, offset: int = HEADER_SIZE, *,
@@ -237,17 +282,37 @@ def iter_records(buf: bytes | memoryview, offset: int = HEADER_SIZE, *,
         CorruptRecordError: naming ``where``, the byte offset and the reason.
     """
     while True:
-        d = try_decode(buf, offset, max_record_bytes)
-        if d.status == OK:
-            yield d.record  # type: ignore[misc]
-            offset = d.next_offset
-        elif d.status == END:
+        recs, offset = decode_records(buf, offset, _ITER_BATCH, max_record_bytes)
+        yield from recs
+        if len(recs) < _ITER_BATCH:
+            check_stop(buf, offset, where=where, allow_torn_tail=allow_torn_tail,
+                       max_record_bytes=max_record_bytes)
             return
-        elif d.status == TRUNCATED and allow_torn_tail:
-            return
-        else:
-            raise CorruptRecordError(f"{where}: at byte {offset}: {d.reason}",
-                                     where=where, offset=offset, reason=d.reason)
+
+
+#: records :func:`iter_records` decodes per :func:`decode_records` call
+_ITER_BATCH = 1024
+
+
+def check_stop(buf: bytes | bytearray | memoryview, offset: int, *, where: str, allow_torn_tail: bool,
+               max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Decoded:
+    """Why :func:`decode_records` (without ``expected_txid``) stopped short at ``offset``: return the
+    :func:`try_decode` verdict when it is a clean end (``end``, or ``truncated`` with
+    ``allow_torn_tail``), raise otherwise.
+
+    Raises:
+        CorruptRecordError: a corrupt (or, without ``allow_torn_tail``, torn) record, naming ``where``
+            and the byte offset.
+        InvariantViolation: :func:`try_decode` accepts the record :func:`decode_records` refused.
+    """
+    d = try_decode(buf, offset, max_record_bytes)
+    if d.status == END or (d.status == TRUNCATED and allow_torn_tail):
+        return d
+    if d.status == OK:
+        raise InvariantViolation(f"{where}: decode_records stopped at byte {offset} on a record "
+                                 f"try_decode accepts (txid {d.record.txid})")  # type: ignore[union-attr]
+    raise CorruptRecordError(f"{where}: at byte {offset}: {d.reason}",
+                             where=where, offset=offset, reason=d.reason)
 
 
 def record_span(buf: bytes | memoryview, first_txid: int, from_txid: int, to_txid: int) -> tuple[int, int]:
@@ -348,26 +413,35 @@ def validate_batch(buf: bytes, first_txid: int, num_txns: int, max_record_bytes:
     Returns:
         The last txid of the batch, or None when the batch is refused.
     """
+    n, off = valid_run(buf, 0, num_txns, max_record_bytes, first_txid)
+    return first_txid + n - 1 if n == num_txns and off == len(buf) else None
+
+
+def valid_run(buf: bytes | bytearray | memoryview, offset: int, max_records: int, max_record_bytes: int,
+              expected_txid: int) -> tuple[int, int]:
+    """The records :func:`decode_records` would take from ``offset`` (with ``expected_txid``), counted and
+    not built: the checks of :func:`validate_batch` and the scans, with the least Python work per record.
+
+    Returns:
+        ``(count, next_offset)``.
+    """
     size = len(buf)
     unpack = _REC_HEAD.unpack_from
     crc_at = _CRC.unpack_from
     crc = crc32c
-    mv = memoryview(buf)
-    off = 0
-    expect = first_txid
-    while off < size:
-        if off + REC_HEAD_SIZE > size:
-            return None
-        op, length, txid = unpack(buf, off)
-        body_end = off + REC_HEAD_SIZE + length
-        if (txid != expect or length > max_record_bytes or op == 0 or op == 0xFF
-                or body_end + 4 > size or crc(mv[off:body_end]) != crc_at(buf, body_end)[0]):
-            return None
-        off = body_end + 4
-        expect += 1
-    if expect - first_txid != num_txns:
-        return None
-    return expect - 1
+    off = offset
+    expect = expected_txid
+    end_txid = expected_txid + max_records
+    with memoryview(buf) as mv:
+        while expect < end_txid and off + REC_HEAD_SIZE <= size:
+            op, length, txid = unpack(buf, off)
+            body_end = off + REC_HEAD_SIZE + length
+            if (txid != expect or length > max_record_bytes or op == 0 or op == 0xFF
+                    or body_end + 4 > size or crc(mv[off:body_end]) != crc_at(buf, body_end)[0]):
+                break
+            off = body_end + 4
+            expect += 1
+    return expect - expected_txid, off
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,23 +514,25 @@ def scan_segment(buf: bytes | memoryview, *, expected_first_txid: int | None = N
     n = 0
     problems: list[ScanProblem] = []
     while True:
-        d = try_decode(buf, offset, max_record_bytes)
-        if d.status == OK:
-            rec = d.record
-            assert rec is not None
-            want = (last + 1) if n else expected_first_txid
-            if want is not None and rec.txid != want:
-                problems.append(ScanProblem(offset, "txid-gap",
-                                            f"record has txid {rec.txid}, expected {want}"))
-                break
+        want = (last + 1) if n else expected_first_txid
+        if want is None and offset + REC_HEAD_SIZE <= total:
+            want = _REC_HEAD.unpack_from(buf, offset)[2]  # any first txid; the rest run on from it
+        k, next_offset = (0, offset) if want is None else valid_run(
+            buf, offset, _scan_batch(want, stop_after_txid), max_record_bytes, want)
+        if k:
             if n == 0:
-                first = rec.txid
-            last = rec.txid
-            n += 1
-            offset = d.next_offset
+                first = want
+            last = want + k - 1
+            n += k
+            offset = next_offset
             if stop_after_txid is not None and last >= stop_after_txid:
                 return ScanResult(version, first, last, n, offset, total, ())
             continue
+        d = try_decode(buf, offset, max_record_bytes)
+        if d.status == OK:  # a valid record, not the next txid
+            problems.append(ScanProblem(offset, "txid-gap",
+                                        f"record has txid {d.record.txid}, expected {want}"))  # type: ignore[union-attr]
+            break
         if d.status == END:
             # Clean padding must run to the end of the image.
             bad = _first_non_padding(buf, offset)
@@ -481,6 +557,17 @@ def scan_segment(buf: bytes | memoryview, *, expected_first_txid: int | None = N
         else:
             pos += 1
     return ScanResult(version, first, last, n, valid_length, total, tuple(problems))
+
+
+#: records a scan decodes per :func:`decode_records` call
+_SCAN_BATCH = 4096
+
+
+def _scan_batch(want: int, stop_after_txid: int | None) -> int:
+    """How many records from txid ``want`` a scan may take next: never past ``stop_after_txid``."""
+    if stop_after_txid is None:
+        return _SCAN_BATCH
+    return max(1, min(_SCAN_BATCH, stop_after_txid - want + 1))
 
 
 def _first_non_padding(buf: bytes | memoryview, offset: int) -> int | None:
@@ -621,6 +708,36 @@ class SegmentDecoder:
         raise CorruptRecordError(f"{self.where}: at byte {self.offset}: {d.reason}",
                                  where=self.where, offset=self.offset, reason=d.reason)
 
+    def next_records(self, max_records: int, expected_txid: int | None = None) -> list[EditRecord]:
+        """Up to ``max_records`` complete records: the batch form of :meth:`next_record`.
+
+        The records are those successive :meth:`next_record` calls would return (with
+        ``expected_txid``, ``expected_txid + 1``, ...); an empty list where :meth:`next_record`
+        would return None, and the same errors where it would raise (possibly after returning the
+        good records before the bad one).
+        """
+        if self.layout_version is not None and not self.ended:
+            recs, off = decode_records(self._buf, self._pos, max_records, self.max_record_bytes, expected_txid)
+            if recs:
+                self._pos = off
+                return recs
+        rec = self.next_record(expected_txid)  # the header, the end, a torn tail, the precise error
+        return [rec] if rec is not None else []
+
+    def skip_records(self, max_records: int, expected_txid: int) -> int:
+        """Consume the records ``next_records(max_records, expected_txid)`` would return, without
+        building them (a scan needs their number only); raises where it would.
+
+        Returns:
+            How many (0 where it returns ``[]``).
+        """
+        if self.layout_version is not None and not self.ended:
+            n, off = valid_run(self._buf, self._pos, max_records, self.max_record_bytes, expected_txid)
+            if n:
+                self._pos = off
+                return n
+        return 0 if self.next_record(expected_txid) is None else 1
+
     def finish(self) -> ScanProblem | None:
         """The input ended: what is wrong with its end, or None for a clean end.
 
@@ -671,7 +788,11 @@ def scan_segment_chunks(chunks: Iterable[bytes], *, expected_first_txid: int | N
             start = dec.offset
             want = (last + 1) if n else expected_first_txid
             try:
-                rec = dec.next_record(want)
+                if want is None:  # any first txid; the rest run on from it
+                    rec = dec.next_record()
+                    k, want = (0, None) if rec is None else (1, rec.txid)
+                else:
+                    k = dec.skip_records(_scan_batch(want, stop_after_txid), want)
             except CorruptSegmentError as e:
                 problem = ScanProblem(0, "bad-header", e.message)
                 return result()
@@ -679,12 +800,12 @@ def scan_segment_chunks(chunks: Iterable[bytes], *, expected_first_txid: int | N
                 kind = "txid-gap" if "expected" in e.fields else "corrupt"
                 problem = ScanProblem(start, kind, e.fields.get("reason") or e.message)
                 return result()
-            if rec is None:
+            if not k:
                 break
             if n == 0:
-                first = rec.txid
-            last = rec.txid
-            n += 1
+                first = want
+            last = want + k - 1  # type: ignore[operator]
+            n += k
             if stop_after_txid is not None and last >= stop_after_txid:
                 return result()
     problem = dec.finish()

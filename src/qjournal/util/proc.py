@@ -8,11 +8,13 @@ know a process is up: no sleeps, no port polling races.
 
 The small process probes the launcher, the ZooKeeper ensemble and pid fencing
 share (:func:`pid_alive`, :func:`read_cmdline`, :func:`read_last_lines`) live
-here too, below all of them.
+here too, below all of them, and the process's garbage-collector policy
+(:func:`freeze_startup_objects`, :func:`gc_paused`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Iterator
 
 
 class DaemonStartError(RuntimeError):
@@ -217,4 +220,23 @@ def freeze_startup_objects() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (reference counting frees as usual); the
+    collector is enabled again on exit unless it was off before.
+
+    Why: a block that makes many long-lived objects and no garbage cycles (edit-log replay: an inode
+    per edit) otherwise pays full collections of the whole growing heap as it goes; measured in
+    ``bench/replay_bench.py``, four full collections took 0.33 s of a 0.87 s replay of 10^5 edits.
+    The collections the block's allocations call for run after it, once.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
