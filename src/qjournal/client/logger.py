@@ -40,6 +40,11 @@ Theory of operation:
   writer fails), through the same epoch-checked gate; a fenced writer gets an
   ``EpochError``, a node that lost its open segment (a restart) refuses the
   batch and waits for the next segment.
+* A ``journal`` batch that finds the logger idle (nothing queued or in flight,
+  in sync, connected) is sent at once, without the worker: its answer is
+  handled in the RPC future's done-callback, which starts the worker if calls
+  queued meanwhile. The commit path of one batch at a time (the NameNode's
+  group commit) then costs no task and no loop iteration before the send.
 * The connection is opened lazily and re-opened after a transport failure.
 * The logger is the codec boundary: calls take, and futures return, the
   message types of :mod:`qjournal.protocol.messages`. An answer is decoded
@@ -173,6 +178,8 @@ class AsyncLogger:
         self.rpcs_sent = 0
         self._queue: collections.deque[_Op] = collections.deque()
         self._worker: asyncio.Task | None = None
+        self._direct: asyncio.Future | None = None  # the RPC of a batch sent without the worker
+        self._direct_op: _Op | None = None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -277,6 +284,12 @@ class AsyncLogger:
             except Exception:  # noqa: BLE001 - closing a dead connection may fail any way
                 pass
 
+    def _forget_client(self) -> None:
+        """:meth:`_drop_client` from a callback: the close runs in the background."""
+        c, self._client = self._client, None
+        if c is not None:
+            asyncio.ensure_future(c.close()).add_done_callback(_consume_notice_result)
+
     async def _rpc(self, method: str, timeout_ms: int, **kw: Any) -> Any:
         client = await self._get_client()
         self.rpcs_sent += 1
@@ -293,11 +306,55 @@ class AsyncLogger:
             op.future.set_exception(TransportError(
                 f"journal {self.jid!r}: logger for {self.name} is closed", node=self.name))
             return op.future
+        if (op.method == "journal" and self._worker is None and self._direct is None and not self._queue
+                and not self.out_of_sync):
+            c = self._client
+            send = getattr(c, "send", None) if c is not None and not getattr(c, "is_closed", False) else None
+            if send is not None:
+                self._send_journal_now(send, op)
+                return op.future
         self._queue.append(op)
-        if self._worker is None:
+        self._start_worker()
+        return op.future
+
+    def _start_worker(self) -> None:
+        if self._worker is None and self._direct is None and self._queue:
             self._worker = asyncio.get_running_loop().create_task(
                 self._run(), name=f"qjm-logger-{self.name}")
-        return op.future
+
+    def _send_journal_now(self, send: Callable[..., asyncio.Future], op: _Op) -> None:
+        """Send ``op`` without the worker (module docstring); its answer comes to :meth:`_direct_done`."""
+        last = op.first_txid + op.num_txns - 1
+        try:
+            rpc = send("journal", timeout_ms=self.settings.write_txns_timeout_ms, req=self._make_req(),
+                       segment_txid=op.segment_txid, first_txid=op.first_txid, num_txns=op.num_txns,
+                       records=op.records)
+        except Exception as e:  # noqa: BLE001 - cannot be sent: that batch failed, as in the worker
+            self._write_failed(op.first_txid, last, e)
+            self._fail_ops([op], e)
+            return
+        self.rpcs_sent += 1
+        self._direct, self._direct_op = rpc, op
+        rpc.add_done_callback(self._direct_done)
+
+    def _direct_done(self, rpc: asyncio.Future) -> None:
+        op = self._direct_op
+        self._direct = self._direct_op = None
+        if op is None:  # pragma: no cover - the callback of the future just sent
+            raise InvariantViolation(f"{self.name}: an answer for no batch in flight")
+        err: BaseException | None = (TransportError(f"journal {self.jid!r}: call to {self.name} cancelled",
+                                                    node=self.name) if rpc.cancelled() else rpc.exception())
+        last = op.first_txid + op.num_txns - 1
+        if err is None:
+            self._acked([op], last)
+        else:
+            if isinstance(err, TransportError):
+                self._forget_client()
+            if not isinstance(err, InvariantViolation):
+                self._write_failed(op.first_txid, last, err)
+            self._fail_ops([op], err)
+        if not self._closed:
+            self._start_worker()
 
     def _submit(self, method: str, timeout_ms: int, decode: Decoder | None,
                 **kwargs: Any) -> asyncio.Future:
@@ -399,14 +456,8 @@ class AsyncLogger:
             except InvariantViolation:
                 raise
             except Exception as e:
-                log.warning("journal %r: %s failed to write txids %d-%d (%s); will try this "
-                            "node again after the next segment roll", self.jid, self.name, first,
-                            last, e)
-                self.out_of_sync = True
-                self._last_heartbeat_s = self._now()
+                self._write_failed(first, last, e)
                 raise
-            self.highest_acked_txid = last
-            self.last_ack_s = self._now()
         except asyncio.CancelledError:
             for o in ops:
                 self._release(o)
@@ -414,15 +465,30 @@ class AsyncLogger:
                     o.future.cancel()
             raise
         except BaseException as e:  # noqa: BLE001 - handed to the callers' futures
-            for o in ops:
-                self._release(o)
-                if not o.future.done():
-                    o.future.set_exception(e)
+            self._fail_ops(ops, e)
             return
+        self._acked(ops, last)
+
+    def _write_failed(self, first: int, last: int, e: BaseException) -> None:
+        """A batch was not written: the node is out of sync until the next segment (or a catch-up)."""
+        log.warning("journal %r: %s failed to write txids %d-%d (%s); will try this "
+                    "node again after the next segment roll", self.jid, self.name, first, last, e)
+        self.out_of_sync = True
+        self._last_heartbeat_s = self._now()
+
+    def _acked(self, ops: list[_Op], last: int) -> None:
+        self.highest_acked_txid = last
+        self.last_ack_s = self._now()
         for o in ops:
             self._release(o)
             if not o.future.done():
                 o.future.set_result(None)
+
+    def _fail_ops(self, ops: list[_Op], e: BaseException) -> None:
+        for o in ops:
+            self._release(o)
+            if not o.future.done():
+                o.future.set_exception(e)
 
     def _release(self, op: _Op) -> None:
         if op.nbytes:
@@ -687,10 +753,15 @@ class AsyncLogger:
         Returns:
             True when the queue is empty.
         """
-        w = self._worker
-        if w is not None and not w.done():
-            await asyncio.wait({w}, timeout=timeout_s)
-        return not self._queue and (self._worker is None or self._worker.done())
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout_s
+        while True:  # a direct batch may start the worker when it is answered, and the worker end
+            busy = {f for f in (self._direct, self._worker) if f is not None and not f.done()}
+            left = end - loop.time()
+            if not busy or left <= 0:
+                break
+            await asyncio.wait(busy, timeout=left)
+        return not self._queue and self._direct is None and (self._worker is None or self._worker.done())
 
     async def close(self) -> None:
         """Fail every queued call, stop the worker, close the connection."""

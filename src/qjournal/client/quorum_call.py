@@ -8,8 +8,12 @@ owns the asyncio side (futures, a deadline on the loop's clock); the decision
 itself is the pure :func:`qjournal.protocol.quorum.quorum_outcome`.
 
 Theory of operation: a ``QuorumCall`` is built from ``{node name: awaitable}``.
-Each awaitable is wrapped in a task; :meth:`QuorumCall.wait` re-evaluates the
-outcome after every completion and stops at WON or LOST or at the deadline.
+Each awaitable is wrapped in a task (a future stays itself) whose completion is
+recorded by a done-callback; :meth:`QuorumCall.wait` sleeps on one future that
+the callback completes once the outcome is decided (WON, LOST, or a broken
+invariant), or a timer at the deadline (or the next progress log line). One
+wake-up per wait, however many nodes answer: the commit path of every
+``journal`` batch goes through here.
 Stragglers are *not* cancelled: they are write-path calls whose completion
 updates their logger's state (acked txid, out-of-sync flag); they finish or
 time out on their own per-call deadline.
@@ -43,10 +47,9 @@ log = logging.getLogger(__name__)
 __all__ = ["QuorumCall"]
 
 
-def _consume(fut: asyncio.Future) -> None:
-    """Mark a straggler's exception as retrieved (it was or will be reported by ``wait``)."""
-    if not fut.cancelled():
-        fut.exception()
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _describe(err: BaseException) -> str:
@@ -70,15 +73,21 @@ class QuorumCall:
         self.names = sorted(calls)
         self._tasks: dict[str, asyncio.Future] = {
             name: asyncio.ensure_future(calls[name]) for name in self.names}
+        self._name_of: dict[asyncio.Future, str] = {}
         self.successes: dict[str, Any] = {}
         self.errors: dict[str, BaseException] = {}
+        self._rule: WaitRule | None = None  # the rule of the wait in progress
+        self._decided: asyncio.Future | None = None  # completed when that rule is decided
         for name, t in self._tasks.items():
-            t.add_done_callback(_consume)
             if t.done():
                 self._record(name, t)
+            else:
+                self._name_of[t] = name
+                t.add_done_callback(self._on_done)
 
     # -- bookkeeping -------------------------------------------------------------
     def _record(self, name: str, task: asyncio.Future) -> None:
+        """Note one node's answer (retrieving its exception, so a straggler's is never "lost")."""
         if name in self.successes or name in self.errors:
             return
         if task.cancelled():
@@ -89,6 +98,15 @@ class QuorumCall:
             self.successes[name] = task.result()
         else:
             self.errors[name] = exc
+
+    def _on_done(self, task: asyncio.Future) -> None:
+        self._record(self._name_of[task], task)
+        decided, rule = self._decided, self._rule
+        if decided is None or decided.done() or rule is None:
+            return
+        err = self.errors.get(self._name_of[task])
+        if isinstance(err, InvariantViolation) or self.outcome(rule) is not Outcome.PENDING:
+            decided.set_result(None)
 
     def _check_invariants(self) -> None:
         for name in self.names:
@@ -149,28 +167,28 @@ class QuorumCall:
                 return dict(self.successes)
             if out is Outcome.LOST:
                 raise self._lost_error(rule)
-            pending = [t for n, t in self._tasks.items()
-                       if n not in self.successes and n not in self.errors]
-            left = deadline - loop.time()
-            if left <= 0:
+            now = loop.time()
+            if deadline - now <= 0:
                 raise RpcTimeoutError(
                     f"{self.op_name!r} on journal {self.jid!r}: timed out after {timeout_ms} ms "
                     f"waiting for a {rule.name} of {rule.n} nodes ({rule.min_successes} needed, "
                     f"{len(self.successes)} succeeded): {self.error_report()}",
                     op=self.op_name, jid=self.jid, timeout_ms=timeout_ms,
                     errors={n: _describe(e) for n, e in sorted(self.errors.items())})
-            now = loop.time()
             if now >= next_log:
                 waited_ms = int((now - start) * 1000)
                 level = logging.WARNING if waited_ms > 0.7 * timeout_ms else logging.INFO
                 log.log(level, "waited %d ms (timeout=%d ms) for a %s of %s on journal %r: %s",
                         waited_ms, timeout_ms, rule.name, self.op_name, self.jid, self.error_report())
                 next_log = now + 1.0
-            done, _ = await asyncio.wait(pending, timeout=min(left, max(next_log - now, 0.001)),
-                                         return_when=asyncio.FIRST_COMPLETED)
-            for name, t in self._tasks.items():
-                if t in done:
-                    self._record(name, t)
+            decided = self._decided = loop.create_future()
+            self._rule = rule
+            timer = loop.call_at(min(deadline, max(next_log, now + 0.001)), _wake, decided)
+            try:
+                await decided
+            finally:
+                timer.cancel()
+                self._decided = self._rule = None
 
     def _lost_error(self, rule: WaitRule) -> QJournalError:
         errors = {n: _describe(e) for n, e in sorted(self.errors.items())}

@@ -304,6 +304,11 @@ define("qjournal.journalnode.max-journals", 1024, "int",
        "journal ids one JournalNode serves (created lazily; a limit on everything)")
 define("qjournal.journalnode.slow-sync.warn.ms", 1000, "duration",
        "log a WARN when one batch fsync takes longer (Hadoop: 1 s)", unit="ms")
+define("qjournal.journalnode.inline-write.max.ms", 20, "duration",
+       "a journal's journal and heartbeat calls run on the event loop, fsync included, while each takes "
+       "at most this long and no other journal is being written (one thread hop fewer per commit); a "
+       "slower call moves them to the journal's thread for 30 s and until fast again; 0: always the thread",
+       unit="ms")
 define("qjournal.journalnode.recovery-download.max.bytes", 2 * 1024 * MiB, "bytes",
        "largest segment accept-recovery downloads from a peer")
 define("qjournal.journalnode.fsync", True, "bool",

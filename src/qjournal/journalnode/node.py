@@ -14,6 +14,17 @@ Theory of operation:
   one journal stay serialized in arrival order while other journals, and HTTP
   reads, proceed. With ``threaded=False`` (the simulator, with a simulated
   disk) calls run inline on the event loop instead.
+* The write calls of the commit path (``journal``, ``heartbeat``) run inline on
+  the event loop, fsync included, when nothing of their journal is on its
+  thread, no other journal was written in the last second, and the journal's
+  last write call took at most ``qjournal.journalnode.inline-write.max.ms``.
+  A thread hop costs each call two wake-ups and about 100 µs of CPU, 40% of a
+  one-record commit on a JournalNode (docs/performance.md, "Commit path"); the
+  price is that the loop (other journals, HTTP, tailers) waits for that fsync.
+  A slower call sends the journal's write calls to its thread for
+  :data:`_THREAD_AFTER_SLOW_S` and until one is fast again there, so a slow
+  disk stalls the loop at most once per that period; with several journals
+  written at once their fsyncs overlap on their threads instead.
 * The RPC handler is :class:`JournalNodeRpcHandler`: ``rpc_<method>`` per row
   of the QJournalProtocol table in docs/architecture.md. The transport runs
   the calls of one connection in FIFO order (write ordering of one writer);
@@ -91,6 +102,13 @@ log = logging.getLogger(__name__)
 
 #: batches up to this size are validated on the event loop thread (about 1 ms per 128 KiB)
 _LOOP_VALIDATE_MAX_BYTES = 4 << 20
+#: larger batches are written on the journal's thread, never inline (module docstring)
+_INLINE_WRITE_MAX_BYTES = 1 << 20
+#: after a write call slower than qjournal.journalnode.inline-write.max.ms, its journal's write
+#: calls run on the journal's thread for at least this long
+_THREAD_AFTER_SLOW_S = 30.0
+#: a write call of another journal within this window keeps write calls on their threads
+_OTHER_WRITER_WINDOW_S = 1.0
 
 
 def _ns_from_wire(v: Any, jid: str) -> NamespaceInfo:
@@ -104,17 +122,30 @@ def _ns_from_wire(v: Any, jid: str) -> NamespaceInfo:
 
 
 class _JournalSlot:
-    """A Journal and the single thread its calls run on (invariant 1)."""
+    """A Journal and the single thread its calls run on (invariant 1).
+
+    Attributes:
+        on_thread: calls handed to the thread whose caller has not resumed yet; a call runs
+            inline only when this is 0, so calls never overlap and keep their order.
+        thread_until: ``time.monotonic()`` before which write calls use the thread (after a
+            slow one, module docstring).
+    """
 
     def __init__(self, journal: Journal, executor: ThreadPoolExecutor | None) -> None:
         self.journal = journal
         self.executor = executor
+        self.on_thread = 0
+        self.thread_until = 0.0
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self.executor is None:
             return _call(self.journal.jid, fn, *args)
-        return await asyncio.get_running_loop().run_in_executor(
-            self.executor, _call, self.journal.jid, fn, *args)
+        self.on_thread += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self.executor, _call, self.journal.jid, fn, *args)
+        finally:
+            self.on_thread -= 1
 
 
 def _call(jid: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -122,6 +153,12 @@ def _call(jid: str, fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
     except OSError as e:
         raise JournalError(f"journal {jid}: storage error: {e}", jid=jid) from e
+
+
+def _timed_call(jid: str, fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    """``(result, seconds it took)``, timed on the thread that runs it."""
+    t0 = time.monotonic()
+    return _call(jid, fn, *args), time.monotonic() - t0
 
 
 class JournalNode:
@@ -193,6 +230,8 @@ class JournalNode:
         self.max_record_bytes = c.get_bytes("dfs.namenode.max.op.size") or DEFAULT_MAX_RECORD_BYTES
         self.max_frame_bytes = c.get_bytes("ipc.maximum.data.length")
         self.slow_sync_warn_s = c.get_duration_ms("qjournal.journalnode.slow-sync.warn.ms") / 1000.0
+        self.inline_write_max_s = c.get_duration_ms("qjournal.journalnode.inline-write.max.ms") / 1000.0
+        self._last_write: tuple[str, float] = ("", -_OTHER_WRITER_WINDOW_S)  # (jid, monotonic time)
         # HDFS-13150: the edit cache exists where in-progress tailing is on (as in Hadoop)
         cache_bytes = c.get_bytes("dfs.journalnode.edit-cache-size.bytes") or 0
         if cache_bytes < 0:
@@ -474,6 +513,32 @@ class JournalNode:
         slot = await self.journal_slot(jid)
         return await slot.run(getattr(slot.journal, method), *args)
 
+    async def run_write(self, slot: _JournalSlot, fn: Callable[..., Any], *args: Any,
+                        nbytes: int = 0) -> Any:
+        """A write call of the commit path (``journal``, ``heartbeat``): inline on the event loop
+        or on the journal's thread, as the module docstring says."""
+        if slot.executor is None:
+            return _call(slot.journal.jid, fn, *args)
+        jid = slot.journal.jid
+        now = time.monotonic()
+        other_writer = self._last_write[0] != jid and now - self._last_write[1] < _OTHER_WRITER_WINDOW_S
+        self._last_write = (jid, now)
+        if (slot.on_thread == 0 and now >= slot.thread_until and not other_writer
+                and nbytes <= _INLINE_WRITE_MAX_BYTES and self.inline_write_max_s > 0):
+            try:
+                return _call(jid, fn, *args)
+            finally:
+                took = time.monotonic() - now
+                if took > self.inline_write_max_s:
+                    slot.thread_until = time.monotonic() + _THREAD_AFTER_SLOW_S
+                    log.warning("journal %s: a write call took %.0f ms on the event loop (more than "
+                                "qjournal.journalnode.inline-write.max.ms); write calls run on the "
+                                "journal's thread for %.0f s", jid, took * 1000, _THREAD_AFTER_SLOW_S)
+        result, took = await slot.run(_timed_call, jid, fn, *args)
+        if took > self.inline_write_max_s:
+            slot.thread_until = max(slot.thread_until, time.monotonic() + _THREAD_AFTER_SLOW_S)
+        return result
+
     # --- segment downloads (accept-recovery, the syncer) ------------------------------------
 
     async def download_segment(self, url: str, slot: _JournalSlot, tmp_name: str, *,
@@ -714,8 +779,8 @@ class JournalNodeRpcHandler:
         last = None
         if 0 < len(data) <= _LOOP_VALIDATE_MAX_BYTES:  # a huge batch is validated off the loop
             last = validate_batch(data, first, n, self.node.max_record_bytes)
-        await slot.run(functools.partial(slot.journal.journal, r, seg, first, n, data,
-                                         validated_last_txid=last))
+        await self.node.run_write(slot, functools.partial(slot.journal.journal, r, seg, first, n, data,
+                                                          validated_last_txid=last), nbytes=len(data))
 
     async def rpc_heartbeat(self, req: Any) -> None:
         """Request gate only (fencing, committed txid).
@@ -724,7 +789,8 @@ class JournalNodeRpcHandler:
             EpochError, JournalOutOfSyncError.
         """
         r = self._req(req)
-        await self.node.run(r.jid, "heartbeat", r)
+        slot = await self.node.journal_slot(r.jid)
+        await self.node.run_write(slot, slot.journal.heartbeat, r)
 
     async def rpc_finalize_log_segment(self, req: Any, start_txid: Any, end_txid: Any) -> None:
         """Finalize a segment (idempotent).

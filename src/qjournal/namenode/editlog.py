@@ -19,6 +19,10 @@ Theory of operation:
   start one (``mark`` then ``sync`` on the stream: it flushes everything
   written up to the mark); otherwise wait for the running one. Exactly one
   sync runs at a time; callers that arrive during it are served by the next.
+  A caller waits on a future of its own, which the sync completes as it ends
+  (its error, or nothing: the caller checks again), so cancelling a caller
+  never cancels the shared sync, and a caller wakes one loop iteration after
+  the sync, not two (as through ``asyncio.shield``).
 * Segments: ``open_for_write(txid)`` starts a segment and logs
   ``OP_START_LOG_SEGMENT``; ``roll()`` logs ``OP_END_LOG_SEGMENT``, syncs,
   finalizes and opens the next segment; ``close()`` ends and finalizes the
@@ -102,6 +106,7 @@ class FSEditLog:
         self.last_written_txid = 0
         self.synced_txid = 0
         self._sync_task: asyncio.Future | None = None
+        self._sync_waiters: list[asyncio.Future] = []  # log_sync callers waiting for the running sync
         self._roll_task: asyncio.Task | None = None
         self._confirm_waiters: list[asyncio.Future] = []
         self._confirm_task: asyncio.Task | None = None
@@ -200,27 +205,41 @@ class FSEditLog:
             if self.fatal is not None:
                 raise EditLogFatalError(f"edit log failed: {self.fatal}; txid {txid} is not durable",
                                         txid=txid, cause=str(self.fatal))
-            if self._sync_task is not None and self._sync_task.done():
+            task = self._sync_task
+            if task is not None and task.done():
                 # a syncer cancelled before its first step never ran its `finally`: start a new one
                 # (without this the loop below awaited the same cancelled task for ever, never
                 # yielding: the cluster soak's worker spun in a NameNode's shutdown)
-                self._sync_task = None
-            if self._sync_task is None:
-                self._sync_task = asyncio.ensure_future(self._sync_once())
-                # its failure is the edit log's (self.fatal); waiters that left do not retrieve it
-                self._sync_task.add_done_callback(_retrieve)
-            task = self._sync_task
+                self._sync_task = task = None
+            if task is None:
+                task = self._sync_task = asyncio.ensure_future(self._sync_once())
+                # its failure is the edit log's (self.fatal) and its waiters'; retrieved here
+                task.add_done_callback(self._sync_ended)
+            waiter = asyncio.get_running_loop().create_future()
+            self._sync_waiters.append(waiter)
             try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                me = asyncio.current_task()
-                if task.cancelled() and not (me is not None and me.cancelling()):
-                    continue  # only the shared syncer was cancelled: wait for a new one
-                raise
+                await waiter
             except Exception:
                 if self.fatal is None:
                     raise
                 continue  # self.fatal is set; the loop raises EditLogFatalError
+
+    def _release_sync_waiters(self, error: BaseException | None) -> None:
+        """Wake every caller of the sync that ends: with its error, or to check again."""
+        waiters, self._sync_waiters = self._sync_waiters, []
+        for w in waiters:
+            if not w.done():
+                if error is None:
+                    w.set_result(None)
+                else:
+                    w.set_exception(error)
+
+    def _sync_ended(self, task: asyncio.Future) -> None:
+        """Done-callback of a sync: a task cancelled before its first step released nobody."""
+        _retrieve(task)
+        if self._sync_task is task:  # else its `finally` ran (or a new sync took over its waiters)
+            self._sync_task = None
+            self._release_sync_waiters(None)
 
     async def read_barrier(self) -> None:
         """Invariant 5: durable, and still the writer after the call began.
@@ -270,6 +289,7 @@ class FSEditLog:
 
     async def _sync_once(self) -> None:
         stream = self._stream
+        error: BaseException | None = None
         try:
             if stream is None:
                 raise JournalError("edit log closed while a sync was pending")
@@ -288,8 +308,14 @@ class FSEditLog:
                 self.num_syncs += 1
                 self.num_txns_synced += n
                 self.max_batch_txns = max(self.max_batch_txns, n)
+        except asyncio.CancelledError:
+            raise  # the waiters check again (a new sync), as after a success
+        except BaseException as e:
+            error = e
+            raise
         finally:
             self._sync_task = None
+            self._release_sync_waiters(error)
 
     def _fail(self, e: BaseException) -> None:
         if isinstance(e, InvariantViolation):

@@ -1039,6 +1039,29 @@ class RpcClient:
             TransportError: the connection is closed or was lost.
             FrameTooLargeError: the request exceeds ``max_frame_bytes``.
         """
+        fut, request_id = self._send(method, timeout_ms, kwargs)
+        try:
+            return await fut
+        finally:
+            pending = self._pending
+            if pending.pop(request_id, None) is not None and not pending and self._sweep_handle is not None:
+                self._stop_sweep()  # cancelled: the call is forgotten (see _data_received)
+
+    def send(self, method: str, /, timeout_ms: int | None = None, **kwargs: Any) -> asyncio.Future:
+        """Write the call now and return the future of its result: :meth:`call` without a coroutine,
+        for a caller that reacts to the answer in a done-callback (one loop iteration sooner than a
+        task waking up).
+
+        A cancelled future's call is forgotten when its answer or its deadline comes.
+
+        Raises:
+            TransportError: the connection is closed.
+            FrameTooLargeError, TypeError: the request cannot be sent.
+            (The future fails as :meth:`call` raises.)
+        """
+        return self._send(method, timeout_ms, kwargs)[0]
+
+    def _send(self, method: str, timeout_ms: int | None, kwargs: dict) -> tuple[asyncio.Future, int]:
         if self._closed_error is not None:
             raise TransportError(
                 f"call {method} to {self.peer}: {self._closed_error.message}", method=method, peer=self.peer
@@ -1074,15 +1097,7 @@ class RpcClient:
             elif len(heap) > 64 and len(heap) > 4 * len(self._pending):
                 self._deadlines = [e for e in heap if e[1] in self._pending]
                 heapq.heapify(self._deadlines)
-        try:
-            return await fut
-        finally:
-            pending = self._pending
-            pending.pop(request_id, None)
-            if not pending and self._sweep_handle is not None:
-                # Nothing in flight: leave no timer behind (a virtual-time loop
-                # would otherwise jump to a deadline nobody waits for).
-                self._stop_sweep()
+        return fut, request_id
 
     async def close(self) -> None:
         """Close the connection; pending calls fail with :class:`TransportError`."""
@@ -1138,6 +1153,10 @@ class RpcClient:
                 fut.set_result(msg[3])
             else:
                 fut.set_exception(_rebuild_error(msg[3], method, self.peer))
+        if not pending and self._sweep_handle is not None:
+            # Nothing in flight: leave no timer behind (a virtual-time loop
+            # would otherwise jump to a deadline nobody waits for).
+            self._stop_sweep()
         if error is not None:
             self._protocol_failure(error)
 
