@@ -180,8 +180,7 @@ def _is_broad(handler: ast.ExceptHandler) -> bool:
 
 #: calls that pass an exception on: to a future (its awaiter raises it), to the process's end,
 #: or (the simulator's workers, which model processes) to the checker as a ``Failure``
-#: calls that hand the exception on (``AsyncLogger._fail_ops`` sets it on each waiting batch's future)
-PASSING_CALLS = {"set_exception", "fatal", "Failure", "_fail_ops"}
+PASSING_CALLS = {"set_exception", "fatal", "Failure"}
 
 
 def _passes_it_on(handler: ast.ExceptHandler) -> bool:

@@ -3,6 +3,7 @@ no other journal is written, else on the journal's thread (journalnode/node.py, 
 Each test records, per storage call, whether it ran on the event loop's thread."""
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -40,7 +41,9 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
-async def start(tmp_path, conf=None):
+@contextlib.asynccontextmanager
+async def node_and_client(tmp_path, conf=None):
+    """A threaded JournalNode on recording storages, and a client; yields (node, client, seen, storages)."""
     seen: dict[str, list] = {}
     storages: dict[str, RecordingStorage] = {}
 
@@ -51,7 +54,18 @@ async def start(tmp_path, conf=None):
                        storage_factory=factory)
     info = await node.start()
     host, port = info["rpc"].rsplit(":", 1)
-    return node, await RpcClient.connect_tcp(host, int(port)), seen, storages
+    c = await RpcClient.connect_tcp(host, int(port))
+    try:
+        yield node, c, seen, storages
+    finally:
+        await c.close()
+        await node.stop()
+
+
+def with_max_ms(value: str) -> Configuration:
+    conf = Configuration()
+    conf.set("qjournal.journalnode.inline-write.max.ms", value)
+    return conf
 
 
 async def open_segment(c, jid):
@@ -69,8 +83,7 @@ async def write(c, w, txid):
 
 def test_fast_write_calls_run_on_the_event_loop(tmp_path):
     async def main():
-        node, c, seen, _ = await start(tmp_path)
-        try:
+        async with node_and_client(tmp_path) as (node, c, seen, _):
             w = await open_segment(c, "j")
             before = len(seen["j"])
             for t in range(1, 6):
@@ -79,18 +92,12 @@ def test_fast_write_calls_run_on_the_event_loop(tmp_path):
             assert seen["j"][before:] == [True] * 5
             m = await c.call("get_edit_log_manifest", jid="j", since_txid=0, in_progress_ok=True)
             assert m["segments"] == [[1, 5, True]]
-        finally:
-            await c.close()
-            await node.stop()
     run(main())
 
 
 def test_a_slow_write_call_moves_its_journal_to_the_thread_until_fast_again(tmp_path):
     async def main():
-        conf = Configuration()
-        conf.set("qjournal.journalnode.inline-write.max.ms", "1")
-        node, c, seen, storages = await start(tmp_path, conf)
-        try:
+        async with node_and_client(tmp_path, with_max_ms("1")) as (node, c, seen, storages):
             w = await open_segment(c, "j")
             before = len(seen["j"])
             storages["j"].sync_delay_s = 0.005  # slower than 1 ms
@@ -102,33 +109,23 @@ def test_a_slow_write_call_moves_its_journal_to_the_thread_until_fast_again(tmp_
             node.journals["j"].thread_until = 0.0  # the hold-off passed; the last call was fast
             await write(c, w, 4)
             assert seen["j"][-1] is True
-        finally:
-            await c.close()
-            await node.stop()
     run(main())
 
 
 def test_zero_keeps_write_calls_on_the_thread(tmp_path):
     async def main():
-        conf = Configuration()
-        conf.set("qjournal.journalnode.inline-write.max.ms", "0")
-        node, c, seen, _ = await start(tmp_path, conf)
-        try:
+        async with node_and_client(tmp_path, with_max_ms("0")) as (node, c, seen, _):
             w = await open_segment(c, "j")
             before = len(seen["j"])
             for t in range(1, 4):
                 await write(c, w, t)
             assert seen["j"][before:] == [False] * 3
-        finally:
-            await c.close()
-            await node.stop()
     run(main())
 
 
 def test_journals_written_together_write_on_their_threads(tmp_path):
     async def main():
-        node, c, seen, _ = await start(tmp_path)
-        try:
+        async with node_and_client(tmp_path) as (node, c, seen, _):
             wa, wb = await open_segment(c, "a"), await open_segment(c, "b")
             ba, bb = len(seen["a"]), len(seen["b"])
             for t in range(1, 4):
@@ -136,7 +133,4 @@ def test_journals_written_together_write_on_their_threads(tmp_path):
                 await write(c, wb, t)
             # the first write of "a" saw no other writer; every later one did
             assert seen["a"][ba:] == [True, False, False] and seen["b"][bb:] == [False] * 3
-        finally:
-            await c.close()
-            await node.stop()
     run(main())

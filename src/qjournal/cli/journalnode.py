@@ -12,14 +12,13 @@ directory, address in use) exits with status 1 and a message naming the cause.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import sys
 
-from qjournal.cli._daemon import host_port_arg, remove_pid_file, stop_on_signals, write_pid_file
+from qjournal.cli._daemon import host_port_arg, remove_pid_file, run_daemon, stop_on_signals, write_pid_file
 from qjournal.config import Configuration
-from qjournal.errors import QJournalError
+from qjournal.errors import ConfigError, QJournalError
 from qjournal.journalnode.node import JournalNode
 from qjournal.util.logs import setup_logging
 from qjournal.util.proc import freeze_startup_objects
@@ -57,7 +56,10 @@ def run(args: argparse.Namespace) -> int:
     # waiting up to the default 5 ms (a convoy that halves the write throughput).
     sys.setswitchinterval(0.0005)
     try:
-        return asyncio.run(_serve(conf, args))
+        return run_daemon(conf, _serve(conf, args))
+    except ConfigError as e:  # qjournal.event-loop
+        print(f"journalnode: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 0
 

@@ -26,9 +26,9 @@ import logging
 import os
 import sys
 
-from qjournal.cli._daemon import host_port_arg, remove_pid_file, stop_on_signals, write_pid_file
+from qjournal.cli._daemon import host_port_arg, remove_pid_file, run_daemon, stop_on_signals, write_pid_file
 from qjournal.config import Configuration
-from qjournal.errors import QJournalError
+from qjournal.errors import ConfigError, QJournalError
 from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.format import bootstrap_standby, format_namenode, initialize_shared_edits
 from qjournal.namenode.http import NameNodeHttpServer, http_address_of
@@ -78,7 +78,10 @@ def run(args: argparse.Namespace) -> int:
             return asyncio.run(_bootstrap(conf, args))
         if args.initializeSharedEdits:
             return asyncio.run(_init_shared(conf))
-        return asyncio.run(_serve(conf, args))
+        return run_daemon(conf, _serve(conf, args))
+    except ConfigError as e:  # qjournal.event-loop
+        print(f"namenode: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 0
 

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from qjournal.cli._daemon import remove_pid_file, stop_on_signals, write_pid_file
+from qjournal.cli._daemon import remove_pid_file, run_daemon, stop_on_signals, write_pid_file
 from qjournal.config.conf import Configuration
 from qjournal.errors import ElectorError, QJournalError
 from qjournal.ha.elector import ElectorSettings
@@ -44,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
                       json=bool(conf.get_bool("qjournal.log.json")))
         if args.format_zk:
             return _format_zk(conf, args)
-        return asyncio.run(_serve(conf, args))
+        return run_daemon(conf, _serve(conf, args))
     except QJournalError as e:
         print(f"zkfc: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

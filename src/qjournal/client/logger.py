@@ -331,7 +331,8 @@ class AsyncLogger:
                        records=op.records)
         except Exception as e:  # noqa: BLE001 - cannot be sent: that batch failed, as in the worker
             self._write_failed(op.first_txid, last, e)
-            self._fail_ops([op], e)
+            self._release(op)
+            op.future.set_exception(e)
             return
         self.rpcs_sent += 1
         self._direct, self._direct_op = rpc, op
@@ -352,7 +353,9 @@ class AsyncLogger:
                 self._forget_client()
             if not isinstance(err, InvariantViolation):
                 self._write_failed(op.first_txid, last, err)
-            self._fail_ops([op], err)
+            self._release(op)
+            if not op.future.done():
+                op.future.set_exception(err)
         if not self._closed:
             self._start_worker()
 
@@ -465,7 +468,10 @@ class AsyncLogger:
                     o.future.cancel()
             raise
         except BaseException as e:  # noqa: BLE001 - handed to the callers' futures
-            self._fail_ops(ops, e)
+            for o in ops:
+                self._release(o)
+                if not o.future.done():
+                    o.future.set_exception(e)
             return
         self._acked(ops, last)
 
@@ -483,12 +489,6 @@ class AsyncLogger:
             self._release(o)
             if not o.future.done():
                 o.future.set_result(None)
-
-    def _fail_ops(self, ops: list[_Op], e: BaseException) -> None:
-        for o in ops:
-            self._release(o)
-            if not o.future.done():
-                o.future.set_exception(e)
 
     def _release(self, op: _Op) -> None:
         if op.nbytes:
