@@ -112,18 +112,16 @@ async def run_cell(driver, cell: Cell, seconds: float, round_no: int) -> None:
     tag = f"r{round_no}v{cell.value}c{clients}d{depth}"
     await driver.connect(clients, tag)
     value = b"v" * cell.value
-    lat: list[float] = []
-    ops = 0
+    lat: list[float] = []  # one entry per write: its length is the cell's count of writes
     stop_at = time.perf_counter() + seconds
+
     async def worker(i: int) -> None:
-        nonlocal ops
         k = 0
         while time.perf_counter() < stop_at:
             t0 = time.perf_counter()
             await driver.op(i, k, value)
             lat.append(time.perf_counter() - t0)
             k += 1
-        ops += k
 
     srv0 = sum(cpu_seconds(p) for p in driver.pids())
     gen0 = time.process_time()
@@ -132,7 +130,7 @@ async def run_cell(driver, cell: Cell, seconds: float, round_no: int) -> None:
         await asyncio.gather(*(worker(i) for i in range(clients)))
     else:
         await asyncio.gather(*(lane_worker(driver, lane, depth, stop_at, value, lat) for lane in range(depth)))
-        ops = len(lat)
+    ops = len(lat)
     wall = time.perf_counter() - t0
     gen = time.process_time() - gen0
     srv = sum(cpu_seconds(p) for p in driver.pids()) - srv0

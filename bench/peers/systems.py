@@ -27,21 +27,9 @@ import subprocess
 import time
 from typing import Any
 
-from qjournal.ha.zookeeper import ZooKeeperEnsemble
+from qjournal.ha.zookeeper import ZooKeeperEnsemble, free_ports
 from qjournal.namenode.dfs_client import DFSClient
 from qjournal.util.proc import qjournal_argv, start_daemon
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def wait_port(port: int, deadline_s: float, what: str) -> None:

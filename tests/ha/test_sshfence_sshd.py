@@ -21,19 +21,15 @@ import sys
 import pytest
 
 from qjournal.config import Configuration
-from qjournal.ha.fencing import FencingSettings, HATarget, parse_fencing_methods, run_fence_method
+from qjournal.ha.fencing import (FencingSettings, HATarget, parse_fencing_methods, run_fence_method,
+                                 ssh_fence_argv)
+from qjournal.ha.zookeeper import free_ports
 
 from .zk_fixtures import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 SSHD = "/usr/sbin/sshd"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def keygen(path) -> str:
@@ -50,7 +46,7 @@ def sshd(tmp_path_factory):
     client_pub = keygen(d / "client_key")
     keygen(d / "stranger_key")
     (d / "authorized_keys").write_text(client_pub + "\n")
-    port = free_port()
+    port = free_ports(1)[0]
     (d / "sshd_config").write_text("\n".join([
         f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {d / 'host_key'}",
         f"AuthorizedKeysFile {d / 'authorized_keys'}", f"PidFile {d / 'sshd.pid'}",
@@ -77,7 +73,7 @@ def sshd(tmp_path_factory):
 
 def victim():
     """A process listening on a free port (the "old active"), and that port."""
-    port = free_port()
+    port = free_ports(1)[0]
     proc = subprocess.Popen([sys.executable, "-c",
                              "import socket,sys; s=socket.socket(); "
                              "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
@@ -154,7 +150,6 @@ def test_sshfence_without_host_key_checking_accepts_an_unknown_host(sshd):
 
 
 def test_the_command_line_names_the_known_hosts_files():
-    from qjournal.ha.fencing import ssh_fence_argv
     s = FencingSettings(methods=parse_fencing_methods("sshfence"), ssh_known_hosts_files=["/a/kh", "/b/kh"])
     argv = ssh_fence_argv("/usr/bin/ssh", "", HATarget("ns1", "nn1", "h1", 8020), s)
     assert "StrictHostKeyChecking=yes" in argv and "UserKnownHostsFile=/a/kh /b/kh" in argv

@@ -132,6 +132,7 @@ class _ClusterChaos:
         self.down: set[str] = set()         # killed by a fault, a restart is scheduled
         self.tasks: list[asyncio.Task] = []
         self.conf: Configuration | None = None
+        self.ssl: Any = None
         self.starting: dict[str, asyncio.Future] = {}   # daemon -> its start in flight (invariant 3)
         self.supervisor: asyncio.Task | None = None
 
@@ -269,6 +270,7 @@ class _ClusterChaos:
                                     secure=self.secure)
         await asyncio.to_thread(self.cluster.up, 120.0)
         self.conf = Configuration.load(self.cluster.conf_dir)
+        self.ssl = client_context_from_conf(self.conf)  # the probes' TLS (None on a plain cluster)
         if self.secure:
             self.notes.append("secure: mutual TLS on RPC and HTTPS, service-level authorization, "
                               "ZooKeeper over TLS with digest ACLs (cluster up --secure)")
@@ -290,7 +292,7 @@ class _ClusterChaos:
     async def _call_nn(self, nn: str, method: str, **kw: Any) -> Any:
         assert self.conf is not None
         host, port = self.conf.get_address(f"dfs.namenode.rpc-address.ns1.{nn}")
-        c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=2000, ssl=client_context_from_conf(self.conf))
+        c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=2000, ssl=self.ssl)
         try:
             return await c.call(method, timeout_ms=10000, **kw)
         finally:
