@@ -309,7 +309,7 @@ def write_report(spark, edits, manifest, findings, out_dir: str, *, base: str | 
         "user_activity": user_activity(ed),
     }
     hist_edits = ed.where((F.col("txid") > base_txid) & (F.col("txid") <= end))
-    history = cp.namespace_history(cp.image_frame(spark, base_table), hist_edits).cache()
+    history = cp.namespace_history(spark, base_table, hist_edits).cache()
     final = history.where(F.col("dead_txid").isNull())
     tables["namespace_by_directory"] = namespace_by_directory(final)
     tables["namespace_growth"] = namespace_growth(history, hist_edits, unit,
