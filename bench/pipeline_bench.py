@@ -12,12 +12,19 @@ this script measures, in one run and on the same generated journal:
 * checkpoint from the empty image to the last txid (Spark), image saved in
              the NameNode's format,
 
-and prints each with its ratio to the floor. The history is generated with
-``qjournal.pipeline.generate`` (one node: replicas multiply the decode work
-linearly) and kept under ``--work`` so reruns skip the generation.
+and prints each with its ratio to the floor, the decode rate per core, and
+the checkpoint's ratio to the replay (the target of issue 14: below 1 at 10^7
+edits on ``local[2]``). The floor and the replay are measured once per size;
+the Spark lines once per master: ``local[2]`` and ``cluster``, a standalone
+master with ``--workers`` one-core workers started from the pyspark package
+(:class:`qjournal.localcluster.spark.SparkCluster`, as ``qjournal spark up``).
+The history is generated with ``qjournal.pipeline.generate`` (one node:
+replicas multiply the decode work linearly) and kept under ``--work`` so reruns
+skip the generation (10^7 edits: about 5 minutes, 2.6 GB).
 
-Run: ``.venv/bin/python bench/pipeline_bench.py`` (sizes 10^5 and 10^6,
-``local[2]``); ``--sizes 100000`` for a quick run.
+Run: ``.venv/bin/python bench/pipeline_bench.py`` (sizes 10^5, 10^6 and 10^7 on
+``local[2]`` and a two-worker cluster); ``--sizes 100000 --masters local[2]``
+for a quick run.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import shutil
 import sys
 import time
 
+from qjournal.localcluster.spark import SparkCluster
 from qjournal.namenode import ops as nn_ops
 from qjournal.namenode.namespace import Namespace
 from qjournal.pipeline import checkpoint as cp
@@ -55,7 +63,8 @@ def _files(hist: str) -> list[str]:
     return [os.path.join(cur, n) for n in sorted(os.listdir(cur)) if n.startswith("edits_")]
 
 
-def measure(spark, work: str, seed: int, txns: int, roll: int) -> dict:
+def measure_floor_and_replay(work: str, seed: int, txns: int, roll: int) -> dict:
+    """The physical floor and the NameNode's own replay of one history (no Spark)."""
     hist = _history(work, seed, txns, roll)
     files = _files(hist)
     total_bytes = sum(os.path.getsize(f) for f in files)
@@ -74,14 +83,20 @@ def measure(spark, work: str, seed: int, txns: int, roll: int) -> dict:
             for rec in seg.iter_records(fh.read()):
                 ns.apply(nn_ops.decode_op(rec.opcode, rec.body, rec.txid))
     replay = time.monotonic() - t
+    return {"hist": hist, "txns": txns, "segments": len(files), "bytes": total_bytes, "inodes": len(ns),
+            "floor_s": floor, "replay_s": replay}
 
+
+def measure_spark(spark, work: str, base: dict, tag: str) -> dict:
+    """Decode, ingest and checkpoint of one history on one session."""
+    hist, txns = base["hist"], base["txns"]
     copies = ing.discover_local([os.path.join(hist, "jn1")])
     t = time.monotonic()
     decoded = read_tasks(spark, copies).count()
     decode = time.monotonic() - t
     assert decoded == txns, (decoded, txns)
 
-    out = os.path.join(work, f"out-{seed}-{txns}")
+    out = os.path.join(work, f"out-{tag}-{txns}")
     shutil.rmtree(out, ignore_errors=True)
     layout = ing.OutputLayout(out)
     t = time.monotonic()
@@ -92,41 +107,81 @@ def measure(spark, work: str, seed: int, txns: int, roll: int) -> dict:
     res = cp.checkpoint(spark, ing.read_edits(spark, layout), ing.read_manifest(spark, layout),
                         out_name_dir=os.path.join(out, "checkpoint"))
     ckpt = time.monotonic() - t
-    assert res.txid == txns and res.num_inodes == len(ns), (res, len(ns))
-    return {"txns": txns, "segments": len(files), "bytes": total_bytes, "inodes": len(ns),
-            "floor_s": floor, "replay_s": replay, "decode_s": decode, "ingest_s": ingest,
-            "checkpoint_s": ckpt}
+    assert res.txid == txns and res.num_inodes == base["inodes"], (res, base["inodes"])
+    shutil.rmtree(out, ignore_errors=True)
+    return {"decode_s": decode, "ingest_s": ingest, "checkpoint_s": ckpt}
+
+
+def _session(master: str, work: str, workers: int):
+    """A session on ``master`` ("cluster": a local standalone master and ``workers`` one-core workers)."""
+    cluster = None
+    if master == "cluster":
+        cluster = SparkCluster(os.path.join(work, "spark-cluster"), workers=workers, worker_cores=1,
+                               worker_memory="3g", out=lambda m: print(f"  {m}", file=sys.stderr))
+        cluster.up()
+        master = cluster.state.master_url
+    t = time.monotonic()
+    spark = get_or_create(SessionOptions(master=master, app_name="qjournal-pipeline-bench",
+                                         driver_memory="6g",
+                                         extra_conf={"spark.driver.maxResultSize": "4g",
+                                                     "spark.executor.memory": "2g"}))
+    spark.range(1).count()
+    if cluster is not None:
+        cores = workers
+    else:
+        n = master[len("local["):].rstrip("]").split(",")[0] if master.startswith("local[") else "1"
+        cores = os.cpu_count() or 1 if n == "*" else int(n)
+    print(f"session start (cold): {time.monotonic() - t:.1f} s, master {master}, {cores} cores")
+    return spark, cluster, cores
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="100000,1000000", help="txids per history, comma separated")
+    p.add_argument("--sizes", default="100000,1000000,10000000", help="txids per history, comma separated")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--roll-every-txns", type=int, default=20000)
-    p.add_argument("--master", default="local[2]")
+    p.add_argument("--masters", default="local[2],cluster",
+                   help="Spark masters, comma separated; 'cluster' = a local standalone master and workers")
+    p.add_argument("--workers", type=int, default=2, help="workers of the 'cluster' master (one core each)")
     p.add_argument("--work", default="/tmp/qjournal-pipeline-bench")
     args = p.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
-    t = time.monotonic()
-    spark = get_or_create(SessionOptions(master=args.master, app_name="qjournal-pipeline-bench"))
-    spark.range(1).count()
-    print(f"session start (cold): {time.monotonic() - t:.1f} s, master {args.master}")
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    bases = {}
+    for size in sizes:
+        bases[size] = measure_floor_and_replay(args.work, args.seed, size, args.roll_every_txns)
     rows = []
-    for size in [int(s) for s in args.sizes.split(",") if s]:
-        r = measure(spark, args.work, args.seed, size, args.roll_every_txns)
-        rows.append(r)
-        f = r["floor_s"]
-        print(f"\n{r['txns']:>9} edits, {r['segments']} segments, {r['bytes'] / 1e6:.1f} MB, "
-              f"{r['inodes']} inodes at the end")
-        for key, label in (("floor_s", "read bytes (floor)"), ("replay_s", "NameNode replay (1 process)"),
-                           ("decode_s", "Spark decode (count)"), ("ingest_s", "Spark ingest (decode+write)"),
-                           ("checkpoint_s", "Spark checkpoint")):
-            v = r[key]
-            rate = r["txns"] / v if v > 0 else float("inf")
-            print(f"  {label:30s} {v:8.2f} s  {rate:12,.0f} edits/s  x{v / f if f > 0 else 0:,.0f} floor")
+    for master in [m for m in args.masters.split(",") if m]:
+        spark, cluster, cores = _session(master, args.work, args.workers)
+        try:
+            for size in sizes:
+                r = dict(bases[size])
+                r.update(measure_spark(spark, args.work, r, tag=master.strip("[]").replace("[", "-")))
+                r.update(master=master, cores=cores)
+                r.pop("hist")
+                rows.append(r)
+                _print(r)
+        finally:
+            spark.stop()
+            if cluster is not None:
+                cluster.down(quiet=True)
     print("\n" + json.dumps(rows))
-    spark.stop()
     return 0
+
+
+def _print(r: dict) -> None:
+    f = r["floor_s"]
+    print(f"\n{r['master']} ({r['cores']} cores): {r['txns']:>9} edits, {r['segments']} segments, "
+          f"{r['bytes'] / 1e6:.1f} MB, {r['inodes']} inodes at the end")
+    for key, label in (("floor_s", "read bytes (floor)"), ("replay_s", "NameNode replay (1 process)"),
+                       ("decode_s", "Spark decode (count)"), ("ingest_s", "Spark ingest (decode+write)"),
+                       ("checkpoint_s", "Spark checkpoint")):
+        v = r[key]
+        rate = r["txns"] / v if v > 0 else float("inf")
+        print(f"  {label:30s} {v:8.2f} s  {rate:12,.0f} edits/s  x{v / f if f > 0 else 0:,.0f} floor")
+    print(f"  decode per core: {r['txns'] / (r['decode_s'] * r['cores']):,.0f} edits/s; checkpoint / replay: "
+          f"{r['checkpoint_s'] / r['replay_s']:.2f}; ingest + checkpoint / replay: "
+          f"{(r['ingest_s'] + r['checkpoint_s']) / r['replay_s']:.2f}")
 
 
 if __name__ == "__main__":
