@@ -169,3 +169,20 @@ def test_report_writes_tables_plots_and_page(spark, clean_history, clean_ingeste
     assert ops["count"].sum() == clean_history.last_txid - markers
     users = pd.read_parquet(os.path.join(out, "user_activity.parquet"))
     assert users["user"].nunique() > 3
+
+
+def test_fold_reads_files_and_spark_frames_alike(spark, clean_history, clean_ingested):
+    """The checkpoint's two ways into the edits table fold to the same namespace: Arrow's Parquet
+    reader over the table's files (a ``file:`` table) and Spark's reader (any other Hadoop URI,
+    or a derived frame)."""
+    layout, _ = clean_ingested
+    edits, manifest = _tables(spark, layout)
+    p = cp.plan(manifest, None, 0)
+    files = cp.local_edit_files(edits, p.copies)
+    assert files and len(files) == len(clean_history.segments)  # one canonical copy per segment
+    assert cp.local_edit_files(edits.where("valid"), p.copies) is None
+    base = cp.empty_image_table()
+    via_files = cp.fold_edits(base, edits, jid=p.jid, copies=p.copies, txid_range=(0, 900))
+    via_spark = cp.fold_edits(base, edits.where("true"), jid=p.jid, copies=p.copies, txid_range=(0, 900))
+    assert via_files.history.sort_by("inode_id").equals(via_spark.history.sort_by("inode_id"))
+    assert via_files.image.num_rows > 1

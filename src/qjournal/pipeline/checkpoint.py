@@ -44,8 +44,11 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
@@ -55,8 +58,13 @@ from qjournal.namenode import ops as nn_ops
 from qjournal.namenode.image_schema import IMAGE_COLUMNS
 from qjournal.pipeline import fold as fo
 from qjournal.pipeline.audit import clean_copies
-from qjournal.pipeline.ingest import spark_schema
+from qjournal.pipeline.ingest import EDITS_PARTITIONS, spark_schema
 from qjournal.pipeline.store import OutputStore, join
+
+#: bounds of "every txid"
+NO_TXID = fo.NO_TXID
+MAX_TXID = (1 << 63) - 1
+
 
 @register_error
 class CheckpointError(QJournalError):
@@ -150,22 +158,88 @@ def _fold_spark_schema():
     return spark_schema(fo.FOLD_SCHEMA)
 
 
-def fold_edits(base_table: pa.Table, edits) -> fo.Resolved:
-    """Fold ``edits`` onto a base image (steps 3-5; :mod:`qjournal.pipeline.fold`).
+def local_edit_files(edits, copies: list[tuple[str, int, str]] | None) -> list[str] | None:
+    """The Parquet files of the chosen copies when the edits table is on a POSIX path, else None.
 
-    Each partition of ``edits`` is folded by a Spark task (``mapInArrow``: its
-    edits' attribute updates, one row per inode); the driver folds the
-    partitions' folds with the base image's rows and resolves removed subtrees.
+    A table under ``file:`` (a local or shared mount, which is where a cluster's
+    executors wrote it) is read by the fold's tasks with Arrow's own Parquet
+    reader, with no JVM row conversion; any other Hadoop filesystem goes
+    through Spark's reader (``mapInArrow``).
+
+    Args:
+        edits: the edits table as read by :func:`qjournal.pipeline.ingest.read_edits`.
+        copies: ``(jid, segment_start, node)`` of the copies to read (None: all).
+    """
+    # only the bare table: a derived frame (filtered, projected) must keep its plan
+    if edits._jdf.queryExecution().analyzed().getClass().getSimpleName() != "LogicalRelation":
+        return None
+    files = edits.inputFiles()
+    if not files or not all(f.startswith("file:") for f in files):
+        return None
+    want = None if copies is None else {(j, str(s), n) for j, s, n in copies}
+    keep = []
+    for uri in files:
+        path = unquote(urlparse(uri).path)
+        # partition directories: name=value with Spark's %XX escapes in the value
+        part = dict(c.split("=", 1) for c in path.split("/") if "=" in c)
+        key = tuple(unquote(part.get(k, "")) for k in EDITS_PARTITIONS)
+        if want is None or key in want:
+            keep.append((int(key[1] or 0), path))
+    return [p for _s, p in sorted(keep)]
+
+
+def fold_parquet_files(paths, txid_range: tuple[int, int]):
+    """Task body: the edits of some edits-table files -> their fold, as Arrow IPC bytes (one blob)."""
+    lo, hi = txid_range
+    parts = []
+    for path in paths:
+        t = pq.read_table(path, columns=["valid", *fo.EDIT_COLUMNS])
+        keep = pc.and_(t.column("valid"), pc.and_(pc.greater(t.column("txid"), lo),
+                                                 pc.less_equal(t.column("txid"), hi)))
+        parts.append(fo.updates(t.filter(keep)))
+    if parts:
+        sink = pa.BufferOutputStream()
+        folded = fo.fold(parts)
+        with pa.ipc.new_stream(sink, folded.schema) as w:
+            w.write_table(folded)
+        yield sink.getvalue().to_pybytes()
+
+
+def fold_edits(base_table: pa.Table, edits, *, jid: str | None = None,
+               copies: list[tuple[str, int, str]] | None = None,
+               txid_range: tuple[int, int] | None = None) -> fo.Resolved:
+    """Fold the chosen copies' edits in ``txid_range`` onto a base image (steps 3-5).
+
+    Spark tasks fold the edits (each its share of the table: Arrow and numpy
+    kernels, :mod:`qjournal.pipeline.fold`); the driver folds their folds with
+    the base image's rows and resolves removed subtrees.
 
     Args:
         base_table: the base image (image columns).
-        edits: the edits to apply (edits schema), already limited to (base txid, target txid].
+        edits: the edits table (:func:`qjournal.pipeline.ingest.read_edits`), or any
+            frame of valid edits when ``copies`` is None.
+        jid: the journal (with ``copies``).
+        copies: ``(jid, segment_start, node)`` of the canonical copies (None: every row of ``edits``).
+        txid_range: ``(after, upto)``: edits with ``after < txid <= upto`` (None: all).
 
     Returns:
         A :class:`qjournal.pipeline.fold.Resolved`.
     """
-    parts = edits.select(*fo.EDIT_COLUMNS).mapInArrow(fo.fold_batches, _fold_spark_schema()).toArrow()
-    return fo.resolve(fo.fold([parts, fo.image_updates(base_table)]))
+    sc = edits.sparkSession.sparkContext
+    lo, hi = txid_range if txid_range is not None else (NO_TXID, MAX_TXID)
+    files = local_edit_files(edits, copies) if copies is not None else None
+    if files is not None:
+        slices = max(1, min(len(files), 2 * sc.defaultParallelism))
+        blobs = sc.parallelize(files, slices).mapPartitions(
+            lambda paths: fold_parquet_files(list(paths), (lo, hi))).collect()
+        parts = [pa.ipc.open_stream(b).read_all() for b in blobs]
+    else:
+        todo = edits
+        if copies is not None:
+            todo = canonical_edits(edits.where(F.col("jid") == jid), copies_frame(edits.sparkSession, copies))
+        todo = todo.where((F.col("txid") > lo) & (F.col("txid") <= hi))
+        parts = [todo.select(*fo.EDIT_COLUMNS).mapInArrow(fo.fold_batches, _fold_spark_schema()).toArrow()]
+    return fo.resolve(fo.fold(parts + [fo.image_updates(base_table)]))
 
 
 def apply_edits(base_table: pa.Table, edits) -> tuple[pa.Table, list[int]]:
@@ -174,14 +248,18 @@ def apply_edits(base_table: pa.Table, edits) -> tuple[pa.Table, list[int]]:
     return res.image, sorted(res.dangling.tolist())
 
 
-def namespace_history(spark, base_table: pa.Table, edits):
+def namespace_history(spark, base_table: pa.Table, edits, *, jid: str,
+                      copies: list[tuple[str, int, str]], txid_range: tuple[int, int]):
     """Every inode that ever existed with its last state, birth and death txids, as a DataFrame.
+
+    Args:
+        as :func:`fold_edits`.
 
     Returns:
         Image columns plus ``created_txid`` (the base image's rows: -1) and
         ``dead_txid`` (null = alive at the end).
     """
-    history = fold_edits(base_table, edits).history
+    history = fold_edits(base_table, edits, jid=jid, copies=copies, txid_range=txid_range).history
     return spark.createDataFrame(history.to_pandas(), spark_schema(fo.HISTORY_SCHEMA))
 
 
@@ -227,6 +305,44 @@ def load_base_image(base: str | None) -> tuple[nn_image.ImageInfo | None, pa.Tab
     return info, table
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Which edits a checkpoint (or the report's namespace tables) folds.
+
+    Attributes:
+        jid: the journal.
+        copies: ``(jid, segment_start, node)`` of the canonical copy of each segment.
+        end: the end of the contiguous run of txids after the base image.
+    """
+
+    jid: str
+    copies: list[tuple[str, int, str]]
+    end: int
+
+
+def copies_frame(spark, copies: list[tuple[str, int, str]]):
+    """A :attr:`Plan.copies` list as a DataFrame (for :func:`canonical_edits`)."""
+    return spark.createDataFrame(copies, "jid string, segment_start long, node string")
+
+
+def plan(manifest, jid: str | None, base_txid: int) -> Plan:
+    """Choose the journal and the canonical copies, and find the contiguous end (steps 1-2).
+
+    Raises:
+        CheckpointError: several journals and no ``jid``, or an unknown ``jid``.
+    """
+    jids = sorted(r[0] for r in manifest.select("jid").distinct().collect())
+    if jid is None:
+        if len(jids) != 1:
+            raise CheckpointError(f"the edits table holds journals {jids}: choose one with --jid")
+        jid = jids[0]
+    elif jid not in jids:
+        raise CheckpointError(f"journal id {jid!r} is not in the edits table (has {jids})", jid=jid)
+    rows = canonical_copies(manifest.where(F.col("jid") == jid)).collect()
+    end = contiguous_end([(r["first_txid"], r["last_txid"]) for r in rows], base_txid)
+    return Plan(jid, sorted((r["jid"], r["segment_start"], r["node"]) for r in rows), end)
+
+
 def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = None,
                jid: str | None = None, txid: int | None = None, namespace_id: int = 0,
                cluster_id: str = "", layout_version: int = 1, progress=None) -> CheckpointResult:
@@ -255,16 +371,8 @@ def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = 
     say = progress or (lambda _m: None)
     info, base_table = load_base_image(base)
     base_txid = info.txid if info else 0
-    jids = sorted(r[0] for r in manifest.select("jid").distinct().collect())
-    if jid is None:
-        if len(jids) != 1:
-            raise CheckpointError(f"the edits table holds journals {jids}: choose one with --jid")
-        jid = jids[0]
-    elif jid not in jids:
-        raise CheckpointError(f"journal id {jid!r} is not in the edits table (has {jids})", jid=jid)
-    copies = canonical_copies(manifest.where(F.col("jid") == jid)).cache()
-    ranges = [(r["first_txid"], r["last_txid"]) for r in copies.collect()]
-    end = contiguous_end(ranges, base_txid)
+    p = plan(manifest, jid, base_txid)
+    jid, end = p.jid, p.end
     target = end if txid is None else txid
     if target > end:
         raise CheckpointError(f"journal {jid}: txids after {end} are missing (no clean copy); "
@@ -273,9 +381,7 @@ def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = 
         raise CheckpointError(f"journal {jid}: target txid {target} is older than the base image "
                               f"txid {base_txid}", jid=jid, txid=target)
     say(f"checkpoint: journal {jid}, base image txid {base_txid}, target txid {target}")
-    todo = canonical_edits(edits.where(F.col("jid") == jid), copies).where(
-        (F.col("txid") > base_txid) & (F.col("txid") <= target))
-    res = fold_edits(base_table, todo)
+    res = fold_edits(base_table, edits, jid=jid, copies=p.copies, txid_range=(base_txid, target))
     if len(res.dangling):
         raise CheckpointError(f"journal {jid}: edits up to txid {target} do not fit the base image "
                               f"(txid {base_txid}): inodes {sorted(res.dangling.tolist())[:5]} hang under "
@@ -288,7 +394,6 @@ def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = 
         namespace_id=info.namespace_id if info else namespace_id,
         cluster_id=info.cluster_id if info else cluster_id, last_inode_id=last_inode_id)
     path = write_image(spark, out_name_dir, table, new_info)
-    copies.unpersist()
     took = time.monotonic() - t0
     say(f"checkpoint: wrote {path} ({table.num_rows} inodes) in {took:.1f} s")
     return CheckpointResult(path, base_txid, target, table.num_rows, last_inode_id, took)
@@ -312,6 +417,7 @@ def write_image(spark, name_dir: str, table: pa.Table, info: nn_image.ImageInfo)
     return path
 
 
-__all__ = ["CheckpointError", "CheckpointResult", "empty_image_table", "image_frame", "canonical_copies",
-           "canonical_edits", "contiguous_end", "fold_edits", "apply_edits", "namespace_history",
+__all__ = ["CheckpointError", "CheckpointResult", "Plan", "plan", "copies_frame", "empty_image_table", "image_frame",
+           "canonical_copies", "canonical_edits", "contiguous_end", "local_edit_files", "fold_parquet_files",
+           "fold_edits", "apply_edits", "namespace_history",
            "max_created_inode", "load_base_image", "checkpoint", "write_image"]

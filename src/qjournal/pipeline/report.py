@@ -288,17 +288,11 @@ def write_report(spark, edits, manifest, findings, out_dir: str, *, base: str | 
 
     t0 = time.monotonic()
     say = progress or (lambda _m: None)
-    jids = sorted(r[0] for r in manifest.select("jid").distinct().collect())
-    if jid is None:
-        if len(jids) != 1:
-            raise cp.CheckpointError(f"the edits table holds journals {jids}: choose one with --jid")
-        jid = jids[0]
     info, base_table = cp.load_base_image(base)
     base_txid = info.txid if info else 0
-    copies = cp.canonical_copies(manifest.where(F.col("jid") == jid))
-    ranges = [(r["first_txid"], r["last_txid"]) for r in copies.collect()]
-    end = cp.contiguous_end(ranges, base_txid)
-    ed = cp.canonical_edits(edits.where(F.col("jid") == jid), copies).cache()
+    p = cp.plan(manifest, jid, base_txid)
+    jid, end = p.jid, p.end
+    ed = cp.canonical_edits(edits.where(F.col("jid") == jid), cp.copies_frame(spark, p.copies)).cache()
     span = ed.agg(F.min("ts"), F.max("ts")).collect()[0]
     unit = bucket_unit(span[0], span[1])
     say(f"report: journal {jid}, {unit}ly buckets, namespace replayed from txid {base_txid} to {end}")
@@ -309,7 +303,8 @@ def write_report(spark, edits, manifest, findings, out_dir: str, *, base: str | 
         "user_activity": user_activity(ed),
     }
     hist_edits = ed.where((F.col("txid") > base_txid) & (F.col("txid") <= end))
-    history = cp.namespace_history(spark, base_table, hist_edits).cache()
+    history = cp.namespace_history(spark, base_table, edits, jid=jid, copies=p.copies,
+                                   txid_range=(base_txid, end)).cache()
     final = history.where(F.col("dead_txid").isNull())
     tables["namespace_by_directory"] = namespace_by_directory(final)
     tables["namespace_growth"] = namespace_growth(history, hist_edits, unit,
