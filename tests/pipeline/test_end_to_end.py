@@ -9,6 +9,7 @@ the later edits reaches the same state as one that replayed everything.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 
 import pytest
@@ -186,3 +187,33 @@ def test_fold_reads_files_and_spark_frames_alike(spark, clean_history, clean_ing
     via_spark = cp.fold_edits(base, edits.where("true"), jid=p.jid, copies=p.copies, txid_range=(0, 900))
     assert via_files.history.sort_by("inode_id").equals(via_spark.history.sort_by("inode_id"))
     assert via_files.image.num_rows > 1
+
+
+def test_checkpoint_straight_from_the_journal(spark, clean_history, damaged_history, tmp_path):
+    """No edits table: the executors read, decode and fold the segments; the same image as the
+    NameNode's, through the CLI's stage; a flipped bit on one copy fails over to the next replica,
+    and a missing segment stops the checkpoint before it."""
+    nn = os.path.join(clean_history.name_dir, "current")
+    out = tmp_path / "direct"
+    rc = runner.main(["checkpoint", "--journal-dirs", ",".join(clean_history.journal_dirs), "--out", str(out),
+                      "--master", "local[2]", "--quiet", "--txid", "1200",
+                      "--image", os.path.join(nn, nn_image.image_file_name(600))])
+    assert rc == 0
+    got_info, got = nn_image.load_image(os.path.join(out, "checkpoint", "current", nn_image.image_file_name(1200)))
+    want_info, want = nn_image.load_image(os.path.join(nn, nn_image.image_file_name(1200)))
+    assert got_info == want_info and got.equals(want)
+
+    dirs = damaged_history.journal_dirs
+    tasks = cp.replica_tasks(ing.discover_local(dirs, None, ing.node_names(dirs)))
+    assert all(len(t.sources) >= 2 for t in tasks)
+    flip = next(d for d in damaged_history.damage if d["kind"] == "bitflip")
+    gap = next(d for d in damaged_history.damage if d["kind"] == "gap")
+    assert flip["segment_start"] < gap["segment_start"]
+    # the damaged copy first: its task must fail over to a good replica
+    tasks = [dataclasses.replace(t, sources=tuple(sorted(t.sources, key=lambda s: s.node != flip["node"])))
+             if t.segment_start == flip["segment_start"] else t for t in tasks]
+    assert any(t.sources[0].node == flip["node"] for t in tasks if t.segment_start == flip["segment_start"])
+    r = cp.checkpoint_from_journal(spark, tasks, out_name_dir=str(tmp_path / "d"), txid=gap["segment_start"] - 1)
+    assert r.txid == gap["segment_start"] - 1 and r.num_inodes > 1
+    with pytest.raises(cp.CheckpointError, match=f"txids after {gap['segment_start'] - 1} are missing"):
+        cp.checkpoint_from_journal(spark, tasks, out_name_dir=str(tmp_path / "e"), txid=damaged_history.last_txid)

@@ -56,6 +56,7 @@ from qjournal.errors import QJournalError, register_error
 from qjournal.namenode import image as nn_image
 from qjournal.namenode import ops as nn_ops
 from qjournal.namenode.image_schema import IMAGE_COLUMNS
+from qjournal.pipeline import fetch as fe
 from qjournal.pipeline import fold as fo
 from qjournal.pipeline.audit import clean_copies
 from qjournal.pipeline.ingest import EDITS_PARTITIONS, spark_schema
@@ -191,18 +192,26 @@ def local_edit_files(edits, copies: list[tuple[str, int, str]] | None) -> list[s
 def fold_parquet_files(paths, txid_range: tuple[int, int]):
     """Task body: the edits of some edits-table files -> their fold, as Arrow IPC bytes (one blob)."""
     lo, hi = txid_range
-    parts = []
+    folder = fo.Folder()
     for path in paths:
         t = pq.read_table(path, columns=["valid", *fo.EDIT_COLUMNS])
         keep = pc.and_(t.column("valid"), pc.and_(pc.greater(t.column("txid"), lo),
                                                  pc.less_equal(t.column("txid"), hi)))
-        parts.append(fo.updates(t.filter(keep)))
-    if parts:
-        sink = pa.BufferOutputStream()
-        folded = fo.fold(parts)
-        with pa.ipc.new_stream(sink, folded.schema) as w:
-            w.write_table(folded)
-        yield sink.getvalue().to_pybytes()
+        folder.add(t.filter(keep))
+    folded = folder.result()
+    if folded is not None:
+        yield fo.to_ipc(folded)
+
+
+def fold_journal_tasks(tasks: list[dict], settings: fe.ReadSettings, txid_range: tuple[int, int]):
+    """Task body: read and decode some segments straight from the journal -> their fold (IPC bytes)."""
+    folder = fo.Folder()
+    for d in tasks:
+        for batch in fe.read_task(fe.CopyTask.from_json(d), settings, txid_range=txid_range):
+            folder.add(batch.filter(batch.column("valid")))
+    folded = folder.result()
+    if folded is not None:
+        yield fo.to_ipc(folded)
 
 
 def fold_edits(base_table: pa.Table, edits, *, jid: str | None = None,
@@ -232,7 +241,7 @@ def fold_edits(base_table: pa.Table, edits, *, jid: str | None = None,
         slices = max(1, min(len(files), 2 * sc.defaultParallelism))
         blobs = sc.parallelize(files, slices).mapPartitions(
             lambda paths: fold_parquet_files(list(paths), (lo, hi))).collect()
-        parts = [pa.ipc.open_stream(b).read_all() for b in blobs]
+        parts = [fo.from_ipc(b) for b in blobs]
     else:
         todo = edits
         if copies is not None:
@@ -372,7 +381,15 @@ def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = 
     info, base_table = load_base_image(base)
     base_txid = info.txid if info else 0
     p = plan(manifest, jid, base_txid)
-    jid, end = p.jid, p.end
+    target = _target(p.jid, p.end, txid, base_txid)
+    say(f"checkpoint: journal {p.jid}, base image txid {base_txid}, target txid {target}")
+    res = fold_edits(base_table, edits, jid=p.jid, copies=p.copies, txid_range=(base_txid, target))
+    return _finish(spark, res, info, p.jid, target, out_name_dir, t0, say,
+                   namespace_id=namespace_id, cluster_id=cluster_id, layout_version=layout_version)
+
+
+def _target(jid: str, end: int, txid: int | None, base_txid: int) -> int:
+    """The checkpoint's target txid: ``txid`` or the contiguous ``end``, checked against both ends."""
     target = end if txid is None else txid
     if target > end:
         raise CheckpointError(f"journal {jid}: txids after {end} are missing (no clean copy); "
@@ -380,8 +397,14 @@ def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = 
     if target < base_txid:
         raise CheckpointError(f"journal {jid}: target txid {target} is older than the base image "
                               f"txid {base_txid}", jid=jid, txid=target)
-    say(f"checkpoint: journal {jid}, base image txid {base_txid}, target txid {target}")
-    res = fold_edits(base_table, edits, jid=jid, copies=p.copies, txid_range=(base_txid, target))
+    return target
+
+
+def _finish(spark, res: fo.Resolved, info: nn_image.ImageInfo | None, jid: str, target: int,
+            out_name_dir: str, t0: float, say, *, namespace_id: int, cluster_id: str,
+            layout_version: int) -> CheckpointResult:
+    """Check the resolved namespace, write the image, say so (the end of both checkpoints)."""
+    base_txid = info.txid if info else 0
     if len(res.dangling):
         raise CheckpointError(f"journal {jid}: edits up to txid {target} do not fit the base image "
                               f"(txid {base_txid}): inodes {sorted(res.dangling.tolist())[:5]} hang under "
@@ -397,6 +420,74 @@ def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = 
     took = time.monotonic() - t0
     say(f"checkpoint: wrote {path} ({table.num_rows} inodes) in {took:.1f} s")
     return CheckpointResult(path, base_txid, target, table.num_rows, last_inode_id, took)
+
+
+def replica_tasks(copies: list[fe.CopyTask]) -> list[fe.CopyTask]:
+    """Finalized copies on several nodes -> one task per segment, the nodes' copies as replicas.
+
+    Per segment start, the end most copies agree on wins (ties: the longer
+    segment); its copies are read in node order, the next one when a copy
+    fails its checksums (``failover``), as a reader of the committed journal does.
+    """
+    by_start: dict[tuple[str, int], list[fe.CopyTask]] = {}
+    for t in copies:
+        by_start.setdefault((t.jid, t.segment_start), []).append(t)
+    out = []
+    for (jid, start), group in sorted(by_start.items()):
+        ends: dict[int, list[fe.CopyTask]] = {}
+        for t in group:
+            ends.setdefault(t.segment_end, []).append(t)
+        end = max(ends, key=lambda e: (len(ends[e]), e))
+        sources = tuple(src for t in sorted(ends[end], key=lambda t: t.node) for src in t.sources)
+        out.append(fe.CopyTask(jid, start, end, sources, failover=True))
+    return out
+
+
+def checkpoint_from_journal(spark, tasks: list[fe.CopyTask], *, out_name_dir: str,
+                            settings: fe.ReadSettings | None = None, base: str | None = None,
+                            txid: int | None = None, namespace_id: int = 0, cluster_id: str = "",
+                            layout_version: int = 1, progress=None) -> CheckpointResult:
+    """Build and save the image at ``txid`` straight from a journal's segments (no edits table).
+
+    The checkpointer's path of HDFS-1580 (use case 5): each Spark task reads
+    its segments itself (a local file, or ``/getJournal`` from a JournalNode,
+    checksums verified, failing over between replicas), decodes and folds them;
+    the driver folds the folds onto the base image.
+
+    Args:
+        spark: the session.
+        tasks: one per segment (:func:`replica_tasks` of local copies, or
+            :func:`qjournal.pipeline.fetch.plan_committed`'s); one journal.
+        out_name_dir / base / txid / namespace_id / cluster_id / layout_version / progress:
+            as :func:`checkpoint`.
+        settings: what the executors need to read (TLS configuration, batch size).
+
+    Raises:
+        CheckpointError: no segment, several journals, a hole before ``txid``, edits that
+            do not fit the base image.
+        TransportError: a segment none of whose replicas could be read.
+    """
+    t0 = time.monotonic()
+    say = progress or (lambda _m: None)
+    jids = sorted({t.jid for t in tasks})
+    if len(jids) != 1:
+        raise CheckpointError(f"a checkpoint reads one journal; the segments given belong to {jids or 'none'}")
+    jid = jids[0]
+    info, base_table = load_base_image(base)
+    base_txid = info.txid if info else 0
+    end = contiguous_end([(t.segment_start, t.segment_end) for t in tasks], base_txid)
+    target = _target(jid, end, txid, base_txid)
+    todo = [t.to_json() for t in tasks if t.segment_end > base_txid and t.segment_start <= target]
+    say(f"checkpoint: journal {jid}, base image txid {base_txid}, target txid {target}, "
+        f"{len(todo)} segments read by the executors")
+    settings = settings or fe.ReadSettings()
+    sc = spark.sparkContext
+    rng = (base_txid + 1, target)
+    blobs = sc.parallelize(todo, max(1, min(len(todo), 2 * sc.defaultParallelism))).mapPartitions(
+        lambda part: fold_journal_tasks(list(part), settings, rng)).collect() if todo else []
+    res = fo.resolve(fo.fold([fo.from_ipc(b) for b in blobs] + [fo.image_updates(base_table)]))
+    return _finish(spark, res, info, jid, target, out_name_dir, t0, say,
+                   namespace_id=namespace_id, cluster_id=cluster_id, layout_version=layout_version)
 
 
 def write_image(spark, name_dir: str, table: pa.Table, info: nn_image.ImageInfo) -> str:
@@ -419,5 +510,5 @@ def write_image(spark, name_dir: str, table: pa.Table, info: nn_image.ImageInfo)
 
 __all__ = ["CheckpointError", "CheckpointResult", "Plan", "plan", "copies_frame", "empty_image_table", "image_frame",
            "canonical_copies", "canonical_edits", "contiguous_end", "local_edit_files", "fold_parquet_files",
-           "fold_edits", "apply_edits", "namespace_history",
+           "fold_edits", "fold_journal_tasks", "replica_tasks", "checkpoint_from_journal", "apply_edits", "namespace_history",
            "max_created_inode", "load_base_image", "checkpoint", "write_image"]

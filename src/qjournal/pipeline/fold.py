@@ -285,12 +285,55 @@ def fold(rows: pa.Table | list[pa.Table]) -> pa.Table:
     return pa.table(out, schema=FOLD_SCHEMA)
 
 
+#: a :class:`Folder` folds what it holds once this many update rows are pending
+FOLD_EVERY_ROWS = 1 << 20
+
+
+class Folder:
+    """Folds edits as they come, in bounded memory (a task's whole share, batch by batch)."""
+
+    def __init__(self, fold_every_rows: int = FOLD_EVERY_ROWS) -> None:
+        self.fold_every_rows = fold_every_rows
+        self._parts: list[pa.Table] = []
+        self._pending = 0
+
+    def add(self, edits: pa.Table | pa.RecordBatch) -> None:
+        """Add valid edits (rows with :data:`EDIT_COLUMNS`)."""
+        if not edits.num_rows:
+            return
+        upd = updates(edits)
+        self._parts.append(upd)
+        self._pending += upd.num_rows
+        if self._pending >= self.fold_every_rows:
+            self._parts = [fold(self._parts)]
+            self._pending = 0
+
+    def result(self) -> pa.Table | None:
+        """The fold of everything added (None: nothing was)."""
+        return fold(self._parts) if self._parts else None
+
+
 def fold_batches(batches):
     """``mapInArrow`` body: the edits of one partition -> its fold (one batch, or none)."""
-    parts = [updates(b) for b in batches if b.num_rows]
-    if parts:
-        folded = fold(parts)
+    folder = Folder()
+    for b in batches:
+        folder.add(b)
+    folded = folder.result()
+    if folded is not None:
         yield from folded.to_batches()
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    """A table as Arrow IPC stream bytes (a task's fold on its way to the driver)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def from_ipc(blob: bytes) -> pa.Table:
+    """The table of :func:`to_ipc` bytes."""
+    return pa.ipc.open_stream(blob).read_all()
 
 
 # --- 3. resolve -----------------------------------------------------------------------
@@ -362,4 +405,4 @@ def resolve(folded: pa.Table) -> Resolved:
 
 __all__ = ["ATTRS", "ATTR_NAMES", "EDIT_COLUMNS", "FOLD_SCHEMA", "UPDATES_SCHEMA", "HISTORY_SCHEMA",
            "MAX_POINTER_JUMPING_ROUNDS", "NO_TXID", "FoldError", "Resolved", "updates", "image_updates",
-           "as_fold_rows", "fold", "fold_batches", "resolve"]
+           "as_fold_rows", "fold", "Folder", "FOLD_EVERY_ROWS", "fold_batches", "to_ipc", "from_ipc", "resolve"]

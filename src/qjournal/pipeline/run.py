@@ -22,7 +22,7 @@ from qjournal.pipeline import audit as au
 from qjournal.pipeline import checkpoint as cp
 from qjournal.pipeline import ingest as ing
 from qjournal.pipeline import report as rep
-from qjournal.pipeline.fetch import plan_copies
+from qjournal.pipeline.fetch import ReadSettings, plan_committed, plan_copies
 from qjournal.pipeline.ingest import stderr_progress
 from qjournal.pipeline.session import SessionOptions, get_or_create
 from qjournal.pipeline.store import output_uri
@@ -40,10 +40,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("stage", choices=STAGES, help="what to run (all = ingest, audit, checkpoint, report)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--journal-dirs", metavar="D1,D2,D3",
-                     help="JournalNode edits directories (dfs.journalnode.edits.dir), one per node")
+                     help="JournalNode edits directories (dfs.journalnode.edits.dir), one per node "
+                          "(with the checkpoint stage: checkpoint straight from their finalized segments, "
+                          "no edits table)")
     src.add_argument("--journal", metavar="qjournal://h1:p1;h2:p2;h3:p3/JID",
                      help="read finalized segments from running JournalNodes (the driver asks for the "
-                          "manifests; each executor downloads its segment over HTTP(S))")
+                          "manifests; each executor downloads its segment over HTTP(S)); with the "
+                          "checkpoint stage: checkpoint straight from the committed journal")
     p.add_argument("--out", required=True, metavar="DIR|URI",
                    help="output directory (tables, image, report): a local path or any Hadoop file system "
                         "URI Spark can write (file://, hdfs://, s3a://)")
@@ -138,7 +141,21 @@ def _run(args, say) -> int:
             say(f"audit: {len(errors)} error(s), {len(pdf) - len(errors)} warning(s)")
             if len(errors):
                 rc = EXIT_AUDIT_FAILED
-    if stage in ("checkpoint", "all"):
+    if stage == "checkpoint" and (args.journal or args.journal_dirs):
+        # straight from the journal: each executor reads, decodes and folds its segments
+        conf = Configuration.from_args(args)
+        if args.journal:
+            plan = plan_committed(args.journal, conf)
+            say(f"checkpoint: {len(plan.tasks)} segments of the committed journal, up to txid "
+                f"{plan.committed_txid}")
+            tasks = plan.tasks
+        else:
+            dirs = [d for d in args.journal_dirs.split(",") if d]
+            tasks = cp.replica_tasks(ing.discover_local(dirs, args.jid, ing.node_names(dirs)))
+        cp.checkpoint_from_journal(spark, tasks, out_name_dir=layout.checkpoint_dir,
+                                   settings=ReadSettings.from_conf(conf), base=args.image, txid=args.txid,
+                                   namespace_id=args.namespace_id, cluster_id=args.cluster_id, progress=say)
+    elif stage in ("checkpoint", "all"):
         manifest = ing.read_manifest(spark, layout)
         edits = ing.read_edits(spark, layout)
         cp.checkpoint(spark, edits, manifest, out_name_dir=layout.checkpoint_dir, base=args.image,
