@@ -191,9 +191,10 @@ def frame_clean(content, segment_start: int, segment_end: int,
     buf = as_bytes_array(content)
     if buf is None:
         return None
-    n = max(0, segment_end - segment_start + 1)
-    if n > max(0, buf.shape[0] - seg.HEADER_SIZE) // seg.RECORD_OVERHEAD:
-        return None  # more txids than the bytes can hold: not clean, and no huge allocation
+    n = segment_end - segment_start + 1
+    if n < 1 or n > max(0, buf.shape[0] - seg.HEADER_SIZE) // seg.RECORD_OVERHEAD:
+        # a name with no txid (the scan reports it) or more txids than the bytes can hold
+        return None
     cols = tuple(np.empty(n, dtype=np.int64) for _ in range(5))
     if not _frame_kernel(buf, segment_start, max_record_bytes, _CRC_TABLES, _MAGIC,
                          seg.LAYOUT_VERSION, *cols):
