@@ -219,6 +219,8 @@ _KEYS = np.zeros((len(nn_ops.BODY_COLUMNS), int(_KEY_LENS.max())), dtype=np.uint
 for _i, _c in enumerate(nn_ops.BODY_COLUMNS):
     _KEYS[_i, :len(_c.encode())] = np.frombuffer(_c.encode(), dtype=np.uint8)
 _KINDS = np.array([_KIND_BY_TYPE[_COLUMN_TYPES[c]] for c in nn_ops.BODY_COLUMNS], dtype=np.int64)
+#: the string and binary columns (their values are gathered into Arrow data buffers)
+_VAR_COLUMNS = np.flatnonzero(_KINDS >= _K_STRING).astype(np.int64)
 _KNOWN_OPCODES = np.zeros(256, dtype=np.uint8)
 _KNOWN_OPCODES[list(nn_ops.OPCODE_NAMES)] = 1
 #: opcode -> ``OP_...`` name (null for unknown opcodes, which never reach a take)
@@ -246,55 +248,14 @@ def _match_key(buf, p, klen, keys, key_lens, hint):
 
 
 @_kernel
-def _str_head(buf, p, end, fix_lo, fix_hi, b8, b16, b32):
-    """``(header bytes, payload length)`` of a str (or bin) head at ``p``; (-1, -1) if it is not one or is cut.
-
-    ``fix_lo..fix_hi`` is the fixstr range (empty for bin); ``b8``/``b16``/``b32``
-    the one-, two- and four-byte length forms.
-    """
-    b = np.int64(buf[p])
-    if fix_lo <= b <= fix_hi:
-        return 1, b - fix_lo
-    if b == b8:
-        h = 2
-    elif b == b16:
-        h = 3
-    elif b == b32:
-        h = 5
-    else:
-        return -1, -1
-    if p + h > end:
-        return -1, -1
-    return h, _be(buf, p + 1, h - 1)
-
-
-@_kernel
-def _int_value(buf, p, end):
-    """``(bytes used, value)`` of a msgpack int at ``p`` that fits int64; (-1, 0) otherwise."""
-    b = np.int64(buf[p])
-    if b <= 0x7F:
-        return 1, b
-    if b >= 0xE0:
-        return 1, b - 256
-    if 0xCC <= b <= 0xCF:  # uint8..uint64
-        n = np.int64(1) << (b - 0xCC)
-        if p + 1 + n > end or (n == 8 and buf[p + 1] >= 0x80):
-            return -1, np.int64(0)
-        return 1 + n, _be(buf, p + 1, n)
-    if 0xD0 <= b <= 0xD3:  # int8..int64
-        n = np.int64(1) << (b - 0xD0)
-        if p + 1 + n > end:
-            return -1, np.int64(0)
-        v = _be(buf, p + 1, n)
-        if n < 8 and v >= (np.int64(1) << (8 * n - 1)):
-            v -= np.int64(1) << (8 * n)
-        return 1 + n, v
-    return -1, np.int64(0)
-
-
-@_kernel
 def _bodies_kernel(buf, offsets, lengths, opcodes, known, keys, key_lens, kinds, vals, lens, valid):
-    """Decode each framed body into the column matrices (theory 2); the first row it refuses, or -1."""
+    """Decode each framed body into the column matrices (theory 2); the first row it refuses, or -1.
+
+    One flat loop on purpose: a call to another compiled function costs more
+    than parsing a field (the array arguments are reference-counted per call),
+    so only the rare path (a key out of table order) calls :func:`_match_key`.
+    """
+    ncol = key_lens.shape[0]
     for r in range(offsets.shape[0]):
         if known[opcodes[r]] == 0:
             return r
@@ -302,49 +263,102 @@ def _bodies_kernel(buf, offsets, lengths, opcodes, known, keys, key_lens, kinds,
         end = p + lengths[r]
         if p >= end:
             return r
-        b = buf[p]
-        if 0x80 <= b <= 0x8F:
-            count = np.int64(b & 0x0F)
+        b = np.int64(buf[p])
+        if 0x80 <= b <= 0x8F:  # fixmap
+            count = b - 0x80
             p += 1
-        elif b == 0xDE or b == 0xDF:
+        elif b == 0xDE or b == 0xDF:  # map16, map32
             h = 3 if b == 0xDE else 5
             if p + h > end:
                 return r
-            count = _be(buf, p + 1, h - 1)
+            count = np.int64(0)
+            for k in range(1, h):
+                count = (count << 8) | np.int64(buf[p + k])
             p += h
         else:
             return r
         hint = 0
         for _ in range(count):
+            # the key: a str (fixstr, str8, str16, str32)
             if p >= end:
                 return r
-            h, klen = _str_head(buf, p, end, 0xA0, 0xBF, 0xD9, 0xDA, 0xDB)
-            if h < 0 or p + h + klen > end:
+            b = np.int64(buf[p])
+            if 0xA0 <= b <= 0xBF:
+                h = 1
+                klen = b - 0xA0
+            elif 0xD9 <= b <= 0xDB:
+                h = 1 + (np.int64(1) << (b - 0xD9))
+                if p + h > end:
+                    return r
+                klen = np.int64(0)
+                for k in range(1, h):
+                    klen = (klen << 8) | np.int64(buf[p + k])
+            else:
                 return r
-            c = _match_key(buf, p + h, klen, keys, key_lens, hint)
+            p += h
+            if p + klen > end:
+                return r
+            # its column: the one after the previous key first (bodies list fields in table order)
+            c = hint
+            if key_lens[c] == klen:
+                for q in range(klen):
+                    if keys[c, q] != buf[p + q]:
+                        c = -1
+                        break
+            else:
+                c = -1
             if c < 0:
-                return r
-            hint = c + 1 if c + 1 < key_lens.shape[0] else 0
-            p += h + klen
+                c = _match_key(buf, p, klen, keys, key_lens, hint)
+                if c < 0:
+                    return r
+            hint = c + 1 if c + 1 < ncol else 0
+            p += klen
+            # the value
             if p >= end:
                 return r
-            if buf[p] == 0xC0:  # nil: null (the last of duplicate keys wins)
+            b = np.int64(buf[p])
+            if b == 0xC0:  # nil: null (the last of duplicate keys wins)
                 valid[c, r] = 0
                 p += 1
                 continue
             kind = kinds[c]
             if kind == 0 or kind == 1:
-                used, v = _int_value(buf, p, end)
-                if used < 0 or (kind == 1 and (v < -2147483648 or v > 2147483647)):  # int32's range
+                if b <= 0x7F:  # positive fixint
+                    v = b
+                    p += 1
+                elif b >= 0xE0:  # negative fixint
+                    v = b - 256
+                    p += 1
+                elif 0xCC <= b <= 0xD3:  # uint8..uint64, int8..int64
+                    signed = b >= 0xD0
+                    n = np.int64(1) << (b - (0xD0 if signed else 0xCC))
+                    if p + 1 + n > end or (n == 8 and not signed and buf[p + 1] >= 0x80):
+                        return r  # cut, or a uint64 over int64's range
+                    v = np.int64(0)
+                    for k in range(1, n + 1):
+                        v = (v << 8) | np.int64(buf[p + k])
+                    if signed and n < 8 and v >= (np.int64(1) << (8 * n - 1)):
+                        v -= np.int64(1) << (8 * n)
+                    p += 1 + n
+                else:
+                    return r
+                if kind == 1 and (v < -2147483648 or v > 2147483647):  # int32's range
                     return r
                 vals[c, r] = v
-                p += used
             else:
-                if kind == 2:
-                    h, slen = _str_head(buf, p, end, 0xA0, 0xBF, 0xD9, 0xDA, 0xDB)
+                if kind == 2 and 0xA0 <= b <= 0xBF:  # fixstr
+                    h = 1
+                    slen = b - 0xA0
+                elif (kind == 2 and 0xD9 <= b <= 0xDB) or (kind == 3 and 0xC4 <= b <= 0xC6):
+                    h = 1 + (np.int64(1) << (b - (0xD9 if kind == 2 else 0xC4)))  # str8/16/32, bin8/16/32
+                    if p + h > end:
+                        return r
+                    slen = np.int64(0)
+                    for k in range(1, h):
+                        slen = (slen << 8) | np.int64(buf[p + k])
                 else:
-                    h, slen = _str_head(buf, p, end, 1, 0, 0xC4, 0xC5, 0xC6)
-                if h < 0 or p + h + slen > end:
+                    return r
+                if p + h + slen > end:
                     return r
                 vals[c, r] = p + h
                 lens[c, r] = slen
@@ -356,27 +370,55 @@ def _bodies_kernel(buf, offsets, lengths, opcodes, known, keys, key_lens, kinds,
 
 
 @_kernel
-def _gather_kernel(buf, starts, lens, valid, max_bytes):
-    """One column's strings as Arrow's (int32 offsets, data); ``ok`` False when over ``max_bytes``."""
-    n = starts.shape[0]
-    total = np.int64(0)
-    for r in range(n):
-        if valid[r]:
-            total += lens[r]
-    offs = np.empty(n + 1, dtype=np.int32)
-    if total > max_bytes:
-        return False, offs, np.empty(0, dtype=np.uint8)
-    data = np.empty(total, dtype=np.uint8)
-    pos = np.int64(0)
-    for r in range(n):
-        offs[r] = pos
-        if valid[r]:
-            s = starts[r]
-            for q in range(lens[r]):
-                data[pos + q] = buf[s + q]
-            pos += lens[r]
-    offs[n] = pos
-    return True, offs, data
+def _string_offsets(lens, valid, var_cols, offs, max_bytes):
+    """Arrow's int32 offsets of each string/binary column (``var_cols``) into ``offs`` (one row each).
+
+    Returns:
+        Each column's data size, or an empty array when one is over ``max_bytes``.
+    """
+    n = lens.shape[1]
+    totals = np.zeros(var_cols.shape[0], dtype=np.int64)
+    for j in range(var_cols.shape[0]):
+        c = var_cols[j]
+        pos = np.int64(0)
+        for r in range(n):
+            offs[j, r] = pos
+            if valid[c, r]:
+                pos += lens[c, r]
+                if pos > max_bytes:
+                    return np.zeros(0, dtype=np.int64)
+        offs[j, n] = pos
+        totals[j] = pos
+    return totals
+
+
+@_kernel
+def _string_gather(buf, starts, lens, valid, var_cols, offs, bases, data, non_ascii):
+    """Copy every string/binary value into ``data`` (column ``j`` from ``bases[j]``), record by record.
+
+    Record order reads the copy once, front to back (a pass per column would
+    read it once per column). ``non_ascii[j]`` is set when column ``j`` holds a
+    byte >= 0x80: only those columns need a UTF-8 check.
+    """
+    for r in range(starts.shape[1]):
+        for j in range(var_cols.shape[0]):
+            c = var_cols[j]
+            if valid[c, r]:
+                s = starts[c, r]
+                d = bases[j] + offs[j, r]
+                seen = 0
+                for q in range(lens[c, r]):
+                    x = buf[s + q]
+                    data[d + q] = x
+                    seen |= x
+                if seen >= 0x80:
+                    non_ascii[j] = 1
+
+
+def _arrow_alloc(nbytes: int) -> tuple[pa.Buffer, np.ndarray]:
+    """A buffer from Arrow's memory pool (which keeps freed pages: no page faults per batch) and its bytes."""
+    out = pa.allocate_buffer(nbytes)
+    return out, np.frombuffer(out, dtype=np.uint8)
 
 
 def _validity(mask: np.ndarray) -> tuple[pa.Buffer | None, int]:
@@ -407,25 +449,39 @@ def decode_bodies(content, offsets: np.ndarray, lengths: np.ndarray,
     opcodes = np.ascontiguousarray(opcodes, dtype=np.int64)
     n = offsets.shape[0]
     ncol = len(BODY_FIELDS)
-    vals = np.zeros((ncol, n), dtype=np.int64)
-    lens = np.zeros((ncol, n), dtype=np.int64)
-    valid = np.zeros((ncol, n), dtype=np.uint8)
+    vals_buf, vals = _arrow_alloc(ncol * n * 8)  # int values, or string starts; int64 columns keep slices
+    vals = vals.view(np.int64).reshape(ncol, n)
+    lens = _arrow_alloc(ncol * n * 8)[1].view(np.int64).reshape(ncol, n)
+    valid = _arrow_alloc(ncol * n)[1].reshape(ncol, n)
+    valid.fill(0)
     if _bodies_kernel(buf, offsets, lengths, opcodes, _KNOWN_OPCODES, _KEYS, _KEY_LENS, _KINDS,
                       vals, lens, valid) >= 0:
         return None
     out: dict[str, pa.Array] = {"op": _OP_NAMES.take(pa.array(opcodes))}
+    nvar = _VAR_COLUMNS.shape[0]
+    offs_buf, offs = _arrow_alloc(nvar * (n + 1) * 4)
+    offs = offs.view(np.int32).reshape(nvar, n + 1)
+    totals = _string_offsets(lens, valid, _VAR_COLUMNS, offs, _MAX_STRING_DATA_BYTES)
+    if totals.shape[0] != nvar:
+        return None
+    bases = np.concatenate(([0], np.cumsum(totals)[:-1])).astype(np.int64)
+    data_buf, data = _arrow_alloc(int(totals.sum()))
+    non_ascii = np.zeros(nvar, dtype=np.uint8)
+    _string_gather(buf, vals, lens, valid, _VAR_COLUMNS, offs, bases, data, non_ascii)
+    var_index = {int(c): j for j, c in enumerate(_VAR_COLUMNS)}
     for c, (name, typ) in enumerate(BODY_FIELDS):
         bitmap, nulls = _validity(valid[c])
         if _KINDS[c] == _K_INT64:
-            out[name] = pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(vals[c])], nulls)
+            out[name] = pa.Array.from_buffers(typ, n, [bitmap, vals_buf.slice(c * n * 8, n * 8)], nulls)
         elif _KINDS[c] == _K_INT32:
-            out[name] = pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(vals[c].astype(np.int32))], nulls)
+            int32_buf, int32 = _arrow_alloc(n * 4)
+            np.copyto(int32.view(np.int32), vals[c], casting="unsafe")  # in range: the kernel checked
+            out[name] = pa.Array.from_buffers(typ, n, [bitmap, int32_buf], nulls)
         else:
-            ok, offs, data = _gather_kernel(buf, vals[c], lens[c], valid[c], _MAX_STRING_DATA_BYTES)
-            if not ok:
-                return None
-            arr = pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(offs), pa.py_buffer(data)], nulls)
-            if _KINDS[c] == _K_STRING:
+            j = var_index[c]
+            arr = pa.Array.from_buffers(typ, n, [bitmap, offs_buf.slice(j * (n + 1) * 4, (n + 1) * 4),
+                                                 data_buf.slice(int(bases[j]), int(totals[j]))], nulls)
+            if _KINDS[c] == _K_STRING and non_ascii[j]:
                 try:
                     arr.validate(full=True)
                 except pa.ArrowInvalid:  # invalid UTF-8: the reference reports the record
