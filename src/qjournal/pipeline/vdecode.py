@@ -278,51 +278,59 @@ def _bodies_kernel(buf, offsets, lengths, opcodes, known, keys, key_lens, kinds,
         else:
             return r
         hint = 0
-        for _ in range(count):
-            # the key: a str (fixstr, str8, str16, str32)
+        c = 0
+        for item in range(2 * count):  # key, value, key, value, ...
             if p >= end:
                 return r
             b = np.int64(buf[p])
+            # a str (fixstr, str8/16/32) or bin (bin8/16/32): a head of h bytes, then slen bytes
+            h = 0
+            slen = np.int64(0)
+            is_str = True
             if 0xA0 <= b <= 0xBF:
                 h = 1
-                klen = b - 0xA0
-            elif 0xD9 <= b <= 0xDB:
-                h = 1 + (np.int64(1) << (b - 0xD9))
+                slen = b - 0xA0
+            elif 0xD9 <= b <= 0xDB or 0xC4 <= b <= 0xC6:
+                is_str = b >= 0xD9
+                h = 1 + (np.int64(1) << (b - (0xD9 if is_str else 0xC4)))
                 if p + h > end:
                     return r
-                klen = np.int64(0)
                 for k in range(1, h):
-                    klen = (klen << 8) | np.int64(buf[p + k])
-            else:
+                    slen = (slen << 8) | np.int64(buf[p + k])
+            if h > 0 and p + h + slen > end:
                 return r
-            p += h
-            if p + klen > end:
-                return r
-            # its column: the one after the previous key first (bodies list fields in table order)
-            c = hint
-            if key_lens[c] == klen:
-                for q in range(klen):
-                    if keys[c, q] != buf[p + q]:
-                        c = -1
-                        break
-            else:
-                c = -1
-            if c < 0:
-                c = _match_key(buf, p, klen, keys, key_lens, hint)
-                if c < 0:
+            if item % 2 == 0:  # the key: a str naming a column
+                if h == 0 or not is_str:
                     return r
-            hint = c + 1 if c + 1 < ncol else 0
-            p += klen
-            # the value
-            if p >= end:
-                return r
-            b = np.int64(buf[p])
-            if b == 0xC0:  # nil: null (the last of duplicate keys wins)
+                p += h
+                # its column: the one after the previous key first (bodies list fields in table order)
+                c = hint
+                if key_lens[c] == slen:
+                    for q in range(slen):
+                        if keys[c, q] != buf[p + q]:
+                            c = -1
+                            break
+                else:
+                    c = -1
+                if c < 0:
+                    c = _match_key(buf, p, slen, keys, key_lens, hint)
+                    if c < 0:
+                        return r
+                hint = c + 1 if c + 1 < ncol else 0
+                p += slen
+                continue
+            kind = kinds[c]
+            if h > 0:  # a string or binary value: where it is
+                if kind != (2 if is_str else 3):
+                    return r
+                vals[c, r] = p + h
+                lens[c, r] = slen
+                p += h + slen
+            elif b == 0xC0:  # nil: null (the last of duplicate keys wins)
                 valid[c, r] = 0
                 p += 1
                 continue
-            kind = kinds[c]
-            if kind == 0 or kind == 1:
+            elif kind == 0 or kind == 1:
                 if b <= 0x7F:  # positive fixint
                     v = b
                     p += 1
@@ -346,23 +354,7 @@ def _bodies_kernel(buf, offsets, lengths, opcodes, known, keys, key_lens, kinds,
                     return r
                 vals[c, r] = v
             else:
-                if kind == 2 and 0xA0 <= b <= 0xBF:  # fixstr
-                    h = 1
-                    slen = b - 0xA0
-                elif (kind == 2 and 0xD9 <= b <= 0xDB) or (kind == 3 and 0xC4 <= b <= 0xC6):
-                    h = 1 + (np.int64(1) << (b - (0xD9 if kind == 2 else 0xC4)))  # str8/16/32, bin8/16/32
-                    if p + h > end:
-                        return r
-                    slen = np.int64(0)
-                    for k in range(1, h):
-                        slen = (slen << 8) | np.int64(buf[p + k])
-                else:
-                    return r
-                if p + h + slen > end:
-                    return r
-                vals[c, r] = p + h
-                lens[c, r] = slen
-                p += h + slen
+                return r
             valid[c, r] = 1
         if p != end:
             return r
