@@ -300,3 +300,46 @@ def test_random_byte_damage_to_a_copy_decodes_identically(history):
         else:
             data += rng.randbytes(rng.randint(1, 40))
         _assert_same(start, end, bytes(data), batch_rows=rng.choice((50, None)))
+
+
+# --- code shipped as a zip (addPyFile), where numba cannot cache beside the source --------------
+
+_ZIP_PROBE = """
+import os, sys
+from qjournal.pipeline import decode as dec, vdecode as vd
+assert vd.__file__.startswith(sys.argv[1]), vd.__file__
+data = open(sys.argv[2], "rb").read()
+start, end = int(sys.argv[3]), int(sys.argv[4])
+assert vd.frame_clean(data, start, end, 1 << 20) is not None
+got = dec.decode_segment("j", "n", start, end, data)
+assert got.equals(dec.decode_segment("j", "n", start, end, data, compiled=False))
+print(type(vd._bodies_kernel._cache).__name__)  # numba's FunctionCache, or NullCache without one
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_code_shipped_as_a_zip_compiles_with_or_without_a_writable_cache(history, tmp_path):
+    """As on a Spark worker given the driver's zip: the user cache dir when writable, else no cache."""
+    import subprocess
+    import sys
+
+    from qjournal.pipeline.session import code_zip
+
+    start, end = history.segments[0]
+    path = os.path.join(history.journal_dirs[0], "qjournal", "current", seg.segment_file_name(start, end))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    runs = {}
+    for case, cache_home in (("writable", tmp_path / "cache"), ("unwritable", blocker / "cache")):
+        env = dict(os.environ, PYTHONPATH=code_zip(), XDG_CACHE_HOME=str(cache_home))
+        env.pop("NUMBA_CACHE_DIR", None)
+        runs[case] = subprocess.Popen([sys.executable, "-c", _ZIP_PROBE, code_zip(), path, str(start), str(end)],
+                                      env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)
+    out = {case: p.communicate(timeout=110) for case, p in runs.items()}
+    for case, p in runs.items():
+        assert p.returncode == 0, (case, out[case][1][-3000:])
+    assert out["writable"][0].split() == ["FunctionCache"]
+    assert any(n.endswith(".nbi") for _d, _s, files in os.walk(tmp_path / "cache") for n in files)
+    assert out["unwritable"][0].split() == ["NullCache"]
