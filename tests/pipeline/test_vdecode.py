@@ -109,8 +109,8 @@ def test_whole_copy_in_one_batch_and_a_wrong_name():
     got = dec.decode_segment("j", "n1", 10, 13, data)
     assert got.equals(dec.decode_segment("j", "n1", 10, 13, data, compiled=False))
     assert _kernel_takes(data, 10, 13)
-    for start, end in ((10, 20), (10, 12), (9, 13), (11, 13), (10, 9)):  # names that do not match the records
-        _assert_same(start, end, data)
+    for start, end in ((10, 20), (10, 12), (9, 13), (11, 13), (10, 9), (-1, 2)):
+        _assert_same(start, end, data)  # names that do not match the records
     for cut in (0, 5, 16, 20, len(data) - 3):
         _assert_same(10, 13, data[:cut])
     _assert_same(10, 13, data + b"\x00" * 7)

@@ -62,6 +62,7 @@ ARROW_TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), 
 # column kinds in the kernels
 _K_INT64, _K_INT32, _K_STRING, _K_BINARY = 0, 1, 2, 3
 _KIND_BY_TYPE = {"int64": _K_INT64, "int32": _K_INT32, "string": _K_STRING, "binary": _K_BINARY}
+_INT64_MAX = 2 ** 63 - 1
 #: the largest data buffer of one string column of a batch (Arrow's int32 offsets)
 _MAX_STRING_DATA_BYTES = 2 ** 31 - 1
 
@@ -192,8 +193,10 @@ def frame_clean(content, segment_start: int, segment_end: int,
     if buf is None:
         return None
     n = segment_end - segment_start + 1
-    if n < 1 or n > max(0, buf.shape[0] - seg.HEADER_SIZE) // seg.RECORD_OVERHEAD:
-        # a name with no txid (the scan reports it) or more txids than the bytes can hold
+    if (n < 1 or n > max(0, buf.shape[0] - seg.HEADER_SIZE) // seg.RECORD_OVERHEAD
+            or segment_start < 0 or segment_end > _INT64_MAX):
+        # a name with no txid (the scan reports it), more txids than the bytes can hold, or
+        # txids the kernel's int64 cannot hold (a record's u64 txid is compared as int64)
         return None
     cols = tuple(np.empty(n, dtype=np.int64) for _ in range(5))
     if not _frame_kernel(buf, segment_start, max_record_bytes, _CRC_TABLES, _MAGIC,
