@@ -20,9 +20,12 @@ Theory of operation:
 2. :func:`decode_bodies` parses each framed body as a msgpack map with string keys
    (the key table is :data:`qjournal.namenode.ops.BODY_COLUMNS`), writing int
    columns as int64 values plus validity and string/binary columns as
-   ``(start, length)`` into the copy plus validity; a second kernel gathers each
-   string column into one data buffer with int32 offsets, which Arrow wraps
-   (``from_buffers``) and validates as UTF-8. It returns None (the caller decodes
+   ``(start, length)`` into the copy plus validity. Two more kernels lay out
+   each string/binary column's int32 offsets and gather the values, record by
+   record, into one data buffer; Arrow wraps slices of these buffers
+   (``from_buffers``; all of them come from Arrow's memory pool, which reuses
+   pages from batch to batch) and validates as UTF-8 the string columns that hold
+   a byte >= 0x80 (ASCII is valid UTF-8). It returns None (the caller decodes
    the batch in Python) on anything it does not fully understand: an unknown
    opcode, a body that is not one map, a key outside the table, a value whose
    msgpack type is not its column's (an int for int columns, str for string
