@@ -21,10 +21,10 @@ into ``pyarrow.RecordBatch`` es with :data:`EDITS_ARROW_SCHEMA`, so memory holds
 one batch whatever the segment's size: compiled
 (:func:`qjournal.pipeline.vdecode.decode_bodies`) when every record of the batch
 is one it understands, else in Python (:func:`_batch`, the reference). With
-``compiled=False`` only the reference paths run (tests compare the two). Everything the scan or the op
-decoder refused becomes a row with ``valid = false`` and a ``problem`` naming
-segment, byte offset and reason, so a damaged copy never fails the job and
-never disappears silently.
+``compiled=False`` only the reference paths run (tests compare the two).
+Everything the scan or the op decoder refused becomes a row with ``valid =
+false`` and a ``problem`` naming segment, byte offset and reason, so a damaged
+copy never fails the job and never disappears silently.
 
 Invariants:
 
