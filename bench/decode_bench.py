@@ -24,12 +24,15 @@ Run: ``PYTHONPATH=src .venv/bin/python bench/decode_bench.py`` (10^6 txids);
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
 # a fresh cache, so the first compiled call below is a real compile (set before numba is imported)
 os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="qjournal-decode-bench-numba-")
+atexit.register(shutil.rmtree, os.environ["NUMBA_CACHE_DIR"], True)
 
 import argparse  # noqa: E402
 import subprocess  # noqa: E402
