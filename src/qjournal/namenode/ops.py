@@ -399,7 +399,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("error", "string"),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(c for c, _ in COLUMNS)
-_BODY_COLUMNS = tuple(c for c in COLUMN_NAMES if c not in ("txid", "opcode", "op", "error"))
+#: the columns read from a record body's map (the others come from the framing or the decoder)
+BODY_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMN_NAMES if c not in ("txid", "opcode", "op", "error"))
 
 
 def decode_columns(txids: Sequence[int], opcodes: Sequence[int],
@@ -420,7 +421,7 @@ def decode_columns(txids: Sequence[int], opcodes: Sequence[int],
         ``{column name: list}`` for every name in :data:`COLUMN_NAMES`.
     """
     cols: dict[str, list] = {c: [] for c in COLUMN_NAMES}
-    body_cols = [(c, cols[c].append) for c in _BODY_COLUMNS]
+    body_cols = [(c, cols[c].append) for c in BODY_COLUMNS]
     app_txid, app_opcode, app_op, app_err = (cols["txid"].append, cols["opcode"].append,
                                              cols["op"].append, cols["error"].append)
     unpackb = msgpack.unpackb
@@ -493,6 +494,6 @@ __all__ = [
     "EditOp", "StartLogSegmentOp", "EndLogSegmentOp", "MkdirOp", "CreateOp", "DeleteOp",
     "RenameOp", "SetPermissionOp", "SetOwnerOp", "SetTimesOp", "SetReplicationOp",
     "OpSpec", "OPS", "OPCODE_NAMES", "OPCODES_BY_NAME", "opcode_name",
-    "encode_op", "encode_body", "decode_op", "COLUMNS", "COLUMN_NAMES", "decode_columns",
+    "encode_op", "encode_body", "decode_op", "COLUMNS", "COLUMN_NAMES", "BODY_COLUMNS", "decode_columns",
     "decode_segment_columns", "op_to_columns",
 ]

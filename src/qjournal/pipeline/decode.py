@@ -5,20 +5,26 @@ source, :mod:`qjournal.pipeline.source`) on the bytes of a segment copy, so it
 must be importable from the installed (or shipped) ``qjournal`` package and
 must not touch Spark itself. It adds no codec of its own: framing and
 checksums come from :mod:`qjournal.protocol.segment`, the op fields from
-:func:`qjournal.namenode.ops.decode_columns`. It is the one decoder of the
+:func:`qjournal.namenode.ops.decode_columns`; :mod:`qjournal.pipeline.vdecode`
+compiles the clean case of both (no per-record Python loop on the hot path)
+and hands anything it is unsure of back to them. It is the one decoder of the
 pipeline: the ingest, ``spark.read.format("qjournal")`` and the streaming
 source all decode here.
 
 Theory of operation: for one segment copy (``jid``, ``node``, ``segment_start``,
 ``segment_end``, bytes, usually a memory map of a file) :func:`frame_segment`
-finds where the valid records are (a clean copy in one pass; otherwise
-``scan_segment`` reports the damage), keeping five integers per record and no
-body. :func:`decode_framed` then decodes the bodies ``batch_rows`` records at a
-time into ``pyarrow.RecordBatch`` es with :data:`EDITS_ARROW_SCHEMA`, so memory
-holds one batch whatever the segment's size. Everything the scan or the op
-decoder refused becomes a row with ``valid = false`` and a ``problem`` naming
-segment, byte offset and reason, so a damaged copy never fails the job and
-never disappears silently.
+finds where the valid records are (a clean copy in one compiled pass,
+:func:`qjournal.pipeline.vdecode.frame_clean`; otherwise ``scan_segment``
+reports the damage), keeping five integers per record and no body.
+:func:`decode_framed` then decodes the bodies ``batch_rows`` records at a time
+into ``pyarrow.RecordBatch`` es with :data:`EDITS_ARROW_SCHEMA`, so memory holds
+one batch whatever the segment's size: compiled
+(:func:`qjournal.pipeline.vdecode.decode_bodies`) when every record of the batch
+is one it understands, else in Python (:func:`_batch`, the reference). With
+``compiled=False`` only the reference paths run (tests compare the two).
+Everything the scan or the op decoder refused becomes a row with ``valid =
+false`` and a ``problem`` naming segment, byte offset and reason, so a damaged
+copy never fails the job and never disappears silently.
 
 Invariants:
 
@@ -28,6 +34,8 @@ Invariants:
 2. Every problem of a copy yields at least one ``valid = false`` row; a copy
    with no valid record at all yields one (``problem`` says why).
 3. Rows of a batch are in file order (txid ascending for the valid ones).
+4. The compiled and the reference paths give equal batches (``Table.equals``)
+   for every copy; the compiled kernels decline what they cannot match.
 """
 
 from __future__ import annotations
@@ -36,10 +44,12 @@ from array import array
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from qjournal.errors import CorruptRecordError
 from qjournal.namenode import ops as nn_ops
+from qjournal.pipeline import vdecode
 from qjournal.protocol import segment as seg
 
 #: identity of a segment copy, first in every row (partition columns included)
@@ -48,12 +58,9 @@ KEY_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("segment_start", pa.int64()), ("segment_end", pa.int64()),
 )
 
-_ARROW_TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(),
-                "binary": pa.binary()}
-
 #: op columns from the shared codec, without its ``error`` column (merged into ``problem``)
 OP_FIELDS: tuple[tuple[str, pa.DataType], ...] = tuple(
-    (name, _ARROW_TYPES[t]) for name, t in nn_ops.COLUMNS if name != "error")
+    (name, vdecode.ARROW_TYPES[t]) for name, t in nn_ops.COLUMNS if name != "error")
 
 #: per-record framing facts and the verdict
 RECORD_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
@@ -72,7 +79,8 @@ DEFAULT_BATCH_ROWS = 65536
 
 def decode_segment(jid: str, node: str, segment_start: int, segment_end: int,
                    content: bytes | memoryview,
-                   max_record_bytes: int = seg.DEFAULT_MAX_RECORD_BYTES) -> pa.RecordBatch:
+                   max_record_bytes: int = seg.DEFAULT_MAX_RECORD_BYTES, *,
+                   compiled: bool = True) -> pa.RecordBatch:
     """Decode one finalized segment copy into one batch of edits rows (all of them).
 
     Args:
@@ -81,12 +89,14 @@ def decode_segment(jid: str, node: str, segment_start: int, segment_end: int,
         segment_start / segment_end: txids from the file name.
         content: the whole file.
         max_record_bytes: records longer than this are corrupt.
+        compiled: use the compiled kernels where they apply (False: the reference path only).
 
     Returns:
         A ``RecordBatch`` with :data:`EDITS_ARROW_SCHEMA`.
     """
     batches = list(decode_segment_batches(jid, node, segment_start, segment_end, content,
-                                          max_record_bytes=max_record_bytes, batch_rows=None))
+                                          max_record_bytes=max_record_bytes, batch_rows=None,
+                                          compiled=compiled))
     if len(batches) == 1:
         return batches[0]
     table = pa.Table.from_batches(batches, EDITS_ARROW_SCHEMA).combine_chunks()
@@ -100,17 +110,17 @@ class Framing:
 
     Attributes:
         where: ``jid/node/edits_<s>-<e>``, the prefix of every problem.
-        txids / opcodes / offsets / lengths / checksums: the valid records in file
-            order (``offsets`` of the record, ``lengths`` of its body).
+        txids / opcodes / offsets / lengths / checksums: int64 arrays of the valid
+            records in file order (``offsets`` of the record, ``lengths`` of its body).
         extra: problems of the copy as a whole: ``(txid, offset, problem)``.
     """
 
     where: str
-    txids: array
-    opcodes: array
-    offsets: array
-    lengths: array
-    checksums: array
+    txids: np.ndarray
+    opcodes: np.ndarray
+    offsets: np.ndarray
+    lengths: np.ndarray
+    checksums: np.ndarray
     extra: tuple[tuple[int | None, int | None, str], ...]
 
     @property
@@ -121,16 +131,18 @@ class Framing:
 
 def frame_segment(jid: str, node: str, segment_start: int, segment_end: int,
                   content: bytes | memoryview,
-                  max_record_bytes: int = seg.DEFAULT_MAX_RECORD_BYTES) -> Framing:
+                  max_record_bytes: int = seg.DEFAULT_MAX_RECORD_BYTES, *,
+                  compiled: bool = True) -> Framing:
     """Frame a copy: its valid records' positions and the copy's problems (invariants 1, 2).
 
-    Memory: five machine integers per record; no body is kept.
+    Memory: five machine integers per record; no body is kept. ``compiled=False``
+    frames every copy with the scan (the reference the compiled pass must match).
     """
     where = f"{jid}/{node}/{seg.segment_file_name(segment_start, segment_end)}"
-    cols = tuple(array("q") for _ in range(5))
-    if _frame_clean(content, segment_start, segment_end, max_record_bytes, cols):
-        # A clean copy (the common case): one framing pass, no scan report needed.
-        return Framing(where, *cols, ())
+    clean = vdecode.frame_clean(content, segment_start, segment_end, max_record_bytes) if compiled else None
+    if clean is not None:
+        # A clean copy (the common case): one compiled framing pass, no scan report needed.
+        return Framing(where, *clean, ())
     cols = tuple(array("q") for _ in range(5))
     txids, opcodes, offsets, lengths, checksums = cols
     scan = seg.scan_segment(content, expected_first_txid=segment_start,
@@ -159,14 +171,15 @@ def frame_segment(jid: str, node: str, segment_start: int, segment_end: int,
                       f"the file name says {segment_end}"))
     if scan.header_ok and scan.num_records == 0 and not extra:
         extra.append((None, scan.total_length, f"{where}: no records"))
-    return Framing(where, *cols, tuple(extra))
+    return Framing(where, *(np.frombuffer(c, dtype=np.int64) for c in cols), tuple(extra))
 
 
 def problem_batch(jid: str, node: str, segment_start: int, segment_end: int,
                   problem: str) -> pa.RecordBatch:
     """One invalid row for a copy that could not be read at all (invariant 2)."""
     where = f"{jid}/{node}/{seg.segment_file_name(segment_start, segment_end)}"
-    empty = Framing(where, *(array("q") for _ in range(5)), ((None, None, f"{where}: {problem}"),))
+    empty = Framing(where, *(np.empty(0, dtype=np.int64) for _ in range(5)),
+                    ((None, None, f"{where}: {problem}"),))
     return next(decode_framed(jid, node, segment_start, segment_end, b"", empty))
 
 
@@ -174,30 +187,36 @@ def decode_segment_batches(jid: str, node: str, segment_start: int, segment_end:
                            content: bytes | memoryview, *,
                            max_record_bytes: int = seg.DEFAULT_MAX_RECORD_BYTES,
                            batch_rows: int | None = DEFAULT_BATCH_ROWS,
-                           txid_range: tuple[int, int] | None = None) -> Iterator[pa.RecordBatch]:
+                           txid_range: tuple[int, int] | None = None,
+                           compiled: bool = True) -> Iterator[pa.RecordBatch]:
     """Decode one segment copy into batches of at most ``batch_rows`` rows (module docstring).
 
     Args:
-        jid / node / segment_start / segment_end / content / max_record_bytes: as :func:`decode_segment`.
+        jid / node / segment_start / segment_end / content / max_record_bytes / compiled:
+            as :func:`decode_segment`.
         batch_rows: the most rows per batch (None: one batch).
         txid_range: ``(first, last)``: only valid rows inside it (the copy's problem rows stay).
 
     Yields:
         Batches with :data:`EDITS_ARROW_SCHEMA`.
     """
-    framing = frame_segment(jid, node, segment_start, segment_end, content, max_record_bytes)
+    framing = frame_segment(jid, node, segment_start, segment_end, content, max_record_bytes,
+                            compiled=compiled)
     yield from decode_framed(jid, node, segment_start, segment_end, content, framing,
-                             batch_rows=batch_rows, txid_range=txid_range)
+                             batch_rows=batch_rows, txid_range=txid_range, compiled=compiled)
 
 
 def decode_framed(jid: str, node: str, segment_start: int, segment_end: int,
                   content: bytes | memoryview, framing: Framing, *,
                   batch_rows: int | None = DEFAULT_BATCH_ROWS,
-                  txid_range: tuple[int, int] | None = None) -> Iterator[pa.RecordBatch]:
+                  txid_range: tuple[int, int] | None = None,
+                  compiled: bool = True) -> Iterator[pa.RecordBatch]:
     """Decode the bodies of framed records, ``batch_rows`` at a time (bounded memory).
 
     The valid records run consecutively from ``segment_start`` (invariant 1), so
-    a txid range is an index range. The copy's own problems come last.
+    a txid range is an index range. The copy's own problems come last. Each batch
+    is decoded by the compiled kernels when they accept all of its records
+    (``compiled``), else by :func:`_batch` (invariant 4).
     """
     n = len(framing.txids)
     lo, hi = 0, n
@@ -211,10 +230,14 @@ def decode_framed(jid: str, node: str, segment_start: int, segment_end: int,
         while i < hi or (i == hi and framing.extra):
             j = min(hi, i + step)
             last = j >= hi
-            bodies = [bytes(view[o + seg.REC_HEAD_SIZE:o + seg.REC_HEAD_SIZE + ln])
-                      for o, ln in zip(framing.offsets[i:j], framing.lengths[i:j])]
-            yield _batch(jid, node, segment_start, segment_end, framing, i, j, bodies,
-                         framing.extra if last else ())
+            extra = framing.extra if last else ()
+            batch = (_compiled_batch(jid, node, segment_start, segment_end, content, framing, i, j, extra)
+                     if compiled and j > i else None)
+            if batch is None:
+                bodies = [bytes(view[o + seg.REC_HEAD_SIZE:o + seg.REC_HEAD_SIZE + ln])
+                          for o, ln in zip(framing.offsets[i:j].tolist(), framing.lengths[i:j].tolist())]
+                batch = _batch(jid, node, segment_start, segment_end, framing, i, j, bodies, extra)
+            yield batch
             if last:
                 return
             i = j
@@ -250,36 +273,32 @@ def _batch(jid: str, node: str, segment_start: int, segment_end: int, framing: F
     return pa.RecordBatch.from_arrays([arrays[c] for c in EDITS_COLUMNS], schema=EDITS_ARROW_SCHEMA)
 
 
-def _frame_clean(content, start: int, end: int, max_record_bytes: int, cols) -> bool:
-    """Frame a copy in one pass when it is clean; False sends the caller to the full scan.
-
-    Clean means: a good header, then records ``start..end`` with verified
-    checksums and consecutive txids (bytes after ``end`` are ignored, as a
-    reader of a finalized segment does).
-    """
-    try:
-        seg.decode_header(content)
-    except Exception:  # CorruptSegmentError: the full scan reports it
-        return False
-    txids, opcodes, offsets, lengths, checksums = cols
-    offset = seg.HEADER_SIZE
-    expect = start
-    try_decode, ok = seg.try_decode, seg.OK
-    while expect <= end:
-        d = try_decode(content, offset, max_record_bytes)
-        if d.status != ok:
-            return False
-        rec = d.record
-        if rec.txid != expect:
-            return False
-        txids.append(expect)
-        opcodes.append(rec.opcode)
-        offsets.append(offset)
-        lengths.append(len(rec.body))
-        checksums.append(rec.checksum)
-        offset = d.next_offset
-        expect += 1
-    return True
+def _compiled_batch(jid: str, node: str, segment_start: int, segment_end: int, content, framing: Framing,
+                    i: int, j: int, extra) -> pa.RecordBatch | None:
+    """Rows ``i:j`` of a framed copy (plus ``extra`` problem rows) decoded by the compiled kernels;
+    None when they decline the batch (the caller runs :func:`_batch`)."""
+    ops = vdecode.decode_bodies(content, framing.offsets[i:j], framing.lengths[i:j], framing.opcodes[i:j])
+    if ops is None:
+        return None
+    n = j - i
+    arrays: dict[str, pa.Array] = {
+        "jid": pa.repeat(pa.scalar(jid, pa.string()), n),
+        "node": pa.repeat(pa.scalar(node, pa.string()), n),
+        "segment_start": pa.repeat(pa.scalar(segment_start, pa.int64()), n),
+        "segment_end": pa.repeat(pa.scalar(segment_end, pa.int64()), n),
+        "txid": pa.array(framing.txids[i:j], pa.int64()),
+        "opcode": pa.array(framing.opcodes[i:j].astype(np.int32), pa.int32()),
+        "record_offset": pa.array(framing.offsets[i:j], pa.int64()),
+        "checksum": pa.array(framing.checksums[i:j], pa.int64()),
+        "valid": pa.array(np.ones(n, dtype=np.bool_), pa.bool_()),
+        "problem": pa.nulls(n, pa.string()),
+        **ops,
+    }
+    batch = pa.RecordBatch.from_arrays([arrays[c] for c in EDITS_COLUMNS], schema=EDITS_ARROW_SCHEMA)
+    if not extra:
+        return batch
+    # the copy's own problem rows, made where they always are
+    return pa.concat_batches([batch, _batch(jid, node, segment_start, segment_end, framing, j, j, [], extra)])
 
 
 def _column(name: str, typ: pa.DataType, values: list, txids: list[int], opcodes: list[int],
