@@ -138,3 +138,14 @@ def test_generated_history_matches_replay(tmp_path, seed):
     assert got.image.equals(img1.select(got.image.column_names).cast(got.image.schema))
     empty = pa.table(Namespace().to_image_columns(), schema=nn_image.IMAGE_SCHEMA)
     assert _checkpoint(empty, edits, rng, parts=5).image.equals(got.image)
+
+
+@pytest.mark.parametrize("spread", [1, 1 << 30])
+def test_positions_dense_table_and_sparse_search_agree(spread):
+    rng = np.random.default_rng(5)
+    ids = np.unique(rng.integers(1, 5000, 3000)) * spread
+    wanted = np.concatenate([ids[rng.integers(0, len(ids), 500)], rng.integers(-5, 5001 * spread, 500)])
+    pos, found = fo._positions(ids, wanted)
+    where = {v: i for i, v in enumerate(ids.tolist())}
+    assert found.tolist() == [w in where for w in wanted.tolist()]
+    assert [p for p, f in zip(pos.tolist(), found.tolist()) if f] == [where[w] for w in wanted.tolist() if w in where]

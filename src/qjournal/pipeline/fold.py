@@ -360,6 +360,27 @@ class Resolved:
     max_inode_id: int | None
 
 
+def _positions(ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of ``wanted`` is in the sorted unique ``ids``: ``(positions, found)``.
+
+    Inode ids are dense (allocated one after another), so a direct table over
+    their range is the fast way; sparse ids fall back to a binary search.
+    """
+    n = len(ids)
+    if not n:
+        return np.zeros(len(wanted), np.int64), np.zeros(len(wanted), bool)
+    lo, hi = int(ids[0]), int(ids[-1])
+    if hi - lo <= 4 * n + (1 << 20):
+        table = np.full(hi - lo + 1, -1, dtype=np.int64)
+        table[ids - lo] = np.arange(n)
+        inside = (wanted >= lo) & (wanted <= hi)
+        pos = np.where(inside, table[np.clip(wanted - lo, 0, hi - lo)], -1)
+        return np.maximum(pos, 0), pos >= 0
+    pos = np.searchsorted(ids, wanted)
+    found = (pos < n) & (ids[np.minimum(pos, n - 1)] == wanted)
+    return np.where(found, pos, 0), found
+
+
 def resolve(folded: pa.Table) -> Resolved:
     """Mark removed subtrees and build the image (step 3).
 
@@ -375,8 +396,7 @@ def resolve(folded: pa.Table) -> Resolved:
     parent = _np(existed.column("parent_id"), 0)
     removed = _np(existed.column("removed_txid"), NO_TXID)
     # anc: index of the next ancestor to look at; -1 = the root reached (or the chain stopped)
-    pidx = np.searchsorted(ids, parent)
-    found = (pidx < n) & (ids[np.minimum(pidx, max(n - 1, 0))] == parent) if n else np.zeros(0, bool)
+    pidx, found = _positions(ids, parent)
     dead = removed.copy()
     # a removed inode stops where it is (its own removal is its death); the others climb
     dangling = (parent != 0) & ~found & (dead == NO_TXID)
