@@ -17,11 +17,13 @@ import pytest
 
 from qjournal.namenode import image as nn_image
 from qjournal.namenode import ops as nn_ops
-from qjournal.namenode.namespace import CallContext, Namespace
+from qjournal.namenode.namespace import Namespace
 from qjournal.pipeline import decode as dec
 from qjournal.pipeline import fold as fo
 from qjournal.pipeline.generate import GenOptions, generate
 from qjournal.protocol import segment as seg
+
+from .scenarios import tricky_history
 
 
 def _image(ns: Namespace) -> pa.Table:
@@ -47,33 +49,8 @@ def _checkpoint(base: pa.Table, edits: pa.Table, rng: random.Random, parts: int)
 
 
 def test_hand_built_history_matches_replay():
-    """Renames through parent ids, a delete after a move-out, recursive deletes, overwrites, set ops."""
-    ns = Namespace(permissions_enabled=False)
-    base = _image(ns)
-    ts = iter(range(1000, 2000, 10))
-
-    def ctx():
-        return CallContext("alice", ts=next(ts))
-
-    ops: list[nn_ops.EditOp] = []
-    ops += ns.mkdirs(ctx(), "/a/b")
-    ops += ns.create(ctx(), "/a/b/f")
-    ops += ns.mkdirs(ctx(), "/c")
-    ops += ns.create(ctx(), "/c/g")
-    ops += ns.rename(ctx(), "/a/b", "/c/b")          # b moves out of /a
-    ops += ns.delete(ctx(), "/a", recursive=True)    # b and f survive
-    ops += ns.mkdirs(ctx(), "/c/b/d")
-    ops += ns.create(ctx(), "/c/g", overwrite=True)  # the old /c/g is replaced
-    ops += ns.mkdirs(ctx(), "/e")
-    ops += ns.rename(ctx(), "/c/g", "/e/g2")
-    ops += ns.delete(ctx(), "/c/b", recursive=True)  # b, f, d go
-    ops += ns.set_times(ctx(), "/c", -1, 77)
-    ops += ns.set_permission(ctx(), "/e/g2", 0o600)
-    ops += ns.set_owner(ctx(), "/e/g2", None, "staff")
-    ops += ns.set_replication(ctx(), "/e/g2", 5)
-    ops += ns.mkdirs(ctx(), "/h")
-    ops += ns.rename(ctx(), "/h", "/e/h")            # src and dst parents differ
-    ops += ns.rename(ctx(), "/e/h", "/e/h2")         # same parent
+    ns, ops = tricky_history()
+    base = _image(Namespace(permissions_enabled=False))
     edits = _edits(ops)
     for seed in range(5):
         got = _checkpoint(base, edits, random.Random(seed), parts=4)

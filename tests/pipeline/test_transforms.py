@@ -8,12 +8,14 @@ from pyspark.testing import assertDataFrameEqual
 
 from qjournal.namenode import image as nn_image
 from qjournal.namenode import ops as nn_ops
-from qjournal.namenode.namespace import CallContext, Namespace
+from qjournal.namenode.namespace import Namespace
 from qjournal.pipeline import audit as au
 from qjournal.pipeline import checkpoint as cp
 from qjournal.pipeline import decode as dec
 from qjournal.pipeline import ingest as ing
 from qjournal.protocol import segment as seg
+
+from .scenarios import tricky_history
 
 pytestmark = pytest.mark.slow
 
@@ -26,30 +28,9 @@ def _edits_frame(spark, ops: list[nn_ops.EditOp], start: int = 1, node: str = "n
 
 
 def test_apply_edits_matches_namespace_replay(spark):
-    """Renames through parent ids, a delete after a move-out, recursive deletes, overwrites, set ops."""
-    ns = Namespace(permissions_enabled=False)
-    base = pa.table(ns.to_image_columns(), schema=nn_image.IMAGE_SCHEMA)
-    ts = iter(range(1000, 2000, 10))
-
-    def ctx():
-        return CallContext("alice", ts=next(ts))
-
-    ops: list[nn_ops.EditOp] = []
-    ops += ns.mkdirs(ctx(), "/a/b")                 # 16386, 16387
-    ops += ns.create(ctx(), "/a/b/f")               # 16388
-    ops += ns.mkdirs(ctx(), "/c")                   # 16389
-    ops += ns.create(ctx(), "/c/g")                 # 16390
-    ops += ns.rename(ctx(), "/a/b", "/c/b")         # b moves out of /a
-    ops += ns.delete(ctx(), "/a", recursive=True)   # b and f survive
-    ops += ns.mkdirs(ctx(), "/c/b/d")
-    ops += ns.create(ctx(), "/c/g", overwrite=True)  # 16390 replaced
-    ops += ns.mkdirs(ctx(), "/e")
-    ops += ns.rename(ctx(), "/c/g", "/e/g2")
-    ops += ns.delete(ctx(), "/c/b", recursive=True)  # b, f, d go
-    ops += ns.set_times(ctx(), "/c", -1, 77)
-    ops += ns.set_permission(ctx(), "/e/g2", 0o600)
-    ops += ns.set_owner(ctx(), "/e/g2", None, "staff")
-    ops += ns.set_replication(ctx(), "/e/g2", 5)
+    """The Spark side of the fold (mapInArrow tasks, then the driver) on a hand-built history."""
+    ns, ops = tricky_history()
+    base = pa.table(Namespace(permissions_enabled=False).to_image_columns(), schema=nn_image.IMAGE_SCHEMA)
     edits = _edits_frame(spark, ops).repartition(3)  # folded by three tasks, then on the driver
     got, dangling = cp.apply_edits(base, edits)
     assert got.equals(pa.table(ns.to_image_columns(), schema=nn_image.IMAGE_SCHEMA))
