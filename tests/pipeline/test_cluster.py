@@ -140,19 +140,20 @@ def test_pipeline_on_a_standalone_cluster_that_cannot_see_the_driver(spark, tmp_
         tables = [ing.read_edits(spark, ing.OutputLayout(out)).collect() for out in (out1, out2)]
         assert len(tables[0]) == 2 * 220 and sorted(tables[0]) == sorted(tables[1])
 
-        def completed():
-            return [a for a in (cluster.master_json() or {}).get("completedapps", [])
+        def both_completed():
+            apps = [a for a in (cluster.master_json() or {}).get("completedapps", [])
                     if a.get("name") == "qjournal-pipeline"]
-
-        def finished_executors():
-            return {e["appid"] for e in (cluster.worker_json("worker1") or {}).get("finishedexecutors", [])}
+            return apps if len(apps) == 2 else None
 
         # the master and the worker learn of an application's end asynchronously after its driver exits
-        apps = wait_until(lambda: (lambda a: a if len(a) == 2 else None)(completed()), 60,
-                          "both applications in the master's completed list")
+        apps = wait_until(both_completed, 60, "both applications in the master's completed list")
         assert all(a["state"] == "FINISHED" and a["cores"] > 0 for a in apps), apps
-        ran = wait_until(lambda: (lambda r: r if {a["id"] for a in apps} <= r else None)(finished_executors()),
-                         60, "the worker's finished executors of both applications")
+
+        def ran_both():
+            ran = {e["appid"] for e in (cluster.worker_json("worker1") or {}).get("finishedexecutors", [])}
+            return ran if {a["id"] for a in apps} <= ran else None
+
+        ran = wait_until(ran_both, 60, "the worker's finished executors of both applications")
         assert {a["id"] for a in apps} <= ran, (apps, ran)
         status = _cli(*qjournal_argv("spark", "status", "--run-dir", str(run_dir)))
         assert status.returncode == 0 and "workers alive: 1" in status.stdout, status.stdout + status.stderr
