@@ -5,8 +5,10 @@ checkpoints large journals faster than the NameNode's own one-process replay;
 this script measures, in one run and on the same generated journal:
 
 * floor      reading every segment byte (``open().read()``; page cache warm),
-* replay     the NameNode's single-process path: ``iter_records`` +
-             ``ops.decode_op`` + ``Namespace.apply`` for every edit,
+* replay     the NameNode's single-process catch-up (``namenode/tailer.py``):
+             ``iter_records``, ``ops.decode_op``, ``Namespace.apply`` and the
+             retry cache's ``record_op`` for every edit, the cyclic collector
+             paused as the tailer pauses it,
 * decode     the ``qjournal`` data source reading and decoding every record (a count),
 * ingest     decode + the partitioned Parquet write + the manifest,
 * checkpoint from the empty image to the last txid (Spark), image saved in
@@ -41,12 +43,14 @@ import time
 from qjournal.localcluster.spark import SparkCluster
 from qjournal.namenode import ops as nn_ops
 from qjournal.namenode.namespace import Namespace
+from qjournal.namenode.retry_cache import RetryCache
 from qjournal.pipeline import checkpoint as cp
 from qjournal.pipeline import ingest as ing
 from qjournal.pipeline.generate import GenOptions, generate
 from qjournal.pipeline.session import SessionOptions, get_or_create
 from qjournal.pipeline.source import read_tasks
 from qjournal.protocol import segment as seg
+from qjournal.util.proc import gc_paused
 
 
 def _history(work: str, seed: int, txns: int, roll: int) -> str:
@@ -78,12 +82,17 @@ def measure_floor_and_replay(work: str, seed: int, txns: int, roll: int) -> dict
             n += len(fh.read())
     floor = time.monotonic() - t
 
+    # the NameNode's catch-up (namenode/tailer.py): decode, apply, retry cache, the collector paused
     t = time.monotonic()
     ns = Namespace(permissions_enabled=False)
-    for f in files:
-        with open(f, "rb") as fh:
-            for rec in seg.iter_records(fh.read()):
-                ns.apply(nn_ops.decode_op(rec.opcode, rec.body, rec.txid))
+    retry_cache = RetryCache()
+    with gc_paused():
+        for f in files:
+            with open(f, "rb") as fh:
+                for rec in seg.iter_records(fh.read()):
+                    op = nn_ops.decode_op(rec.opcode, rec.body, rec.txid)
+                    ns.apply(op)
+                    retry_cache.record_op(op, 0, rec.body)
     replay = time.monotonic() - t
     return {"hist": hist, "txns": txns, "segments": len(files), "bytes": total_bytes, "inodes": len(ns),
             "floor_s": floor, "replay_s": replay}
