@@ -703,10 +703,10 @@ class _ServerConnection(asyncio.Protocol):
             self._update_reading()
         if entry.concurrent:
             task = self._loop.create_task(
-                self._run(request_id, method, entry, kwargs), context=self._context.copy()  # type: ignore[union-attr]
+                self._run(request_id, method, entry, kwargs, True),
+                context=self._context.copy(),  # type: ignore[union-attr]
             )
             self._tasks[task] = None
-            task.add_done_callback(self._task_done)
             return
         self._queue.append((request_id, method, entry, kwargs))
         if self._worker is None:
@@ -714,18 +714,6 @@ class _ServerConnection(asyncio.Protocol):
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.pop(task, None)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:  # a bug below the handler (e.g. a fault hook): end this connection only
-            log.error("%s: connection from %s failed while answering a call", self._server.name,
-                      self._peer.address, exc_info=exc)
-            if not self._closed:
-                self._transport.abort()  # type: ignore[union-attr]
-                self.connection_lost(None)
 
     async def _work(self) -> None:
         queue = self._queue
@@ -748,49 +736,61 @@ class _ServerConnection(asyncio.Protocol):
                 self.connection_lost(None)
                 return
 
-    async def _run(self, request_id: int, method: str, entry: _Method, kwargs: dict) -> None:
-        try:
-            await self._call(request_id, method, entry, kwargs)
-        finally:
-            self._done_one()
-
-    async def _call(self, request_id: int, method: str, entry: _Method, kwargs: dict) -> None:
+    async def _run(self, request_id: int, method: str, entry: _Method, kwargs: dict,
+                   alone: bool = False) -> None:
+        """Run one call and write its answer: one coroutine per call, the whole of it (a call in its
+        own task, ``alone``, also removes that task from :attr:`_tasks` and ends the connection on a
+        bug below the handler, which the queue's worker does for the others)."""
         server = self._server
         try:
-            if server.authorize is not None:  # invariant 8
-                await server.authorize(self._peer, method)
-            if entry.wants_peer:
-                kwargs["_peer"] = self._peer
-            result = await entry.func(**kwargs)
-        except asyncio.CancelledError:
-            raise
-        except QJournalError as exc:
-            self._respond_error(request_id, exc)
-            return
-        except InvariantViolation as exc:
-            # The caller learns of it typed; then this process ends (invariant 7).
-            self._respond_error(request_id, exc)
-            fatal(f"{server.name}: call {method} from {self._peer.address} broke an invariant", exc)
-            return
-        except Exception as exc:
-            log.error("%s: call %s from %s failed", server.name, method, self._peer.address, exc_info=True)
-            self._respond_error(request_id, exc)
-            return
-        if self._closed:
-            return
-        try:
-            frame = encode_response(request_id, True, result, server.max_frame_bytes)
-        except FrameTooLargeError as exc:
-            exc = FrameTooLargeError(f"call {method}: response {exc.message}", method=method, **exc.fields)
-            self._respond_error(request_id, exc)
-            return
-        except Exception as exc:  # result not serialisable: a handler bug
-            log.error("%s: call %s returned a value msgpack cannot encode: %r", server.name, method, exc)
-            self._respond_error(
-                request_id, RemoteError(f"call {method}: result cannot be encoded: {exc}", method=method)
-            )
-            return
-        self._writer.write(frame)  # type: ignore[union-attr]
+            try:
+                if server.authorize is not None:  # invariant 8
+                    await server.authorize(self._peer, method)
+                if entry.wants_peer:
+                    kwargs["_peer"] = self._peer
+                result = await entry.func(**kwargs)
+            except asyncio.CancelledError:
+                raise
+            except QJournalError as exc:
+                self._respond_error(request_id, exc)
+                return
+            except InvariantViolation as exc:
+                # The caller learns of it typed; then this process ends (invariant 7).
+                self._respond_error(request_id, exc)
+                fatal(f"{server.name}: call {method} from {self._peer.address} broke an invariant", exc)
+                return
+            except Exception as exc:
+                log.error("%s: call %s from %s failed", server.name, method, self._peer.address, exc_info=True)
+                self._respond_error(request_id, exc)
+                return
+            if self._closed:
+                return
+            try:
+                frame = encode_response(request_id, True, result, server.max_frame_bytes)
+            except FrameTooLargeError as exc:
+                exc = FrameTooLargeError(f"call {method}: response {exc.message}", method=method, **exc.fields)
+                self._respond_error(request_id, exc)
+                return
+            except Exception as exc:  # result not serialisable: a handler bug
+                log.error("%s: call %s returned a value msgpack cannot encode: %r", server.name, method, exc)
+                self._respond_error(
+                    request_id, RemoteError(f"call {method}: result cannot be encoded: {exc}", method=method)
+                )
+                return
+            self._writer.write(frame)  # type: ignore[union-attr]
+        except Exception:
+            if not alone:
+                raise  # to the worker (_work), which ends the connection
+            # a bug below the handler (e.g. a fault hook): end this connection only
+            log.exception("%s: connection from %s failed while answering %s", server.name,
+                          self._peer.address, method)
+            if not self._closed:
+                self._transport.abort()  # type: ignore[union-attr]
+                self.connection_lost(None)
+        finally:
+            self._done_one()
+            if alone:
+                self._tasks.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
 
     def _done_one(self) -> None:
         """Account for a finished call; call after its response was written."""
