@@ -36,7 +36,9 @@ iteration goes to the transport at once; frames written later in the same
 iteration are gathered and handed over as one buffer at the end of the
 iteration, or as soon as 256 KiB are gathered (one system call, and under TLS
 one record stream, for a burst of pipelined calls or responses; the memory
-network still sees one frame per write). TCP_NODELAY is set on both sides.
+network still sees one frame per write). The end of the iteration is one
+callback per server, shared by every connection that wrote in it (a group
+commit's ~64 answers schedule one, not 64). TCP_NODELAY is set on both sides.
 The first server or client of a process raises glibc's malloc thresholds
 (:mod:`qjournal.transport.alloc`) so that large frames do not page-fault.
 
@@ -297,23 +299,56 @@ def _rebuild_error(payload: Any, method: str, peer: str) -> BaseException:
         return RemoteError(f"{payload['type']}: {message}", remote_type=payload["type"])
 
 
+class _IterationEnd:
+    """One callback at the end of a loop iteration for every coalescer that wrote in it.
+
+    The connections of one server share it: a burst of responses on many connections
+    (the NameNode's group commit answers ~64 clients in one iteration) schedules one
+    callback, not one per connection. Coalescers are flushed in the order they first
+    wrote. Never shared between servers or clients: the simulator runs every process
+    on one loop and pauses a process by holding the callbacks scheduled from its
+    context, which must not hold another process's frames.
+    """
+
+    __slots__ = ("loop", "_dirty")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._dirty: list[_Coalescer] = []
+
+    def add(self, coalescer: "_Coalescer") -> None:
+        dirty = self._dirty
+        if not dirty:
+            self.loop.call_soon(self._run)
+        dirty.append(coalescer)
+
+    def _run(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        for c in dirty:
+            try:
+                c._flush()
+            except Exception:  # one transport's failure must not keep the others' frames back
+                log.exception("handing gathered frames to a transport failed")
+
+
 class _Coalescer:
     """Prompt, coalesced writes: first frame of a loop iteration now, the rest at its end.
 
     Frames gathered in one iteration go to a socket transport as one joined
     buffer (one ``send``; under TLS one record stream instead of one record per
     frame), and to a :class:`MemoryTransport` one frame per write, so that the
-    memory network's fault hook sees whole frames.
+    memory network's fault hook sees whole frames. The end of the iteration is
+    one callback shared by a server's connections (:class:`_IterationEnd`).
     """
 
-    __slots__ = ("_loop", "_transport", "_out", "_out_bytes", "_per_frame")
+    __slots__ = ("_end", "_transport", "_out", "_out_bytes", "_per_frame")
 
     #: gathered bytes beyond which frames are handed over at once (the
     #: transport then sees them and can apply its write back-pressure)
     MAX_GATHER_BYTES = 256 * 1024
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, transport: asyncio.WriteTransport) -> None:
-        self._loop = loop
+    def __init__(self, end: _IterationEnd, transport: asyncio.WriteTransport) -> None:
+        self._end = end
         self._transport = transport
         self._out: list[bytes] | None = None
         self._out_bytes = 0
@@ -324,7 +359,7 @@ class _Coalescer:
         if out is None:
             self._transport.write(frame)
             self._out = []
-            self._loop.call_soon(self._flush)
+            self._end.add(self)
         else:
             out.append(frame)
             self._out_bytes += len(frame)
@@ -445,6 +480,7 @@ class RpcServer:
         self._memory_listeners: list[MemoryListener] = []
         self._connections: dict[int, _ServerConnection] = {}  # insertion order
         self._next_conn_id = 0
+        self._end: _IterationEnd | None = None
         self._stopped = False
         self.metrics = {"calls": 0, "errors": 0, "bad_frames": 0, "connections_opened": 0, "connections_open": 0}
 
@@ -523,6 +559,13 @@ class RpcServer:
         if self._stopped:
             raise TransportError(f"{self.name}: server was stopped")
 
+    def _iteration_end(self, loop: asyncio.AbstractEventLoop) -> _IterationEnd:
+        """The end-of-iteration callback the server's connections share (:class:`_IterationEnd`)."""
+        end = self._end
+        if end is None or end.loop is not loop:
+            end = self._end = _IterationEnd(loop)
+        return end
+
     def _protocol_factory(self) -> "_ServerConnection":
         self._next_conn_id += 1
         return _ServerConnection(self, self._next_conn_id)
@@ -593,7 +636,7 @@ class _ServerConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         _set_nodelay(transport)
-        self._writer = _Coalescer(self._loop, transport)  # type: ignore[arg-type]
+        self._writer = _Coalescer(self._server._iteration_end(self._loop), transport)  # type: ignore[arg-type]
         self._peer = _peer_info(transport)
         self._decoder.stream_name = f"{self._server.name} connection from {self._peer.address}"
         ctx = contextvars.copy_context()
@@ -1126,7 +1169,7 @@ class RpcClient:
         self._loop = asyncio.get_running_loop()
         self._transport = transport  # type: ignore[assignment]
         _set_nodelay(transport)
-        self._writer = _Coalescer(self._loop, transport)  # type: ignore[arg-type]
+        self._writer = _Coalescer(_IterationEnd(self._loop), transport)  # type: ignore[arg-type]
         self._lost = self._loop.create_future()
         self._decoder.stream_name = f"connection to {self.peer}"
 
