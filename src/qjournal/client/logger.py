@@ -78,7 +78,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -122,7 +122,7 @@ _REQ_CALLS = frozenset({"start_log_segment", "journal", "heartbeat", "finalize_l
                         "purge_logs", "prepare_recovery", "accept_recovery"})
 
 
-@dataclass
+@dataclass(slots=True)
 class _Op:
     method: str
     kwargs: dict
@@ -135,7 +135,6 @@ class _Op:
     first_txid: int = 0
     num_txns: int = 0
     records: bytes = b""
-    extra: list = field(default_factory=list)
 
 
 class AsyncLogger:

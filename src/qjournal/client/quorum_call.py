@@ -72,7 +72,8 @@ class QuorumCall:
         self.jid = jid
         self.names = sorted(calls)
         self._tasks: dict[str, asyncio.Future] = {
-            name: asyncio.ensure_future(calls[name]) for name in self.names}
+            name: c if isinstance(c, asyncio.Future) else asyncio.ensure_future(c)
+            for name, c in sorted(calls.items())}
         self._name_of: dict[asyncio.Future, str] = {}
         self.successes: dict[str, Any] = {}
         self.errors: dict[str, BaseException] = {}
