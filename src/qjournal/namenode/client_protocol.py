@@ -146,7 +146,8 @@ class ClientProtocolHandler:
 
     def __init__(self, nn: Namesystem) -> None:
         self.nn = nn
-        self._inflight: dict[tuple[bytes, int], asyncio.Future] = {}
+        #: calls being applied -> the future a retry of theirs waits on (None until one does)
+        self._inflight: dict[tuple[bytes, int], asyncio.Future | None] = {}
 
     async def _ctx(self, user: Any, groups: Any, client_id: Any = b"", call_id: Any = -1) -> CallContext:
         caller = await self.nn.identify(user, groups)
@@ -185,14 +186,16 @@ class ClientProtocolHandler:
                 return self._reply(answer, sid, client_sid)
             key = (ctx.client_id, ctx.call_id)
             cacheable = retry_cache.cacheable(*key)
-            fut: asyncio.Future | None = None
             if cacheable:
-                first = self._inflight.get(key)
-                if first is not None:  # invariant 2
+                inflight = self._inflight
+                if key in inflight:  # invariant 2: a retry waits for the first attempt's answer
+                    first = inflight[key]
+                    if first is None:
+                        first = inflight[key] = asyncio.get_running_loop().create_future()
                     answer = await asyncio.shield(first)
                     sid = nn.editlog.synced_txid if nn.editlog is not None else nn.last_applied_txid
                     return self._reply(answer, sid, client_sid)
-                fut = self._inflight[key] = asyncio.get_running_loop().create_future()
+                inflight[key] = None  # a future only once a retry waits (most calls have none)
             try:
                 el = nn.editlog
                 if el is None:
@@ -227,16 +230,15 @@ class ClientProtocolHandler:
                     raise EditLogFatalError(f"{nn.label}: journal failed: {nn.fatal_error}")
                 answer = answer_from_ops(method, ops)
                 retry_cache.record(ctx.client_id, ctx.call_id, method, answer, ctx.ts)
-                if fut is not None:
-                    fut.set_result(answer)
             except BaseException as e:
+                fut = self._inflight.pop(key, None) if cacheable else None
                 if fut is not None and not fut.done():
                     fut.set_exception(e)
                     fut.exception()  # retrieved: other waiters get it through shield
                 raise
-            finally:
-                if fut is not None:
-                    self._inflight.pop(key, None)
+            fut = self._inflight.pop(key, None) if cacheable else None
+            if fut is not None:
+                fut.set_result(answer)
         except QJournalError as e:
             if client_sid is not None and not isinstance(e, StandbyError) and sid:
                 e.fields.setdefault("state_id", sid)
