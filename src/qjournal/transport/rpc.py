@@ -338,16 +338,19 @@ class _Coalescer:
     buffer (one ``send``; under TLS one record stream instead of one record per
     frame), and to a :class:`MemoryTransport` one frame per write, so that the
     memory network's fault hook sees whole frames. The end of the iteration is
-    one callback shared by a server's connections (:class:`_IterationEnd`).
+    a callback of its own (a client's one connection), or one shared by a
+    server's connections (``end``, :class:`_IterationEnd`).
     """
 
-    __slots__ = ("_end", "_transport", "_out", "_out_bytes", "_per_frame")
+    __slots__ = ("_loop", "_end", "_transport", "_out", "_out_bytes", "_per_frame")
 
     #: gathered bytes beyond which frames are handed over at once (the
     #: transport then sees them and can apply its write back-pressure)
     MAX_GATHER_BYTES = 256 * 1024
 
-    def __init__(self, end: _IterationEnd, transport: asyncio.WriteTransport) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, transport: asyncio.WriteTransport,
+                 end: _IterationEnd | None = None) -> None:
+        self._loop = loop
         self._end = end
         self._transport = transport
         self._out: list[bytes] | None = None
@@ -359,7 +362,11 @@ class _Coalescer:
         if out is None:
             self._transport.write(frame)
             self._out = []
-            self._end.add(self)
+            end = self._end
+            if end is None:
+                self._loop.call_soon(self._flush)
+            else:
+                end.add(self)
         else:
             out.append(frame)
             self._out_bytes += len(frame)
@@ -636,7 +643,8 @@ class _ServerConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         _set_nodelay(transport)
-        self._writer = _Coalescer(self._server._iteration_end(self._loop), transport)  # type: ignore[arg-type]
+        self._writer = _Coalescer(self._loop, transport,  # type: ignore[arg-type]
+                                  self._server._iteration_end(self._loop))
         self._peer = _peer_info(transport)
         self._decoder.stream_name = f"{self._server.name} connection from {self._peer.address}"
         ctx = contextvars.copy_context()
@@ -1169,7 +1177,7 @@ class RpcClient:
         self._loop = asyncio.get_running_loop()
         self._transport = transport  # type: ignore[assignment]
         _set_nodelay(transport)
-        self._writer = _Coalescer(_IterationEnd(self._loop), transport)  # type: ignore[arg-type]
+        self._writer = _Coalescer(self._loop, transport)  # type: ignore[arg-type]
         self._lost = self._loop.create_future()
         self._decoder.stream_name = f"connection to {self.peer}"
 
