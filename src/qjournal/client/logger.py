@@ -42,9 +42,11 @@ Theory of operation:
   batch and waits for the next segment.
 * A ``journal`` batch that finds the logger idle (nothing queued or in flight,
   in sync, connected) is sent at once, without the worker: its answer is
-  handled in the RPC future's done-callback, which starts the worker if calls
-  queued meanwhile. The commit path of one batch at a time (the NameNode's
-  group commit) then costs no task and no loop iteration before the send.
+  handled by a listener of the RPC future (``RpcClient.send``), which starts
+  the worker if calls queued meanwhile. The commit path of one batch at a time
+  (the NameNode's group commit) then costs no task and no loop iteration before
+  the send, and none between the answer and the quorum call: a batch's future
+  is a :class:`~qjournal.util.futures.ListenedFuture` too.
 * The connection is opened lazily and re-opened after a transport failure.
 * The logger is the codec boundary: calls take, and futures return, the
   message types of :mod:`qjournal.protocol.messages`. An answer is decoded
@@ -90,6 +92,7 @@ from qjournal.protocol.messages import (JournaledEdits, JournalState, Manifest, 
                                         SegmentState, wire_bool)
 from qjournal.protocol.journal_uri import segment_url
 from qjournal.protocol.segment import INVALID_TXID
+from qjournal.util.futures import ListenedFuture
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +338,10 @@ class AsyncLogger:
             return
         self.rpcs_sent += 1
         self._direct, self._direct_op = rpc, op
-        rpc.add_done_callback(self._direct_done)
+        if isinstance(rpc, ListenedFuture):  # the answer comes to _direct_done in the call that reads it
+            rpc.listen(self._direct_done)
+        else:
+            rpc.add_done_callback(self._direct_done)
 
     def _direct_done(self, rpc: asyncio.Future) -> None:
         op = self._direct_op
@@ -644,10 +650,11 @@ class AsyncLogger:
         """Queue one batch for this node (invariant 3 bounds the queue).
 
         Returns:
-            A future that completes when the node acknowledged (fsynced) the batch.
+            A future that completes when the node acknowledged (fsynced) the batch
+            (a :class:`ListenedFuture`: the quorum call hears of it in the same call).
             It fails at once with LoggerTooFarBehindError when the queue is full.
         """
-        fut = asyncio.get_running_loop().create_future()
+        fut = ListenedFuture(loop=asyncio.get_running_loop())
         size = len(records)
         limit = self.queue_size_limit_bytes
         self._remember(segment_txid, first_txid, num_txns, records)  # also a batch refused here

@@ -120,6 +120,7 @@ from qjournal.transport.frames import (
     encode_response,
 )
 from qjournal.transport.memory import MemoryListener, MemoryNetwork, MemoryTransport
+from qjournal.util.futures import ListenedFuture
 from qjournal.util.tasks import fatal
 
 __all__ = [
@@ -1098,10 +1099,10 @@ class RpcClient:
             if pending.pop(request_id, None) is not None and not pending and self._sweep_handle is not None:
                 self._stop_sweep()  # cancelled: the call is forgotten (see _data_received)
 
-    def send(self, method: str, /, timeout_ms: int | None = None, **kwargs: Any) -> asyncio.Future:
+    def send(self, method: str, /, timeout_ms: int | None = None, **kwargs: Any) -> ListenedFuture:
         """Write the call now and return the future of its result: :meth:`call` without a coroutine,
-        for a caller that reacts to the answer in a done-callback (one loop iteration sooner than a
-        task waking up).
+        for a caller that reacts to the answer in a listener (:class:`ListenedFuture`: called in the
+        iteration the answer is read in, where a done-callback runs one later and a task two).
 
         A cancelled future's call is forgotten when its answer or its deadline comes.
 
@@ -1110,9 +1111,10 @@ class RpcClient:
             FrameTooLargeError, TypeError: the request cannot be sent.
             (The future fails as :meth:`call` raises.)
         """
-        return self._send(method, timeout_ms, kwargs)[0]
+        return self._send(method, timeout_ms, kwargs, True)[0]  # type: ignore[return-value]
 
-    def _send(self, method: str, timeout_ms: int | None, kwargs: dict) -> tuple[asyncio.Future, int]:
+    def _send(self, method: str, timeout_ms: int | None, kwargs: dict,
+              listened: bool = False) -> tuple[asyncio.Future, int]:
         if self._closed_error is not None:
             raise TransportError(
                 f"call {method} to {self.peer}: {self._closed_error.message}", method=method, peer=self.peer
@@ -1127,7 +1129,7 @@ class RpcClient:
         except TypeError as exc:
             raise TypeError(f"call {method}: arguments cannot be encoded: {exc}") from None
         loop = self._loop
-        fut = loop.create_future()  # type: ignore[union-attr]
+        fut = ListenedFuture(loop=loop) if listened else loop.create_future()  # type: ignore[union-attr]
         self._pending[request_id] = (fut, method)
         if timeout_ms is None:
             timeout_ms = self.default_timeout_ms
