@@ -42,9 +42,11 @@ Theory of operation:
   batch and waits for the next segment.
 * A ``journal`` batch that finds the logger idle (nothing queued or in flight,
   in sync, connected) is sent at once, without the worker: its answer is
-  handled in the RPC future's done-callback, which starts the worker if calls
-  queued meanwhile. The commit path of one batch at a time (the NameNode's
-  group commit) then costs no task and no loop iteration before the send.
+  handled by a listener of the RPC future (``RpcClient.send``), which starts
+  the worker if calls queued meanwhile. The commit path of one batch at a time
+  (the NameNode's group commit) then costs no task and no loop iteration before
+  the send, and none between the answer and the quorum call: a batch's future
+  is a :class:`~qjournal.util.futures.ListenedFuture` too.
 * The connection is opened lazily and re-opened after a transport failure.
 * The logger is the codec boundary: calls take, and futures return, the
   message types of :mod:`qjournal.protocol.messages`. An answer is decoded
@@ -78,7 +80,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -90,6 +92,7 @@ from qjournal.protocol.messages import (JournaledEdits, JournalState, Manifest, 
                                         SegmentState, wire_bool)
 from qjournal.protocol.journal_uri import segment_url
 from qjournal.protocol.segment import INVALID_TXID
+from qjournal.util.futures import ListenedFuture
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +125,7 @@ _REQ_CALLS = frozenset({"start_log_segment", "journal", "heartbeat", "finalize_l
                         "purge_logs", "prepare_recovery", "accept_recovery"})
 
 
-@dataclass
+@dataclass(slots=True)
 class _Op:
     method: str
     kwargs: dict
@@ -135,7 +138,6 @@ class _Op:
     first_txid: int = 0
     num_txns: int = 0
     records: bytes = b""
-    extra: list = field(default_factory=list)
 
 
 class AsyncLogger:
@@ -336,7 +338,10 @@ class AsyncLogger:
             return
         self.rpcs_sent += 1
         self._direct, self._direct_op = rpc, op
-        rpc.add_done_callback(self._direct_done)
+        if isinstance(rpc, ListenedFuture):  # the answer comes to _direct_done in the call that reads it
+            rpc.listen(self._direct_done)
+        else:
+            rpc.add_done_callback(self._direct_done)
 
     def _direct_done(self, rpc: asyncio.Future) -> None:
         op = self._direct_op
@@ -645,10 +650,11 @@ class AsyncLogger:
         """Queue one batch for this node (invariant 3 bounds the queue).
 
         Returns:
-            A future that completes when the node acknowledged (fsynced) the batch.
+            A future that completes when the node acknowledged (fsynced) the batch
+            (a :class:`ListenedFuture`: the quorum call hears of it in the same call).
             It fails at once with LoggerTooFarBehindError when the queue is full.
         """
-        fut = asyncio.get_running_loop().create_future()
+        fut = ListenedFuture(loop=asyncio.get_running_loop())
         size = len(records)
         limit = self.queue_size_limit_bytes
         self._remember(segment_txid, first_txid, num_txns, records)  # also a batch refused here

@@ -43,6 +43,7 @@ class AsyncLoggerSet:
         self.loggers = list(loggers)
         self.jid = loggers[0].jid
         self.epoch: int | None = None
+        self._majority_rule = majority_rule(len(self.loggers))  # immutable: one for every wait
 
     def __len__(self) -> int:
         return len(self.loggers)
@@ -90,7 +91,7 @@ class AsyncLoggerSet:
 
     def majority_rule(self) -> WaitRule:
         """Wait rule: a majority of successes."""
-        return majority_rule(len(self.loggers))
+        return self._majority_rule
 
     def all_rule(self) -> WaitRule:
         """Wait rule: every node succeeds."""

@@ -229,35 +229,32 @@ class QuorumOutputStream(EditLogOutputStream):
             return
         done = asyncio.get_running_loop().create_future()
         self._inflight.append(done)
-        try:
-            await self._sync_ready()
+        loggers = self._loggers
+        try:  # one coroutine per sync: the quorum wait is inlined here
+            # Detach and enqueue synchronously: the enqueue order on every logger is the txid order.
+            calls = [(first, n, loggers.fan_out(
+                "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
+                for (first, n, data) in self._take_batches()]
+            try:
+                for first, n, call in calls:
+                    await call.wait(loggers.majority_rule(), self._settings.write_txns_timeout_ms)
+                    self._check_open()  # an earlier concurrent sync may have failed meanwhile
+                    last = first + n - 1
+                    if last > self._last_synced:
+                        self._last_synced = last
+                        loggers.set_committed_txid(last)
+                        self._on_synced(last)
+                        if self._notice is None:
+                            self._notice = asyncio.get_running_loop().call_later(
+                                self._settings.committed_notify_delay_ms / 1000.0, self._send_notice)
+            except BaseException as e:
+                if self._failed is None:
+                    self._failed = e
+                self._on_failure(e)
+                raise
         finally:
             self._inflight.remove(done)
             done.set_result(None)
-
-    async def _sync_ready(self) -> None:
-        loggers = self._loggers
-        # Detach and enqueue synchronously: the enqueue order on every logger is the txid order.
-        calls = [(first, n, loggers.fan_out(
-            "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
-            for (first, n, data) in self._take_batches()]
-        try:
-            for first, n, call in calls:
-                await loggers.wait_for_quorum(call, self._settings.write_txns_timeout_ms)
-                self._check_open()  # an earlier concurrent sync may have failed meanwhile
-                last = first + n - 1
-                if last > self._last_synced:
-                    self._last_synced = last
-                    loggers.set_committed_txid(last)
-                    self._on_synced(last)
-                    if self._notice is None:
-                        self._notice = asyncio.get_running_loop().call_later(
-                            self._settings.committed_notify_delay_ms / 1000.0, self._send_notice)
-        except BaseException as e:
-            if self._failed is None:
-                self._failed = e
-            self._on_failure(e)
-            raise
 
     def _send_notice(self) -> None:
         """The committed txid to every node that has nothing queued to carry it (module docstring)."""

@@ -9,8 +9,10 @@ itself is the pure :func:`qjournal.protocol.quorum.quorum_outcome`.
 
 Theory of operation: a ``QuorumCall`` is built from ``{node name: awaitable}``.
 Each awaitable is wrapped in a task (a future stays itself) whose completion is
-recorded by a done-callback; :meth:`QuorumCall.wait` sleeps on one future that
-the callback completes once the outcome is decided (WON, LOST, or a broken
+recorded by a done-callback (by a listener, in the same call, for a
+:class:`~qjournal.util.futures.ListenedFuture`: a logger's ``journal`` batch);
+:meth:`QuorumCall.wait` sleeps on one future that the callback completes once
+the outcome is decided (WON, LOST, or a broken
 invariant), or a timer at the deadline (or the next progress log line). One
 wake-up per wait, however many nodes answer: the commit path of every
 ``journal`` batch goes through here.
@@ -41,6 +43,7 @@ from typing import Any, Awaitable, Mapping
 from qjournal.errors import (EpochError, FencedError, InvariantViolation, QJournalError,
                              QuorumError, RpcTimeoutError)
 from qjournal.protocol.quorum import Outcome, WaitRule, quorum_outcome
+from qjournal.util.futures import ListenedFuture
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,8 @@ class QuorumCall:
         self.jid = jid
         self.names = sorted(calls)
         self._tasks: dict[str, asyncio.Future] = {
-            name: asyncio.ensure_future(calls[name]) for name in self.names}
+            name: c if isinstance(c, asyncio.Future) else asyncio.ensure_future(c)
+            for name, c in sorted(calls.items())}
         self._name_of: dict[asyncio.Future, str] = {}
         self.successes: dict[str, Any] = {}
         self.errors: dict[str, BaseException] = {}
@@ -83,7 +87,10 @@ class QuorumCall:
                 self._record(name, t)
             else:
                 self._name_of[t] = name
-                t.add_done_callback(self._on_done)
+                if isinstance(t, ListenedFuture):  # a logger's batch: heard in the call that completes it
+                    t.listen(self._on_done)
+                else:
+                    t.add_done_callback(self._on_done)
 
     # -- bookkeeping -------------------------------------------------------------
     def _record(self, name: str, task: asyncio.Future) -> None:

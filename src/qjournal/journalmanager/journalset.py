@@ -9,7 +9,7 @@ Theory of operation:
 
 * Writing. ``start_log_segment`` opens a stream on every journal; the set's
   stream forwards ``write``/``mark`` to each and ``sync`` runs every journal's
-  sync concurrently (``asyncio.gather``). A journal whose start, write or sync
+  sync concurrently (``asyncio.gather``; a set of one journal awaits it directly). A journal whose start, write or sync
   fails is marked *failed* (logged with the reason), its stream aborted, and
   it is skipped from then on. The set's call fails with
   ``NoJournalsAvailableError`` only when no journal is left, or when a
@@ -149,7 +149,13 @@ class JournalSet(JournalManager):
         Returns: results in member order (None for failed members).
         Raises: InvariantViolation from any member (invariant 3).
         """
-        results = await asyncio.gather(*(fn(m) for m in members), return_exceptions=True)
+        if len(members) == 1:  # the common HA set-up (the shared journal alone): no task, no gather
+            try:
+                results: list[Any] = [await fn(members[0])]
+            except Exception as e:  # as gather(return_exceptions=True) hands it over
+                results = [e]
+        else:
+            results = await asyncio.gather(*(fn(m) for m in members), return_exceptions=True)
         out = []
         for m, r in zip(members, results):
             if isinstance(r, InvariantViolation):

@@ -146,7 +146,8 @@ class ClientProtocolHandler:
 
     def __init__(self, nn: Namesystem) -> None:
         self.nn = nn
-        self._inflight: dict[tuple[bytes, int], asyncio.Future] = {}
+        #: calls being applied -> the future a retry of theirs waits on (None until one does)
+        self._inflight: dict[tuple[bytes, int], asyncio.Future | None] = {}
 
     async def _ctx(self, user: Any, groups: Any, client_id: Any = b"", call_id: Any = -1) -> CallContext:
         caller = await self.nn.identify(user, groups)
@@ -168,80 +169,81 @@ class ClientProtocolHandler:
 
     async def _write(self, method: str, target: Any, user: Any, groups: Any, client_id: Any, call_id: Any,
                      mutation: Callable[[CallContext], list], state_id: Any = None) -> Any:
-        """The write path (module docstring), answered with the state id when the caller sent one.
-        ``target`` is the path the call names (for a refusal in safe mode)."""
+        """The write path (module docstring): apply, log and sync one write, answered with the state id
+        when the caller sent one. ``target`` is the path the call names (for a refusal in safe mode).
+        One coroutine for the whole of it: every create passes here."""
         client_sid = self._check_state_id(state_id)
-        sid = [0]
-        try:
-            answer = await self._write_logged(method, str(target), user, groups, client_id, call_id,
-                                              mutation, sid)
-        except QJournalError as e:
-            if client_sid is not None and not isinstance(e, StandbyError) and sid[0]:
-                e.fields.setdefault("state_id", sid[0])
-            raise
-        return self._reply(answer, sid[0], client_sid)
-
-    async def _write_logged(self, method: str, target: str, user: Any, groups: Any, client_id: Any,
-                            call_id: Any, mutation: Callable[[CallContext], list], sid: list[int]) -> Any:
-        """Apply, log and sync one write; ``sid[0]`` is set to the state id its answer reflects."""
         nn = self.nn
-        ctx = await self._ctx(user, groups, client_id, call_id)
-        nn.check_operation(OpCategory.WRITE, method)
-        hit, answer = nn.retry_cache.lookup(ctx.client_id, ctx.call_id, method, ctx.ts)
-        if hit:  # recorded after its sync: everything up to synced_txid is durable
-            sid[0] = nn.editlog.synced_txid if nn.editlog is not None else nn.last_applied_txid
-            return answer
-        key = (ctx.client_id, ctx.call_id)
-        cacheable = nn.retry_cache.cacheable(*key)
-        if cacheable and key in self._inflight:  # invariant 2
-            answer = await asyncio.shield(self._inflight[key])
-            sid[0] = nn.editlog.synced_txid if nn.editlog is not None else nn.last_applied_txid
-            return answer
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
-        if cacheable:
-            self._inflight[key] = fut
+        sid = 0  # the state id the answer (or the typed error) reflects
         try:
-            el = nn.editlog
-            if el is None:
-                raise StandbyError(f"{nn.label}: not active", state=nn.state.value)
-            refused: list[QJournalError] = []
-
-            def attempt() -> list:
-                try:
-                    # invariant 6: under the namespace lock, where the op is applied
-                    check_safe_mode(nn.safe_mode, OpCategory.WRITE, method, target, nn.label)
-                    return mutation(ctx)
-                except QJournalError as e:  # the namespace refused: nothing was applied
-                    refused.append(e)
-                    sid[0] = el.last_written_txid  # the state the refusal was read from
-                    raise
-
-            try:
-                txid, ops = await el.log_edit(attempt)
-            except QJournalError:
-                if refused:  # invariant 4: a refusal is an answer read from the namespace
-                    await el.read_barrier()
-                raise
-            if ops:
-                await el.log_sync(txid)
-                sid[0] = txid
-            else:  # invariant 4: nothing to log (mkdirs of a directory, delete of nothing)
-                sid[0] = el.last_written_txid
-                await el.read_barrier()
-            if nn.fatal_error is not None:  # invariant 1
-                raise EditLogFatalError(f"{nn.label}: journal failed: {nn.fatal_error}")
-            answer = answer_from_ops(method, ops)
-            nn.retry_cache.record(ctx.client_id, ctx.call_id, method, answer, ctx.ts)
-            fut.set_result(answer)
-            return answer
-        except BaseException as e:
-            if not fut.done():
-                fut.set_exception(e)
-                fut.exception()  # retrieved: other waiters get it through shield
-            raise
-        finally:
+            caller = await nn.identify(user, groups)
+            ctx = call_context(nn.clock_ms(), caller.user, caller.groups, client_id, call_id)
+            nn.check_operation(OpCategory.WRITE, method)
+            retry_cache = nn.retry_cache
+            hit, answer = retry_cache.lookup(ctx.client_id, ctx.call_id, method, ctx.ts)
+            if hit:  # recorded after its sync: everything up to synced_txid is durable
+                sid = nn.editlog.synced_txid if nn.editlog is not None else nn.last_applied_txid
+                return self._reply(answer, sid, client_sid)
+            key = (ctx.client_id, ctx.call_id)
+            cacheable = retry_cache.cacheable(*key)
             if cacheable:
-                self._inflight.pop(key, None)
+                inflight = self._inflight
+                if key in inflight:  # invariant 2: a retry waits for the first attempt's answer
+                    first = inflight[key]
+                    if first is None:
+                        first = inflight[key] = asyncio.get_running_loop().create_future()
+                    answer = await asyncio.shield(first)
+                    sid = nn.editlog.synced_txid if nn.editlog is not None else nn.last_applied_txid
+                    return self._reply(answer, sid, client_sid)
+                inflight[key] = None  # a future only once a retry waits (most calls have none)
+            try:
+                el = nn.editlog
+                if el is None:
+                    raise StandbyError(f"{nn.label}: not active", state=nn.state.value)
+                refused: list[QJournalError] = []
+                where = str(target)
+
+                def attempt() -> list:
+                    nonlocal sid
+                    try:
+                        # invariant 6: under the namespace lock, where the op is applied
+                        check_safe_mode(nn.safe_mode, OpCategory.WRITE, method, where, nn.label)
+                        return mutation(ctx)
+                    except QJournalError as e:  # the namespace refused: nothing was applied
+                        refused.append(e)
+                        sid = el.last_written_txid  # the state the refusal was read from
+                        raise
+
+                try:
+                    txid, ops = await el.log_edit(attempt)
+                except QJournalError:
+                    if refused:  # invariant 4: a refusal is an answer read from the namespace
+                        await el.read_barrier()
+                    raise
+                if ops:
+                    await el.log_sync(txid)
+                    sid = txid
+                else:  # invariant 4: nothing to log (mkdirs of a directory, delete of nothing)
+                    sid = el.last_written_txid
+                    await el.read_barrier()
+                if nn.fatal_error is not None:  # invariant 1
+                    raise EditLogFatalError(f"{nn.label}: journal failed: {nn.fatal_error}")
+                answer = answer_from_ops(method, ops)
+                retry_cache.record(ctx.client_id, ctx.call_id, method, answer, ctx.ts)
+            except BaseException as e:
+                fut = self._inflight.pop(key, None) if cacheable else None
+                if fut is not None and not fut.done():
+                    fut.set_exception(e)
+                    fut.exception()  # retrieved: other waiters get it through shield
+                raise
+            fut = self._inflight.pop(key, None) if cacheable else None
+            if fut is not None:
+                fut.set_result(answer)
+        except QJournalError as e:
+            if client_sid is not None and not isinstance(e, StandbyError) and sid:
+                e.fields.setdefault("state_id", sid)
+            raise
+        return self._reply(answer, sid, client_sid)
 
     # ------------------------------------------------------- ClientProtocol
     # Every call takes ``state_id``: the highest state id the caller has seen (module docstring);

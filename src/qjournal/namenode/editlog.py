@@ -14,7 +14,9 @@ Theory of operation:
   mutation against the namespace (it returns its ops and has already applied
   them), give each op the next txid and ``write`` it to the open segment's
   output stream. Returns the last txid (or the current one when the mutation
-  logged nothing).
+  logged nothing). That step never awaits, so when the lock is free it runs
+  without taking it: no holder (a roll, a close, the tailer) can start or
+  resume in the middle of it, which is all the lock guarantees.
 * ``log_sync(txid)``: while ``synced_txid < txid``: if no sync is running,
   start one (``mark`` then ``sync`` on the stream: it flushes everything
   written up to the mark); otherwise wait for the running one. Exactly one
@@ -183,15 +185,22 @@ class FSEditLog:
             whatever the mutation raises (the namespace is then unchanged), or
             EditLogFatalError when the edit log failed earlier.
         """
-        async with self.lock:
-            self._check_usable()
-            ops = mutation()
-            for op in ops:
-                self._write(op)
-            txid = self.last_written_txid
+        if self.lock.locked():
+            async with self.lock:
+                txid, ops = self._apply_and_write(mutation)
+        else:  # free: nothing below awaits, so no holder can come between (no lock round trip)
+            txid, ops = self._apply_and_write(mutation)
         if self.roll_txns and txid - self.segment_txid + 1 >= self.roll_txns:
             self._schedule_roll()
         return txid, ops
+
+    def _apply_and_write(self, mutation: Callable[[], list[EditOp]]) -> tuple[int, list[EditOp]]:
+        """The body of :meth:`log_edit`: no await, so it runs whole between two holders of the lock."""
+        self._check_usable()
+        ops = mutation()
+        for op in ops:
+            self._write(op)
+        return self.last_written_txid, ops
 
     async def log_sync(self, txid: int | None = None) -> None:
         """Return once ``txid`` (default: the last written) is durable (group commit, invariants 2-3).

@@ -36,7 +36,9 @@ iteration goes to the transport at once; frames written later in the same
 iteration are gathered and handed over as one buffer at the end of the
 iteration, or as soon as 256 KiB are gathered (one system call, and under TLS
 one record stream, for a burst of pipelined calls or responses; the memory
-network still sees one frame per write). TCP_NODELAY is set on both sides.
+network still sees one frame per write). The end of the iteration is one
+callback per server, shared by every connection that wrote in it (a group
+commit's ~64 answers schedule one, not 64). TCP_NODELAY is set on both sides.
 The first server or client of a process raises glibc's malloc thresholds
 (:mod:`qjournal.transport.alloc`) so that large frames do not page-fault.
 
@@ -118,6 +120,7 @@ from qjournal.transport.frames import (
     encode_response,
 )
 from qjournal.transport.memory import MemoryListener, MemoryNetwork, MemoryTransport
+from qjournal.util.futures import ListenedFuture
 from qjournal.util.tasks import fatal
 
 __all__ = [
@@ -297,23 +300,59 @@ def _rebuild_error(payload: Any, method: str, peer: str) -> BaseException:
         return RemoteError(f"{payload['type']}: {message}", remote_type=payload["type"])
 
 
+class _IterationEnd:
+    """One callback at the end of a loop iteration for every coalescer that wrote in it.
+
+    The connections of one server share it: a burst of responses on many connections
+    (the NameNode's group commit answers ~64 clients in one iteration) schedules one
+    callback, not one per connection. Coalescers are flushed in the order they first
+    wrote. Never shared between servers or clients: the simulator runs every process
+    on one loop and pauses a process by holding the callbacks scheduled from its
+    context, which must not hold another process's frames.
+    """
+
+    __slots__ = ("loop", "_dirty")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._dirty: list[_Coalescer] = []
+
+    def add(self, coalescer: "_Coalescer") -> None:
+        dirty = self._dirty
+        if not dirty:
+            self.loop.call_soon(self._run)
+        dirty.append(coalescer)
+
+    def _run(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        for c in dirty:
+            try:
+                c._flush()
+            except Exception:  # one transport's failure must not keep the others' frames back
+                log.exception("handing gathered frames to a transport failed")
+
+
 class _Coalescer:
     """Prompt, coalesced writes: first frame of a loop iteration now, the rest at its end.
 
     Frames gathered in one iteration go to a socket transport as one joined
     buffer (one ``send``; under TLS one record stream instead of one record per
     frame), and to a :class:`MemoryTransport` one frame per write, so that the
-    memory network's fault hook sees whole frames.
+    memory network's fault hook sees whole frames. The end of the iteration is
+    a callback of its own (a client's one connection), or one shared by a
+    server's connections (``end``, :class:`_IterationEnd`).
     """
 
-    __slots__ = ("_loop", "_transport", "_out", "_out_bytes", "_per_frame")
+    __slots__ = ("_loop", "_end", "_transport", "_out", "_out_bytes", "_per_frame")
 
     #: gathered bytes beyond which frames are handed over at once (the
     #: transport then sees them and can apply its write back-pressure)
     MAX_GATHER_BYTES = 256 * 1024
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, transport: asyncio.WriteTransport) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, transport: asyncio.WriteTransport,
+                 end: _IterationEnd | None = None) -> None:
         self._loop = loop
+        self._end = end
         self._transport = transport
         self._out: list[bytes] | None = None
         self._out_bytes = 0
@@ -324,7 +363,11 @@ class _Coalescer:
         if out is None:
             self._transport.write(frame)
             self._out = []
-            self._loop.call_soon(self._flush)
+            end = self._end
+            if end is None:
+                self._loop.call_soon(self._flush)
+            else:
+                end.add(self)
         else:
             out.append(frame)
             self._out_bytes += len(frame)
@@ -445,6 +488,7 @@ class RpcServer:
         self._memory_listeners: list[MemoryListener] = []
         self._connections: dict[int, _ServerConnection] = {}  # insertion order
         self._next_conn_id = 0
+        self._end: _IterationEnd | None = None
         self._stopped = False
         self.metrics = {"calls": 0, "errors": 0, "bad_frames": 0, "connections_opened": 0, "connections_open": 0}
 
@@ -523,6 +567,13 @@ class RpcServer:
         if self._stopped:
             raise TransportError(f"{self.name}: server was stopped")
 
+    def _iteration_end(self, loop: asyncio.AbstractEventLoop) -> _IterationEnd:
+        """The end-of-iteration callback the server's connections share (:class:`_IterationEnd`)."""
+        end = self._end
+        if end is None or end.loop is not loop:
+            end = self._end = _IterationEnd(loop)
+        return end
+
     def _protocol_factory(self) -> "_ServerConnection":
         self._next_conn_id += 1
         return _ServerConnection(self, self._next_conn_id)
@@ -593,7 +644,8 @@ class _ServerConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         _set_nodelay(transport)
-        self._writer = _Coalescer(self._loop, transport)  # type: ignore[arg-type]
+        self._writer = _Coalescer(self._loop, transport,  # type: ignore[arg-type]
+                                  self._server._iteration_end(self._loop))
         self._peer = _peer_info(transport)
         self._decoder.stream_name = f"{self._server.name} connection from {self._peer.address}"
         ctx = contextvars.copy_context()
@@ -703,10 +755,10 @@ class _ServerConnection(asyncio.Protocol):
             self._update_reading()
         if entry.concurrent:
             task = self._loop.create_task(
-                self._run(request_id, method, entry, kwargs), context=self._context.copy()  # type: ignore[union-attr]
+                self._run(request_id, method, entry, kwargs, True),
+                context=self._context.copy(),  # type: ignore[union-attr]
             )
             self._tasks[task] = None
-            task.add_done_callback(self._task_done)
             return
         self._queue.append((request_id, method, entry, kwargs))
         if self._worker is None:
@@ -714,18 +766,6 @@ class _ServerConnection(asyncio.Protocol):
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.pop(task, None)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:  # a bug below the handler (e.g. a fault hook): end this connection only
-            log.error("%s: connection from %s failed while answering a call", self._server.name,
-                      self._peer.address, exc_info=exc)
-            if not self._closed:
-                self._transport.abort()  # type: ignore[union-attr]
-                self.connection_lost(None)
 
     async def _work(self) -> None:
         queue = self._queue
@@ -748,49 +788,61 @@ class _ServerConnection(asyncio.Protocol):
                 self.connection_lost(None)
                 return
 
-    async def _run(self, request_id: int, method: str, entry: _Method, kwargs: dict) -> None:
-        try:
-            await self._call(request_id, method, entry, kwargs)
-        finally:
-            self._done_one()
-
-    async def _call(self, request_id: int, method: str, entry: _Method, kwargs: dict) -> None:
+    async def _run(self, request_id: int, method: str, entry: _Method, kwargs: dict,
+                   alone: bool = False) -> None:
+        """Run one call and write its answer: one coroutine per call, the whole of it (a call in its
+        own task, ``alone``, also removes that task from :attr:`_tasks` and ends the connection on a
+        bug below the handler, which the queue's worker does for the others)."""
         server = self._server
         try:
-            if server.authorize is not None:  # invariant 8
-                await server.authorize(self._peer, method)
-            if entry.wants_peer:
-                kwargs["_peer"] = self._peer
-            result = await entry.func(**kwargs)
-        except asyncio.CancelledError:
-            raise
-        except QJournalError as exc:
-            self._respond_error(request_id, exc)
-            return
-        except InvariantViolation as exc:
-            # The caller learns of it typed; then this process ends (invariant 7).
-            self._respond_error(request_id, exc)
-            fatal(f"{server.name}: call {method} from {self._peer.address} broke an invariant", exc)
-            return
-        except Exception as exc:
-            log.error("%s: call %s from %s failed", server.name, method, self._peer.address, exc_info=True)
-            self._respond_error(request_id, exc)
-            return
-        if self._closed:
-            return
-        try:
-            frame = encode_response(request_id, True, result, server.max_frame_bytes)
-        except FrameTooLargeError as exc:
-            exc = FrameTooLargeError(f"call {method}: response {exc.message}", method=method, **exc.fields)
-            self._respond_error(request_id, exc)
-            return
-        except Exception as exc:  # result not serialisable: a handler bug
-            log.error("%s: call %s returned a value msgpack cannot encode: %r", server.name, method, exc)
-            self._respond_error(
-                request_id, RemoteError(f"call {method}: result cannot be encoded: {exc}", method=method)
-            )
-            return
-        self._writer.write(frame)  # type: ignore[union-attr]
+            try:
+                if server.authorize is not None:  # invariant 8
+                    await server.authorize(self._peer, method)
+                if entry.wants_peer:
+                    kwargs["_peer"] = self._peer
+                result = await entry.func(**kwargs)
+            except asyncio.CancelledError:
+                raise
+            except QJournalError as exc:
+                self._respond_error(request_id, exc)
+                return
+            except InvariantViolation as exc:
+                # The caller learns of it typed; then this process ends (invariant 7).
+                self._respond_error(request_id, exc)
+                fatal(f"{server.name}: call {method} from {self._peer.address} broke an invariant", exc)
+                return
+            except Exception as exc:
+                log.error("%s: call %s from %s failed", server.name, method, self._peer.address, exc_info=True)
+                self._respond_error(request_id, exc)
+                return
+            if self._closed:
+                return
+            try:
+                frame = encode_response(request_id, True, result, server.max_frame_bytes)
+            except FrameTooLargeError as exc:
+                exc = FrameTooLargeError(f"call {method}: response {exc.message}", method=method, **exc.fields)
+                self._respond_error(request_id, exc)
+                return
+            except Exception as exc:  # result not serialisable: a handler bug
+                log.error("%s: call %s returned a value msgpack cannot encode: %r", server.name, method, exc)
+                self._respond_error(
+                    request_id, RemoteError(f"call {method}: result cannot be encoded: {exc}", method=method)
+                )
+                return
+            self._writer.write(frame)  # type: ignore[union-attr]
+        except Exception:
+            if not alone:
+                raise  # to the worker (_work), which ends the connection
+            # a bug below the handler (e.g. a fault hook): end this connection only
+            log.exception("%s: connection from %s failed while answering %s", server.name,
+                          self._peer.address, method)
+            if not self._closed:
+                self._transport.abort()  # type: ignore[union-attr]
+                self.connection_lost(None)
+        finally:
+            self._done_one()
+            if alone:
+                self._tasks.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
 
     def _done_one(self) -> None:
         """Account for a finished call; call after its response was written."""
@@ -1047,10 +1099,10 @@ class RpcClient:
             if pending.pop(request_id, None) is not None and not pending and self._sweep_handle is not None:
                 self._stop_sweep()  # cancelled: the call is forgotten (see _data_received)
 
-    def send(self, method: str, /, timeout_ms: int | None = None, **kwargs: Any) -> asyncio.Future:
+    def send(self, method: str, /, timeout_ms: int | None = None, **kwargs: Any) -> ListenedFuture:
         """Write the call now and return the future of its result: :meth:`call` without a coroutine,
-        for a caller that reacts to the answer in a done-callback (one loop iteration sooner than a
-        task waking up).
+        for a caller that reacts to the answer in a listener (:class:`ListenedFuture`: called in the
+        iteration the answer is read in, where a done-callback runs one later and a task two).
 
         A cancelled future's call is forgotten when its answer or its deadline comes.
 
@@ -1059,9 +1111,10 @@ class RpcClient:
             FrameTooLargeError, TypeError: the request cannot be sent.
             (The future fails as :meth:`call` raises.)
         """
-        return self._send(method, timeout_ms, kwargs)[0]
+        return self._send(method, timeout_ms, kwargs, True)[0]  # type: ignore[return-value]
 
-    def _send(self, method: str, timeout_ms: int | None, kwargs: dict) -> tuple[asyncio.Future, int]:
+    def _send(self, method: str, timeout_ms: int | None, kwargs: dict,
+              listened: bool = False) -> tuple[asyncio.Future, int]:
         if self._closed_error is not None:
             raise TransportError(
                 f"call {method} to {self.peer}: {self._closed_error.message}", method=method, peer=self.peer
@@ -1076,7 +1129,7 @@ class RpcClient:
         except TypeError as exc:
             raise TypeError(f"call {method}: arguments cannot be encoded: {exc}") from None
         loop = self._loop
-        fut = loop.create_future()  # type: ignore[union-attr]
+        fut = ListenedFuture(loop=loop) if listened else loop.create_future()  # type: ignore[union-attr]
         self._pending[request_id] = (fut, method)
         if timeout_ms is None:
             timeout_ms = self.default_timeout_ms
