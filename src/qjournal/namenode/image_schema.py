@@ -3,13 +3,13 @@
 Why a pure module of its own: the image is one row per inode in Parquet. The NameNode writes and
 loads it with pyarrow (``image.py``), the namespace turns itself into its rows and back
 (``namespace.py``, which must stay free of pyarrow), and the Spark pipeline builds one
-(``pipeline/checkpoint.py``) that the NameNode must load. All three read the columns, their
+(``pipeline/fold.py``, ``pipeline/checkpoint.py``) that the NameNode must load. All three read the columns, their
 order and their types from here, as plain data.
 """
 
 from __future__ import annotations
 
-__all__ = ["IMAGE_FIELDS", "IMAGE_COLUMNS", "spark_type"]
+__all__ = ["IMAGE_FIELDS", "IMAGE_COLUMNS"]
 
 #: ``(column, Arrow type name)`` in file order; the rows are sorted by ``inode_id``
 IMAGE_FIELDS: tuple[tuple[str, str], ...] = (
@@ -18,14 +18,3 @@ IMAGE_FIELDS: tuple[tuple[str, str], ...] = (
     ("atime", "int64"), ("replication", "int32"), ("block_size", "int64"), ("length", "int64"),
 )
 IMAGE_COLUMNS: tuple[str, ...] = tuple(name for name, _ in IMAGE_FIELDS)
-
-_SPARK = {"int64": "long", "int32": "int", "string": "string"}
-
-
-def spark_type(column: str) -> str:
-    """The Spark SQL type name of an image column (``long``, ``int``, ``string``).
-
-    Raises:
-        KeyError: not an image column.
-    """
-    return _SPARK[dict(IMAGE_FIELDS)[column]]

@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 
 from qjournal.errors import QJournalError, register_error
 from qjournal.namenode import ops as nn_ops
-from qjournal.namenode.image_schema import IMAGE_FIELDS
+from qjournal.namenode.image import IMAGE_SCHEMA
 
 #: bound on pointer-jumping rounds (2**64 levels: any real tree); reaching it means a cycle
 MAX_POINTER_JUMPING_ROUNDS = 64
@@ -61,10 +61,9 @@ MAX_POINTER_JUMPING_ROUNDS = 64
 #: "no txid": below every real txid and the base image's (-1)
 NO_TXID = np.iinfo(np.int64).min
 
-_TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string()}
 #: image attributes (every image column but the key), with their Arrow types
 ATTRS: tuple[tuple[str, pa.DataType], ...] = tuple(
-    (name, _TYPES[t]) for name, t in IMAGE_FIELDS if name != "inode_id")
+    (f.name, f.type) for f in IMAGE_SCHEMA if f.name != "inode_id")
 ATTR_NAMES: tuple[str, ...] = tuple(a for a, _ in ATTRS)
 
 #: the columns of the edits table the fold reads
