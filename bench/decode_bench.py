@@ -38,8 +38,8 @@ import argparse  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
+from histories import JID, NODE, history, segments  # noqa: E402
 from qjournal.pipeline import decode as dec  # noqa: E402
-from qjournal.pipeline.generate import GenOptions, generate  # noqa: E402
 
 _LOAD_PROBE = """
 import time, sys
@@ -49,22 +49,6 @@ u = time.process_time()
 vdecode.frame_clean(open(sys.argv[1], 'rb').read(), int(sys.argv[2]), int(sys.argv[3]), 1 << 20)
 print(u - t, time.process_time() - u)
 """
-
-
-def _segments(work: str, seed: int, txns: int, roll: int) -> list[tuple[str, int, int]]:
-    """``(path, start, end)`` of each segment of the cached history (generated on the first run)."""
-    hist = os.path.join(work, f"hist-{seed}-{txns}-{roll}")
-    if not os.path.exists(os.path.join(hist, "generator.json")):
-        t = time.monotonic()
-        generate(GenOptions(seed=seed, txns=txns, out=hist, nodes=1, roll_every_txns=roll))
-        print(f"generated {txns} txids in {time.monotonic() - t:.1f} s", file=sys.stderr)
-    cur = os.path.join(hist, "jn1", "qjournal", "current")
-    out = []
-    for name in sorted(os.listdir(cur)):
-        if name.startswith("edits_") and "inprogress" not in name:
-            start, end = (int(x) for x in name.removeprefix("edits_").split("-"))
-            out.append((os.path.join(cur, name), start, end))
-    return out
 
 
 def _timed(fn) -> tuple[float, float, int]:
@@ -82,7 +66,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3, help="warm runs of the compiled path (best is kept)")
     p.add_argument("--work", default="/tmp/qjournal-decode-bench")
     args = p.parse_args()
-    segs = _segments(args.work, args.seed, args.txns, args.roll_every_txns)
+    segs = segments(history(args.work, args.seed, args.txns, args.roll_every_txns))
     blobs: dict[str, bytes] = {}
 
     def read_all() -> int:
@@ -102,12 +86,12 @@ def main() -> None:
     def decode(compiled: bool, only: slice | None = None) -> int:
         rows = 0
         for path, s, e in segs[only or slice(None)]:
-            for b in dec.decode_segment_batches("qjournal", "jn1", s, e, blobs[path], compiled=compiled):
+            for b in dec.decode_segment_batches(JID, NODE, s, e, blobs[path], compiled=compiled):
                 rows += b.num_rows
         return rows
 
     def frame() -> int:
-        return sum(len(dec.frame_segment("qjournal", "jn1", s, e, blobs[path]).txids) for path, s, e in segs)
+        return sum(len(dec.frame_segment(JID, NODE, s, e, blobs[path]).txids) for path, s, e in segs)
 
     results: dict[str, tuple[float, float, int]] = {"floor (read bytes)": _timed(floor)}
     first = _timed(lambda: decode(True, slice(0, 1)))

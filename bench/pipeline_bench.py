@@ -5,10 +5,9 @@ checkpoints large journals faster than the NameNode's own one-process replay;
 this script measures, in one run and on the same generated journal:
 
 * floor      reading every segment byte (``open().read()``; page cache warm),
-* replay     the NameNode's single-process catch-up (``namenode/tailer.py``):
-             ``iter_records``, ``ops.decode_op``, ``Namespace.apply`` and the
-             retry cache's ``record_op`` for every edit, the cyclic collector
-             paused as the tailer pauses it,
+* replay     the NameNode's single-process catch-up itself: ``EditLogTailer``
+             over the history as a ``file://`` journal (read, decode, apply,
+             the retry cache; the cyclic collector paused, as in a NameNode),
 * decode     the ``qjournal`` data source reading and decoding every record (a count),
 * ingest     decode + the partitioned Parquet write + the manifest,
 * checkpoint from the empty image to the last txid (Spark), image saved in
@@ -34,45 +33,41 @@ for a quick run.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
 import sys
 import time
 
+from histories import NODE, history, journal_dir, segments
+from qjournal.config import Configuration
+from qjournal.journalmanager.registry import open_journal
 from qjournal.localcluster.spark import SparkCluster
-from qjournal.namenode import ops as nn_ops
 from qjournal.namenode.namespace import Namespace
 from qjournal.namenode.retry_cache import RetryCache
+from qjournal.namenode.tailer import EditLogTailer
 from qjournal.pipeline import checkpoint as cp
 from qjournal.pipeline import ingest as ing
-from qjournal.pipeline.generate import GenOptions, generate
 from qjournal.pipeline.session import SessionOptions, get_or_create
 from qjournal.pipeline.source import read_tasks
-from qjournal.protocol import segment as seg
-from qjournal.util.proc import gc_paused
 
 
-def _history(work: str, seed: int, txns: int, roll: int) -> str:
-    out = os.path.join(work, f"hist-{seed}-{txns}-{roll}")
-    done = os.path.join(out, "generator.json")
-    if not os.path.exists(done):
-        shutil.rmtree(out, ignore_errors=True)
-        t = time.monotonic()
-        generate(GenOptions(seed=seed, txns=txns, out=out, nodes=1, roll_every_txns=roll))
-        print(f"  generated {txns} txids in {time.monotonic() - t:.1f} s", file=sys.stderr)
-    return out
-
-
-def _files(hist: str) -> list[str]:
-    cur = os.path.join(hist, "jn1", "qjournal", "current")
-    return [os.path.join(cur, n) for n in sorted(os.listdir(cur)) if n.startswith("edits_")]
+async def _replay(hist: str) -> Namespace:
+    """The NameNode's own catch-up over the history as a ``file://`` journal (``EditLogTailer``)."""
+    journal = open_journal(f"file://{journal_dir(hist)}", Configuration())
+    tailer = EditLogTailer(Namespace(permissions_enabled=False), RetryCache(), asyncio.Lock(), 0, lambda: 0, 1000)
+    try:
+        await tailer.catch_up(journal)
+    finally:
+        await journal.close()
+    return tailer.namespace
 
 
 def measure_floor_and_replay(work: str, seed: int, txns: int, roll: int) -> dict:
     """The physical floor and the NameNode's own replay of one history (no Spark)."""
-    hist = _history(work, seed, txns, roll)
-    files = _files(hist)
+    hist = history(work, seed, txns, roll)
+    files = [path for path, _s, _e in segments(hist)]
     total_bytes = sum(os.path.getsize(f) for f in files)
 
     t = time.monotonic()
@@ -82,18 +77,10 @@ def measure_floor_and_replay(work: str, seed: int, txns: int, roll: int) -> dict
             n += len(fh.read())
     floor = time.monotonic() - t
 
-    # the NameNode's catch-up (namenode/tailer.py): decode, apply, retry cache, the collector paused
     t = time.monotonic()
-    ns = Namespace(permissions_enabled=False)
-    retry_cache = RetryCache()
-    with gc_paused():
-        for f in files:
-            with open(f, "rb") as fh:
-                for rec in seg.iter_records(fh.read()):
-                    op = nn_ops.decode_op(rec.opcode, rec.body, rec.txid)
-                    ns.apply(op)
-                    retry_cache.record_op(op, 0, rec.body)
+    ns = asyncio.run(_replay(hist))
     replay = time.monotonic() - t
+    assert ns.last_applied_txid == txns, (ns.last_applied_txid, txns)
     return {"hist": hist, "txns": txns, "segments": len(files), "bytes": total_bytes, "inodes": len(ns),
             "floor_s": floor, "replay_s": replay}
 
@@ -101,7 +88,7 @@ def measure_floor_and_replay(work: str, seed: int, txns: int, roll: int) -> dict
 def measure_spark(spark, work: str, base: dict, tag: str) -> dict:
     """Decode, ingest and checkpoint of one history on one session."""
     hist, txns = base["hist"], base["txns"]
-    copies = ing.discover_local([os.path.join(hist, "jn1")])
+    copies = ing.discover_local([os.path.join(hist, NODE)])
     t = time.monotonic()
     decoded = read_tasks(spark, copies).count()
     decode = time.monotonic() - t
@@ -111,7 +98,7 @@ def measure_spark(spark, work: str, base: dict, tag: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     layout = ing.OutputLayout(out)
     t = time.monotonic()
-    ing.ingest(spark, copies, layout, ["jn1"], progress=ing.no_progress)
+    ing.ingest(spark, copies, layout, [NODE], progress=ing.no_progress)
     ingest = time.monotonic() - t
 
     t = time.monotonic()

@@ -77,22 +77,30 @@ def chosen(first: int, last: int, full: bool, extra: int = 0) -> ChosenEdits:
 def test_the_stream_asks_for_the_next_round_while_the_current_one_is_read():
     asked: list[int] = []
     blocked = asyncio.Event()
+    asked_more = asyncio.Event()
 
     async def fetch_more(since: int) -> ChosenEdits:
         asked.append(since)
+        asked_more.set()
         if since > 30:
             await blocked.wait()  # a round that never comes: close() must cancel it
         return chosen(since, since + 9, full=True)
 
+    async def until_asked(n: int) -> None:
+        """Until the stream asked for ``n`` rounds (the round ahead runs in its own task)."""
+        while len(asked) < n:
+            asked_more.clear()
+            await asked_more.wait()
+
     async def main():
         s = RpcEditLogInputStream("j", chosen(1, 10, full=True), fetch_more)
         first = await s.read_batch(4)
-        await asyncio.sleep(0)  # let the round ahead start
+        await asyncio.wait_for(until_asked(1), 10)
         assert [r.txid for r in first] == [1, 2, 3, 4] and asked == [11]
         got = [r.txid for r in first]
         while len(got) < 30:
             got += [r.txid for r in await s.read_batch(7)]
-        await asyncio.sleep(0)
+        await asyncio.wait_for(until_asked(3), 10)
         assert got == list(range(1, 31)) and asked == [11, 21, 31]
         ahead = s._ahead
         await s.close()

@@ -32,10 +32,10 @@ def test_apply_edits_matches_namespace_replay(spark):
     ns, ops = tricky_history()
     base = pa.table(Namespace(permissions_enabled=False).to_image_columns(), schema=nn_image.IMAGE_SCHEMA)
     edits = _edits_frame(spark, ops).repartition(3)  # folded by three tasks, then on the driver
-    got, dangling = cp.apply_edits(base, edits)
-    assert got.equals(pa.table(ns.to_image_columns(), schema=nn_image.IMAGE_SCHEMA))
-    assert dangling == []
-    assert cp.max_created_inode(edits) == ns.last_inode_id
+    res = cp.fold_edits(base, edits)
+    assert res.image.equals(pa.table(ns.to_image_columns(), schema=nn_image.IMAGE_SCHEMA))
+    assert sorted(res.dangling.tolist()) == []
+    assert res.max_inode_id == ns.last_inode_id
 
 
 def test_select_new_segments_and_merge_manifest(spark):

@@ -92,7 +92,7 @@ from qjournal.protocol.messages import (JournaledEdits, JournalState, Manifest, 
                                         SegmentState, wire_bool)
 from qjournal.protocol.journal_uri import segment_url
 from qjournal.protocol.segment import INVALID_TXID
-from qjournal.util.futures import ListenedFuture
+from qjournal.util.futures import ListenedFuture, when_done
 
 log = logging.getLogger(__name__)
 
@@ -338,10 +338,7 @@ class AsyncLogger:
             return
         self.rpcs_sent += 1
         self._direct, self._direct_op = rpc, op
-        if isinstance(rpc, ListenedFuture):  # the answer comes to _direct_done in the call that reads it
-            rpc.listen(self._direct_done)
-        else:
-            rpc.add_done_callback(self._direct_done)
+        when_done(rpc, self._direct_done)  # RpcClient.send: in the call that reads the answer
 
     def _direct_done(self, rpc: asyncio.Future) -> None:
         op = self._direct_op

@@ -43,7 +43,7 @@ from typing import Any, Awaitable, Mapping
 from qjournal.errors import (EpochError, FencedError, InvariantViolation, QJournalError,
                              QuorumError, RpcTimeoutError)
 from qjournal.protocol.quorum import Outcome, WaitRule, quorum_outcome
-from qjournal.util.futures import ListenedFuture
+from qjournal.util.futures import when_done
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +87,7 @@ class QuorumCall:
                 self._record(name, t)
             else:
                 self._name_of[t] = name
-                if isinstance(t, ListenedFuture):  # a logger's batch: heard in the call that completes it
-                    t.listen(self._on_done)
-                else:
-                    t.add_done_callback(self._on_done)
+                when_done(t, self._on_done)  # a logger's batch: heard in the call that completes it
 
     # -- bookkeeping -------------------------------------------------------------
     def _record(self, name: str, task: asyncio.Future) -> None:

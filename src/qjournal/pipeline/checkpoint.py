@@ -55,7 +55,6 @@ from pyspark.sql import functions as F
 from qjournal.errors import QJournalError, register_error
 from qjournal.namenode import image as nn_image
 from qjournal.namenode import ops as nn_ops
-from qjournal.namenode.image_schema import IMAGE_COLUMNS
 from qjournal.pipeline import fetch as fe
 from qjournal.pipeline import fold as fo
 from qjournal.pipeline.audit import clean_copies
@@ -72,8 +71,6 @@ class CheckpointError(QJournalError):
     """The edits cannot produce the requested image (hole, mismatch with the base image)."""
 
 
-
-
 def empty_image_table(superuser: str = "root", supergroup: str = "supergroup",
                       root_mtime: int = 0) -> pa.Table:
     """The image of a freshly formatted namespace: the root directory only.
@@ -85,13 +82,6 @@ def empty_image_table(superuser: str = "root", supergroup: str = "supergroup",
                      "group": [supergroup], "mtime": [root_mtime], "atime": [0],
                      "replication": [0], "block_size": [0], "length": [0]},
                     schema=nn_image.IMAGE_SCHEMA)
-
-
-def image_frame(spark, table: pa.Table):
-    """An Arrow image table as a Spark DataFrame with the image schema."""
-
-    table = table.select(list(IMAGE_COLUMNS)).cast(nn_image.IMAGE_SCHEMA)
-    return spark.createDataFrame(table.to_pandas(), spark_schema(nn_image.IMAGE_SCHEMA))
 
 
 # --- step 1-2 -------------------------------------------------------------------------
@@ -192,26 +182,27 @@ def local_edit_files(edits, copies: list[tuple[str, int, str]] | None) -> list[s
 def fold_parquet_files(paths, txid_range: tuple[int, int]):
     """Task body: the edits of some edits-table files -> their fold, as Arrow IPC bytes (one blob)."""
     lo, hi = txid_range
-    folder = fo.Folder()
-    for path in paths:
+
+    def valid_in_range(path: str) -> pa.Table:
         t = pq.read_table(path, columns=["valid", *fo.EDIT_COLUMNS])
-        keep = pc.and_(t.column("valid"), pc.and_(pc.greater(t.column("txid"), lo),
-                                                 pc.less_equal(t.column("txid"), hi)))
-        folder.add(t.filter(keep))
-    folded = folder.result()
-    if folded is not None:
-        yield fo.to_ipc(folded)
+        return t.filter(pc.and_(t.column("valid"), pc.and_(pc.greater(t.column("txid"), lo),
+                                                           pc.less_equal(t.column("txid"), hi))))
+
+    return fo.fold_to_ipc(valid_in_range(p) for p in paths)
 
 
 def fold_journal_tasks(tasks: list[dict], settings: fe.ReadSettings, txid_range: tuple[int, int]):
     """Task body: read and decode some segments straight from the journal -> their fold (IPC bytes)."""
-    folder = fo.Folder()
-    for d in tasks:
-        for batch in fe.read_task(fe.CopyTask.from_json(d), settings, txid_range=txid_range):
-            folder.add(batch.filter(batch.column("valid")))
-    folded = folder.result()
-    if folded is not None:
-        yield fo.to_ipc(folded)
+    return fo.fold_to_ipc(batch.filter(batch.column("valid")) for d in tasks
+                          for batch in fe.read_task(fe.CopyTask.from_json(d), settings, txid_range=txid_range))
+
+
+def _fold_in_tasks(sc, items: list, task_body, base_table: pa.Table) -> fo.Resolved:
+    """Fold ``items`` in Spark tasks (``task_body(items of a task)`` yields IPC blobs), then the
+    tasks' folds and the base image's rows on the driver, and resolve (steps 3-5)."""
+    blobs = sc.parallelize(items, max(1, min(len(items), 2 * sc.defaultParallelism))).mapPartitions(
+        lambda part: task_body(list(part))).collect() if items else []
+    return fo.resolve(fo.fold([fo.from_ipc(b) for b in blobs] + [fo.image_updates(base_table)]))
 
 
 def fold_edits(base_table: pa.Table, edits, *, jid: str | None = None,
@@ -238,23 +229,13 @@ def fold_edits(base_table: pa.Table, edits, *, jid: str | None = None,
     lo, hi = txid_range if txid_range is not None else (NO_TXID, MAX_TXID)
     files = local_edit_files(edits, copies) if copies is not None else None
     if files is not None:
-        slices = max(1, min(len(files), 2 * sc.defaultParallelism))
-        blobs = sc.parallelize(files, slices).mapPartitions(
-            lambda paths: fold_parquet_files(list(paths), (lo, hi))).collect()
-        parts = [fo.from_ipc(b) for b in blobs]
-    else:
-        todo = edits
-        if copies is not None:
-            todo = canonical_edits(edits.where(F.col("jid") == jid), copies_frame(edits.sparkSession, copies))
-        todo = todo.where((F.col("txid") > lo) & (F.col("txid") <= hi))
-        parts = [todo.select(*fo.EDIT_COLUMNS).mapInArrow(fo.fold_batches, _fold_spark_schema()).toArrow()]
-    return fo.resolve(fo.fold(parts + [fo.image_updates(base_table)]))
-
-
-def apply_edits(base_table: pa.Table, edits) -> tuple[pa.Table, list[int]]:
-    """The image after ``edits``: ``(image rows, dangling inode ids)`` (empty for a valid history)."""
-    res = fold_edits(base_table, edits)
-    return res.image, sorted(res.dangling.tolist())
+        return _fold_in_tasks(sc, files, lambda paths: fold_parquet_files(paths, (lo, hi)), base_table)
+    todo = edits
+    if copies is not None:
+        todo = canonical_edits(edits.where(F.col("jid") == jid), copies_frame(edits.sparkSession, copies))
+    todo = todo.where((F.col("txid") > lo) & (F.col("txid") <= hi))
+    parts = todo.select(*fo.EDIT_COLUMNS).mapInArrow(fo.fold_batches, _fold_spark_schema()).toArrow()
+    return fo.resolve(fo.fold([parts, fo.image_updates(base_table)]))
 
 
 def namespace_history(spark, base_table: pa.Table, edits, *, jid: str,
@@ -270,13 +251,6 @@ def namespace_history(spark, base_table: pa.Table, edits, *, jid: str,
     """
     history = fold_edits(base_table, edits, jid=jid, copies=copies, txid_range=txid_range).history
     return spark.createDataFrame(history.to_pandas(), spark_schema(fo.HISTORY_SCHEMA))
-
-
-def max_created_inode(edits):
-    """Highest inode id created by ``edits`` (None when none)."""
-
-    row = edits.where(F.col("op").isin("OP_MKDIR", "OP_CREATE")).agg(F.max("inode")).collect()[0]
-    return row[0]
 
 
 # --- the stage ------------------------------------------------------------------------
@@ -481,11 +455,9 @@ def checkpoint_from_journal(spark, tasks: list[fe.CopyTask], *, out_name_dir: st
     say(f"checkpoint: journal {jid}, base image txid {base_txid}, target txid {target}, "
         f"{len(todo)} segments read by the executors")
     settings = settings or fe.ReadSettings()
-    sc = spark.sparkContext
     rng = (base_txid + 1, target)
-    blobs = sc.parallelize(todo, max(1, min(len(todo), 2 * sc.defaultParallelism))).mapPartitions(
-        lambda part: fold_journal_tasks(list(part), settings, rng)).collect() if todo else []
-    res = fo.resolve(fo.fold([fo.from_ipc(b) for b in blobs] + [fo.image_updates(base_table)]))
+    res = _fold_in_tasks(spark.sparkContext, todo, lambda part: fold_journal_tasks(part, settings, rng),
+                         base_table)
     return _finish(spark, res, info, jid, target, out_name_dir, t0, say,
                    namespace_id=namespace_id, cluster_id=cluster_id, layout_version=layout_version)
 
@@ -508,7 +480,7 @@ def write_image(spark, name_dir: str, table: pa.Table, info: nn_image.ImageInfo)
     return path
 
 
-__all__ = ["CheckpointError", "CheckpointResult", "Plan", "plan", "copies_frame", "empty_image_table", "image_frame",
+__all__ = ["CheckpointError", "CheckpointResult", "Plan", "plan", "copies_frame", "empty_image_table",
            "canonical_copies", "canonical_edits", "contiguous_end", "local_edit_files", "fold_parquet_files",
-           "fold_edits", "fold_journal_tasks", "replica_tasks", "checkpoint_from_journal", "apply_edits", "namespace_history",
-           "max_created_inode", "load_base_image", "checkpoint", "write_image"]
+           "fold_edits", "fold_journal_tasks", "replica_tasks", "checkpoint_from_journal", "namespace_history",
+           "load_base_image", "checkpoint", "write_image"]

@@ -46,6 +46,7 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -312,14 +313,27 @@ class Folder:
         return fold(self._parts) if self._parts else None
 
 
+def fold_all(edits: Iterable[pa.Table | pa.RecordBatch]) -> pa.Table | None:
+    """The fold of every table or batch of valid edits in ``edits`` (a :class:`Folder`'s bounded memory);
+    None when there were none."""
+    folder = Folder()
+    for e in edits:
+        folder.add(e)
+    return folder.result()
+
+
 def fold_batches(batches):
     """``mapInArrow`` body: the edits of one partition -> its fold (one batch, or none)."""
-    folder = Folder()
-    for b in batches:
-        folder.add(b)
-    folded = folder.result()
+    folded = fold_all(batches)
     if folded is not None:
         yield from folded.to_batches()
+
+
+def fold_to_ipc(edits: Iterable[pa.Table | pa.RecordBatch]):
+    """Task body of the driver-side merge: the edits of a task -> its fold as one IPC blob (or none)."""
+    folded = fold_all(edits)
+    if folded is not None:
+        yield to_ipc(folded)
 
 
 #: a task's fold crosses the JVM to the driver compressed: about a third of the bytes, and
@@ -429,4 +443,4 @@ def resolve(folded: pa.Table) -> Resolved:
 
 __all__ = ["ATTRS", "ATTR_NAMES", "EDIT_COLUMNS", "FOLD_SCHEMA", "UPDATES_SCHEMA", "HISTORY_SCHEMA",
            "MAX_POINTER_JUMPING_ROUNDS", "NO_TXID", "FoldError", "Resolved", "updates", "image_updates",
-           "as_fold_rows", "fold", "Folder", "FOLD_EVERY_ROWS", "fold_batches", "to_ipc", "from_ipc", "resolve"]
+           "as_fold_rows", "fold", "Folder", "FOLD_EVERY_ROWS", "fold_all", "fold_batches", "fold_to_ipc", "to_ipc", "from_ipc", "resolve"]

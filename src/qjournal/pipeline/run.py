@@ -100,6 +100,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
+def _journal_dirs(args) -> list[str]:
+    """``--journal-dirs D1,D2,D3`` as a list."""
+    return [d for d in args.journal_dirs.split(",") if d]
+
+
 def _run(args, say) -> int:
     layout = ing.OutputLayout(output_uri(args.out))
     stage = args.stage
@@ -120,7 +125,7 @@ def _run(args, say) -> int:
                 f"of {len(plan.nodes)} nodes")
             copies, names = plan.tasks, plan.nodes
         else:
-            dirs = [d for d in args.journal_dirs.split(",") if d]
+            dirs = _journal_dirs(args)
             names = ing.node_names(dirs)
             copies = ing.discover_local(dirs, args.jid, names)
         ing.ingest(spark, copies, layout, names, progress=say, conf=conf)
@@ -150,7 +155,7 @@ def _run(args, say) -> int:
                 f"{plan.committed_txid}")
             tasks = plan.tasks
         else:
-            dirs = [d for d in args.journal_dirs.split(",") if d]
+            dirs = _journal_dirs(args)
             tasks = cp.replica_tasks(ing.discover_local(dirs, args.jid, ing.node_names(dirs)))
         cp.checkpoint_from_journal(spark, tasks, out_name_dir=layout.checkpoint_dir,
                                    settings=ReadSettings.from_conf(conf), base=args.image, txid=args.txid,

@@ -62,6 +62,12 @@ from qjournal.protocol import segment as seg
 #: Arrow type of each of :data:`qjournal.namenode.ops.COLUMNS`'s type names
 ARROW_TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "binary": pa.binary()}
 
+# the segment format's numbers, from its one home (numba freezes module globals at compile time)
+_HEADER_SIZE = seg.HEADER_SIZE
+_REC_HEAD_SIZE = seg.REC_HEAD_SIZE
+_OP_INVALID_ZERO = seg.OP_INVALID_ZERO
+_OP_INVALID_FF = seg.OP_INVALID_FF
+
 # column kinds in the kernels
 _K_INT64, _K_INT32, _K_STRING, _K_BINARY = 0, 1, 2, 3
 _KIND_BY_TYPE = {"int64": _K_INT64, "int32": _K_INT32, "string": _K_STRING, "binary": _K_BINARY}
@@ -135,24 +141,24 @@ def _frame_kernel(buf, start, max_len, tables, magic, version,
                   txids, opcodes, offsets, lengths, checksums):
     """Frame ``len(txids)`` records from txid ``start``; False at the first thing that is not clean."""
     size = buf.shape[0]
-    if size < 16:
+    if size < _HEADER_SIZE:
         return False
     for k in range(8):
         if buf[k] != magic[k]:
             return False
     if _be(buf, 8, 4) != version or _be(buf, 12, 4) != _crc32c_kernel(buf, 0, 12, tables):
         return False
-    off = np.int64(16)
+    off = np.int64(_HEADER_SIZE)
     for r in range(txids.shape[0]):
-        if off + 13 > size:
+        if off + _REC_HEAD_SIZE > size:
             return False
         op = buf[off]
-        if op == 0x00 or op == 0xFF:
+        if op == _OP_INVALID_ZERO or op == _OP_INVALID_FF:
             return False
         length = _be(buf, off + 1, 4)
         if length > max_len or _be(buf, off + 5, 8) != start + r:
             return False
-        body_end = off + 13 + length
+        body_end = off + _REC_HEAD_SIZE + length
         if body_end + 4 > size:
             return False
         stored = _be(buf, body_end, 4)
@@ -265,7 +271,7 @@ def _bodies_kernel(buf, offsets, lengths, opcodes, known, keys, key_lens, kinds,
     for r in range(offsets.shape[0]):
         if known[opcodes[r]] == 0:
             return r
-        p = offsets[r] + 13
+        p = offsets[r] + _REC_HEAD_SIZE
         end = p + lengths[r]
         if p >= end:
             return r

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
-__all__ = ["ListenedFuture"]
+__all__ = ["ListenedFuture", "when_done"]
 
 
 class ListenedFuture(asyncio.Future):
@@ -76,3 +76,12 @@ class ListenedFuture(asyncio.Future):
             return False
         self._tell()
         return True
+
+
+def when_done(fut: asyncio.Future, fn: Callable[[asyncio.Future], Any]) -> None:
+    """Call ``fn(fut)`` once ``fut`` is done: in the completing call for a :class:`ListenedFuture`,
+    one loop iteration later (a done-callback) for any other future."""
+    if isinstance(fut, ListenedFuture):
+        fut.listen(fn)
+    else:
+        fut.add_done_callback(fn)
