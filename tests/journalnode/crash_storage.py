@@ -8,6 +8,11 @@ performing step ``i``. :meth:`reboot` then returns the state a restarted node
 would find, with the unsynced tail of each file kept according to ``tail``:
 ``"none"`` (lost), ``"all"`` (the page cache happened to reach the disk) or
 ``"torn"`` (half of it: a torn write).
+
+``preallocate=N`` models the disk's preallocation of the open segment
+(``create(grows=True)``): the file carries N zero bytes after its data, appends
+overwrite them in place, and a crash keeps the zero tail (what ``posix_fallocate``
+leaves on a real disk once synced).
 """
 
 from __future__ import annotations
@@ -26,12 +31,15 @@ class _Inode:
     def __init__(self, data: bytes = b"") -> None:
         self.data = bytearray(data)
         self.durable = bytearray()
+        #: end of the written data of a preallocated file (None: appends extend the file)
+        self.written: int | None = None
 
 
 class CrashStorage(JournalStorage):
-    def __init__(self, crash_at: int | None = None) -> None:
+    def __init__(self, crash_at: int | None = None, preallocate: int = 0) -> None:
         self.where = "mem:/current"
         self.crash_at = crash_at
+        self.preallocate = preallocate
         self.steps = 0
         self.files: dict[str, _Inode] = {}         # volatile directory entries
         self.durable_files: dict[str, _Inode] = {}  # entries as of the last sync_dir
@@ -86,13 +94,24 @@ class CrashStorage(JournalStorage):
         return io.BytesIO(bytes(self._ino(name).data))
 
     # content
-    def create(self, name: str, data: bytes) -> None:
+    def create(self, name: str, data: bytes, *, grows: bool = False) -> None:
         self._step(f"create {name}")
-        self.files[name] = _Inode(data)
+        ino = self.files[name] = _Inode(data)
+        if grows and self.preallocate:
+            ino.written = len(data)
+            ino.data += bytes(self.preallocate)
 
     def append(self, name: str, data: bytes) -> None:
         self._step(f"append {name}")
-        self._ino(name).data += data
+        ino = self._ino(name)
+        if ino.written is None:
+            ino.data += data
+            return
+        end = ino.written + len(data)
+        if end > len(ino.data):
+            ino.data += bytes(end - len(ino.data) + self.preallocate)
+        ino.data[ino.written:end] = data
+        ino.written = end
 
     def sync(self, name: str) -> None:
         self._step(f"sync {name}")
@@ -101,7 +120,10 @@ class CrashStorage(JournalStorage):
 
     def truncate(self, name: str, length: int) -> None:
         self._step(f"truncate {name}")
-        del self._ino(name).data[length:]
+        ino = self._ino(name)
+        del ino.data[length:]
+        if ino.written is not None:
+            ino.written = len(ino.data)
 
     # directory
     def rename(self, src: str, dst: str) -> None:
@@ -137,7 +159,7 @@ class CrashStorage(JournalStorage):
     # crash
     def reboot(self, tail: str = "none") -> "CrashStorage":
         """The storage a restarted node finds (see module docstring)."""
-        out = CrashStorage()
+        out = CrashStorage(preallocate=self.preallocate)
         seen: dict[int, _Inode] = {}
         for name, ino in sorted(self.durable_files.items()):
             new = seen.get(id(ino))
@@ -146,6 +168,12 @@ class CrashStorage(JournalStorage):
                 if tail != "none" and ino.data[:len(kept)] == kept and len(ino.data) > len(kept):
                     extra = bytes(ino.data[len(kept):])
                     kept += extra if tail == "all" else extra[: max(1, len(extra) // 2)]
+                elif tail != "none" and len(ino.data) == len(kept) and ino.data != kept:
+                    # written in place (preallocated): the changed bytes reach the disk, or half of them
+                    i = next(k for k in range(len(kept)) if ino.data[k] != kept[k])
+                    j = len(kept) - next(k for k in range(len(kept)) if ino.data[-1 - k] != kept[-1 - k])
+                    n = j - i if tail == "all" else max(1, (j - i) // 2)
+                    kept = kept[:i] + bytes(ino.data[i:i + n]) + kept[i + n:]
                 new = _Inode(kept)
                 new.durable = bytearray(kept)
                 seen[id(ino)] = new

@@ -58,8 +58,8 @@ def script():
     ]
 
 
-def run_until_crash(crash_at):
-    st = CrashStorage(crash_at)
+def run_until_crash(crash_at, preallocate=0):
+    st = CrashStorage(crash_at, preallocate)
     acked = []
     j = Journal(JID, st)
     for label, fn, _txids in script():
@@ -96,14 +96,16 @@ def txns_on_disk(st):
 N_STEPS = total_steps()
 
 
+@pytest.mark.parametrize("preallocate", [0, 64], ids=["appended", "preallocated"])
 @pytest.mark.parametrize("tail", ["none", "all", "torn"])
 @pytest.mark.parametrize("crash_at", range(N_STEPS))
-def test_restart_after_crash(crash_at, tail):
-    st, acked, crashed = run_until_crash(crash_at)
+def test_restart_after_crash(crash_at, tail, preallocate):
+    st, acked, crashed = run_until_crash(crash_at, preallocate)
     assert crashed is not None, f"step {crash_at} was not reached"
     disk = st.reboot(tail)
     j = Journal(JID, disk)  # must open
-    ctx = f"crash at step {crash_at} during {crashed!r} (tail {tail}), acked {acked}"
+    ctx = (f"crash at step {crash_at} during {crashed!r} (tail {tail}, preallocated {preallocate} bytes), "
+           f"acked {acked}")
     done = set(acked)
     if "format" in done:
         assert j.is_formatted(), ctx

@@ -314,6 +314,9 @@ define("qjournal.journalnode.inline-write.max.ms", 20, "duration",
        unit="ms")
 define("qjournal.journalnode.recovery-download.max.bytes", 2 * 1024 * MiB, "bytes",
        "largest segment accept-recovery downloads from a peer")
+define("qjournal.journalnode.preallocate.bytes", 1 * MiB, "bytes",
+       "segment files grow this much at a time (posix_fallocate; the tail reads as padding), so the fsync "
+       "after a batch need not make a new file size durable (Hadoop preallocates 1 MiB); 0: never")
 define("qjournal.journalnode.fsync", True, "bool",
        "fsync segments and metadata (false only for tests, as Hadoop's skip-fsync-for-testing)")
 

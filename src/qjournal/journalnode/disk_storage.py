@@ -10,11 +10,26 @@ Layout (reference §2.1)::
     <edits dir>/<jid>/current/{VERSION, last-promised-epoch, last-writer-epoch,
                                committed-txid, edits_*, paxos/<start>}
 
+Preallocation (Hadoop's ``EditLogFileOutputStream`` does the same, 1 MiB at a time): the open
+segment (``create(..., grows=True)``) grows ``preallocate_bytes`` at a time with
+``posix_fallocate``, and appends land inside space the file already has, so the
+``fdatasync`` after each batch need not make a new file size durable. On this
+machine's ext4 that is 90 µs instead of 132 µs per sync of a 100-byte write, and
+37 µs of CPU instead of 58 (docs/performance.md, "JournalNode write path"). The
+space after the written data reads as zero bytes, opcode 0x00, which the segment
+format reserves as padding (``protocol/segment.py`` invariant 3): every reader of a
+segment, after a crash too, sees the log end cleanly there. The journal cuts a
+segment back to its valid length before finalizing it, so only in-progress
+segments ever carry the zero tail.
+
 Invariants: those of the interface; the lock is :class:`qjournal.util.storage_dir.StorageLock`.
+``append`` writes right after the data written to the file (never after preallocated space).
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import shutil
 from typing import BinaryIO
@@ -26,27 +41,41 @@ from qjournal.util.storage_dir import StorageLock
 
 __all__ = ["DiskJournalStorage"]
 
+log = logging.getLogger(__name__)
+
+#: Hadoop's preallocation step for edit log files
+DEFAULT_PREALLOCATE_BYTES = 1024 * 1024
+
 
 class DiskJournalStorage(JournalStorage):
     """A journal's files on a local disk.
 
-    Keeps one append descriptor per file being written (the open segment), so
-    ``append`` + ``sync`` on the write path is one ``write`` and one
-    ``fdatasync`` system call.
+    Keeps one descriptor per file being written (the open segment), with the end of
+    its data and of its allocated space, so ``append`` + ``sync`` on the write path is
+    one ``pwrite`` and one ``fdatasync`` system call (and one ``posix_fallocate`` per
+    ``preallocate_bytes``).
 
     Args:
         journal_dir: ``<edits dir>/<jid>``; ``current/`` lives inside it.
         fsync: False turns every fsync off (tests only, like Hadoop's
             ``setShouldSkipFsyncForTesting``); never in production.
+        preallocate_bytes: grow the open segment (``create(grows=True)``) this much at a time
+            (module docstring; ``qjournal.journalnode.preallocate.bytes``); 0: never.
     """
 
-    def __init__(self, journal_dir: str, *, fsync: bool = True) -> None:
+    def __init__(self, journal_dir: str, *, fsync: bool = True,
+                 preallocate_bytes: int = DEFAULT_PREALLOCATE_BYTES) -> None:
+        if preallocate_bytes < 0:
+            raise ValueError(f"preallocate_bytes must be >= 0, got {preallocate_bytes}")
         self.journal_dir = os.path.abspath(journal_dir)
         self.current = os.path.join(self.journal_dir, "current")
         self.where = self.current
         self._fsync = fsync
+        self.preallocate_bytes = preallocate_bytes
         self._lock = StorageLock(self.journal_dir, f"journal {self.journal_dir}")
-        self._append_fds: dict[str, int] = {}
+        #: files being written -> [descriptor, end of the data, end of the allocated space,
+        #: preallocated (``create(grows=True)``)]
+        self._append_fds: dict[str, list[int]] = {}
         self._best_effort_fds: dict[str, int] = {}
 
     def _path(self, name: str) -> str:
@@ -65,23 +94,26 @@ class DiskJournalStorage(JournalStorage):
         self._lock.acquire()
 
     def close(self) -> None:
-        for fds in (self._append_fds, self._best_effort_fds):
-            for fd in fds.values():
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-            fds.clear()
+        fds = [w[0] for w in self._append_fds.values()] + list(self._best_effort_fds.values())
+        self._append_fds.clear()
+        self._best_effort_fds.clear()
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         self._lock.release()
 
     def _close_fd(self, name: str) -> None:
-        for fds in (self._append_fds, self._best_effort_fds):
-            fd = fds.pop(name, None)
-            if fd is not None:
-                os.close(fd)
+        w = self._append_fds.pop(name, None)
+        if w is not None:
+            os.close(w[0])
+        fd = self._best_effort_fds.pop(name, None)
+        if fd is not None:
+            os.close(fd)
 
     def wipe(self) -> None:
-        for name in list(self._append_fds) + list(self._best_effort_fds):
+        for name in set(self._append_fds) | set(self._best_effort_fds):
             self._close_fd(name)
         if os.path.isdir(self.current):
             for entry in sorted(os.listdir(self.current)):
@@ -109,7 +141,7 @@ class DiskJournalStorage(JournalStorage):
         return os.path.isfile(self._path(name))
 
     def size(self, name: str) -> int:
-        return os.stat(self._path(name)).st_size
+        return os.stat(self._path(name)).st_size  # preallocated space included
 
     def file_stamp(self, name: str) -> tuple:
         st = os.stat(self._path(name))
@@ -126,28 +158,53 @@ class DiskJournalStorage(JournalStorage):
 
     # --- content changes -----------------------------------------------------------------
 
-    def create(self, name: str, data: bytes) -> None:
+    def create(self, name: str, data: bytes, *, grows: bool = False) -> None:
         self._close_fd(name)
-        fd = os.open(self._path(name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        self._append_fds[name] = fd
-        _write_all(fd, data)
-
-    def _append_fd(self, name: str) -> int:
-        fd = self._append_fds.get(name)
-        if fd is None:
-            fd = os.open(self._path(name), os.O_WRONLY | os.O_APPEND)
-            self._append_fds[name] = fd
-        return fd
+        fd = os.open(self._path(name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        w = self._append_fds[name] = [fd, 0, 0, grows]
+        self._write_at_end(name, w, data)
 
     def append(self, name: str, data: bytes) -> None:
-        _write_all(self._append_fd(name), data)
+        w = self._append_fds.get(name)
+        if w is None:  # a file this object did not create: its data ends where the file does
+            fd = os.open(self._path(name), os.O_WRONLY)
+            size = os.fstat(fd).st_size
+            w = self._append_fds[name] = [fd, size, size, False]
+        self._write_at_end(name, w, data)
+
+    def _write_at_end(self, name: str, w: list[int], data: bytes) -> None:
+        fd, end, allocated, grows = w
+        want = end + len(data)
+        if want > allocated and grows and self.preallocate_bytes:
+            grow = want - allocated + self.preallocate_bytes
+            try:
+                os.posix_fallocate(fd, allocated, grow)
+            except OSError as e:
+                # The size may have moved part way: cut back to the data (nothing written past it).
+                os.ftruncate(fd, end)
+                w[2] = end
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    raise  # ENOSPC, EIO: the write fails like a write would
+                log.warning("%s: preallocation not supported here (%s); writing %s without it",
+                            self.where, e, name)
+                self.preallocate_bytes = 0
+            else:
+                w[2] = allocated + grow
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(fd, view, end)
+            end += n
+            w[1] = end
+            view = view[n:]
+        if end > w[2]:
+            w[2] = end
 
     def sync(self, name: str) -> None:
         if not self._fsync:
             return
-        fd = self._append_fds.get(name)
-        if fd is not None:
-            os.fdatasync(fd)
+        w = self._append_fds.get(name)
+        if w is not None:
+            os.fdatasync(w[0])
             return
         fd = os.open(self._path(name), os.O_RDONLY)
         try:
@@ -157,6 +214,9 @@ class DiskJournalStorage(JournalStorage):
 
     def truncate(self, name: str, length: int) -> None:
         os.truncate(self._path(name), length)
+        w = self._append_fds.get(name)
+        if w is not None:  # preallocated space cut off too
+            w[1] = w[2] = length
 
     # --- directory changes -----------------------------------------------------------------
 
@@ -190,9 +250,3 @@ class DiskJournalStorage(JournalStorage):
             self._best_effort_fds[name] = fd
         os.pwrite(fd, data, 0)
 
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]

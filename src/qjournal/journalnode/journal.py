@@ -675,7 +675,7 @@ class Journal:
         # A writer starting this segment proves any earlier recovery of it was aborted.
         self.storage.delete_paxos(txid)
         self._extents.pop(name, None)
-        self.storage.create(name, encode_header(layout_version))
+        self.storage.create(name, encode_header(layout_version), grows=True)
         self.storage.sync(name)
         self.storage.sync_dir()
         self._extents[name] = _Extent(INVALID_TXID, INVALID_TXID, HEADER_SIZE)

@@ -247,9 +247,13 @@ class JournalNode:
                               f"{self.transfer_chunk_bytes}", key="qjournal.segment-transfer.chunk.bytes")
         self._downloads: dict[tuple[str, str], list] = {}  # (jid, tmp file) -> [lock, users]
         fsync = c.get_bool("qjournal.journalnode.fsync")
+        preallocate = c.get_bytes("qjournal.journalnode.preallocate.bytes")
+        if preallocate < 0:
+            raise ConfigError(f"qjournal.journalnode.preallocate.bytes must be >= 0, got {preallocate}",
+                              key="qjournal.journalnode.preallocate.bytes")
         self._disk_storage = storage_factory is None
         self.storage_factory = storage_factory or (
-            lambda d, jid: DiskJournalStorage(os.path.join(d, jid), fsync=fsync))
+            lambda d, jid: DiskJournalStorage(os.path.join(d, jid), fsync=fsync, preallocate_bytes=preallocate))
         self.journals: dict[str, _JournalSlot] = {}
         self._opening: dict[str, list] = {}
         self.rpc_server: Any = None

@@ -121,12 +121,19 @@ class JournalStorage(abc.ABC):
     # --- content changes (durable after sync) -----------------------------------------------
 
     @abc.abstractmethod
-    def create(self, name: str, data: bytes) -> None:
-        """Create or truncate ``name`` and write ``data`` (not durable until sync + sync_dir)."""
+    def create(self, name: str, data: bytes, *, grows: bool = False) -> None:
+        """Create or truncate ``name`` and write ``data`` (not durable until sync + sync_dir).
+
+        ``grows``: the open segment, appended to and synced batch by batch. A storage may then
+        preallocate space after the data (the disk does, :mod:`~qjournal.journalnode.disk_storage`):
+        :meth:`size` counts it, it reads as zero bytes (segment padding), after a crash too, and
+        the journal cuts the file back to its valid length before it is finalized.
+        """
 
     @abc.abstractmethod
     def append(self, name: str, data: bytes) -> None:
-        """Append ``data`` at the end of ``name`` (not durable until sync)."""
+        """Write ``data`` right after the data of ``name`` (before any preallocated space; a file
+        this storage object did not create: at its end). Not durable until sync."""
 
     @abc.abstractmethod
     def sync(self, name: str) -> None:

@@ -546,7 +546,8 @@ def scan_segment(buf: bytes | memoryview, *, expected_first_txid: int | None = N
         problems.append(ScanProblem(offset, "corrupt", d.reason))
         break
     valid_length = offset
-    # Resync: report later decodable records; they are not part of the valid prefix.
+    # Resync: report later decodable records; they are not part of the valid prefix. Runs of
+    # padding (a preallocated tail after a torn write) are skipped whole, not byte by byte.
     pos = offset + 1
     while pos < total:
         d = try_decode(buf, pos, max_record_bytes)
@@ -554,6 +555,11 @@ def scan_segment(buf: bytes | memoryview, *, expected_first_txid: int | None = N
             problems.append(ScanProblem(pos, "corrupt",
                                         f"txid {d.record.txid} is unreachable after the damage at byte {valid_length}"))
             pos = d.next_offset
+        elif buf[pos] in (OP_INVALID_ZERO, OP_INVALID_FF):
+            m = _NON_PADDING.search(buf, pos)
+            if m is None:
+                break
+            pos = m.start()
         else:
             pos += 1
     return ScanResult(version, first, last, n, valid_length, total, tuple(problems))
@@ -570,15 +576,13 @@ def _scan_batch(want: int, stop_after_txid: int | None) -> int:
     return max(1, min(_SCAN_BATCH, stop_after_txid - want + 1))
 
 
+#: a byte that is not padding (invariant 3)
+_NON_PADDING = re.compile(rb"[^\x00\xff]")
+
+
 def _first_non_padding(buf: bytes | memoryview, offset: int) -> int | None:
-    tail = bytes(buf[offset:])
-    stripped = tail.strip(b"\x00\xff")
-    if not stripped:
-        return None
-    for i, b in enumerate(tail):
-        if b not in (0x00, 0xFF):
-            return offset + i
-    return None  # pragma: no cover
+    m = _NON_PADDING.search(buf, offset)
+    return None if m is None else m.start()
 
 
 # --- incremental decoding (invariant 4) -------------------------------------------------

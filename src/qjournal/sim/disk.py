@@ -431,8 +431,8 @@ class SimJournalStorage(JournalStorage):
         return io.BytesIO(self.fs.read(self._path(name)))
 
     # --- content changes -----------------------------------------------------------------
-    def create(self, name: str, data: bytes) -> None:
-        self._guard(self.fs.create, self._path(name), b"")
+    def create(self, name: str, data: bytes, *, grows: bool = False) -> None:
+        self._guard(self.fs.create, self._path(name), b"")  # no preallocation: appends extend the file
         if data:
             self.append(name, data)
 
