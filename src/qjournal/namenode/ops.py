@@ -46,6 +46,7 @@ import msgpack
 
 from qjournal.errors import CorruptRecordError
 from qjournal.protocol.segment import HEADER_SIZE, decode_header, iter_records
+from qjournal.util.packer import packb
 
 #: Inode id of the root directory (as HDFS's INodeId.ROOT_INODE_ID).
 ROOT_INODE_ID = 16385
@@ -327,7 +328,7 @@ def encode_op(op: EditOp) -> tuple[int, bytes]:
 
 def encode_body(op: EditOp) -> bytes:
     """The msgpack body of ``op`` (see :func:`encode_op`)."""
-    return msgpack.packb(op.to_body(), use_bin_type=True)
+    return packb(op.to_body())
 
 
 def _where(opcode: int, txid: int | None) -> str:
