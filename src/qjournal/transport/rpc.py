@@ -38,7 +38,11 @@ iteration, or as soon as 256 KiB are gathered (one system call, and under TLS
 one record stream, for a burst of pipelined calls or responses; the memory
 network still sees one frame per write). The end of the iteration is one
 callback per server, shared by every connection that wrote in it (a group
-commit's ~64 answers schedule one, not 64). TCP_NODELAY is set on both sides.
+commit's ~64 answers schedule one, not 64). A client's call sent while no
+other call of that client is in flight and nothing is gathered goes to the
+transport at once and schedules no callback at all (a DFS client or a quorum
+logger, one call in flight, pays no callback per call); a second call in the
+same iteration goes out at once too and opens the gathering window. TCP_NODELAY is set on both sides.
 The first server or client of a process raises glibc's malloc thresholds
 (:mod:`qjournal.transport.alloc`) so that large frames do not page-fault.
 
@@ -373,6 +377,12 @@ class _Coalescer:
             self._out_bytes += len(frame)
             if self._out_bytes > self.MAX_GATHER_BYTES:
                 self.flush_now()
+
+    def write_alone(self, frame: bytes) -> None:
+        """Hand ``frame`` to the transport now without opening a gathering window (no end-of-iteration
+        callback): for a client's call while no other is in flight and nothing is gathered. A frame
+        written after it in the same iteration goes out at once too, and opens the window then."""
+        self._transport.write(frame)
 
     def _flush(self) -> None:
         out = self._out
@@ -1130,11 +1140,17 @@ class RpcClient:
             raise TypeError(f"call {method}: arguments cannot be encoded: {exc}") from None
         loop = self._loop
         fut = ListenedFuture(loop=loop) if listened else loop.create_future()  # type: ignore[union-attr]
-        self._pending[request_id] = (fut, method)
+        pending = self._pending
+        alone = not pending
+        pending[request_id] = (fut, method)
         if timeout_ms is None:
             timeout_ms = self.default_timeout_ms
         try:
-            self._writer.write(frame)  # type: ignore[union-attr]
+            writer = self._writer
+            if alone and writer._out is None:  # type: ignore[union-attr]
+                writer.write_alone(frame)  # type: ignore[union-attr]
+            else:
+                writer.write(frame)  # type: ignore[union-attr]
         except BaseException:
             self._pending.pop(request_id, None)
             raise
