@@ -640,7 +640,8 @@ class _ServerConnection(asyncio.Protocol):
         self._queue: deque[tuple[int, str, _Method, dict]] = deque()
         self._waiter: asyncio.Future | None = None
         self._worker: asyncio.Task | None = None
-        self._tasks: dict[asyncio.Task, None] = {}  # concurrent calls, insertion order
+        self._tasks: dict[int, asyncio.Task] = {}  # concurrent calls by a number of their own, insertion order
+        self._next_task_key = 0
         self._in_flight = 0  # queued + running
         self._paused = False  # too many requests queued or running (invariant 5)
         self._write_paused = False  # the peer does not read our responses fast enough
@@ -764,11 +765,11 @@ class _ServerConnection(asyncio.Protocol):
             self._paused = True
             self._update_reading()
         if entry.concurrent:
-            task = self._loop.create_task(
-                self._run(request_id, method, entry, kwargs, True),
+            key = self._next_task_key = self._next_task_key + 1
+            self._tasks[key] = self._loop.create_task(
+                self._run(request_id, method, entry, kwargs, key),
                 context=self._context.copy(),  # type: ignore[union-attr]
             )
-            self._tasks[task] = None
             return
         self._queue.append((request_id, method, entry, kwargs))
         if self._worker is None:
@@ -799,10 +800,10 @@ class _ServerConnection(asyncio.Protocol):
                 return
 
     async def _run(self, request_id: int, method: str, entry: _Method, kwargs: dict,
-                   alone: bool = False) -> None:
+                   alone: int = 0) -> None:
         """Run one call and write its answer: one coroutine per call, the whole of it (a call in its
-        own task, ``alone``, also removes that task from :attr:`_tasks` and ends the connection on a
-        bug below the handler, which the queue's worker does for the others)."""
+        own task, ``alone`` its key in :attr:`_tasks`, also removes that task from there and ends the
+        connection on a bug below the handler, which the queue's worker does for the others)."""
         server = self._server
         try:
             try:
@@ -852,7 +853,7 @@ class _ServerConnection(asyncio.Protocol):
         finally:
             self._done_one()
             if alone:
-                self._tasks.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+                self._tasks.pop(alone, None)
 
     def _done_one(self) -> None:
         """Account for a finished call; call after its response was written."""
@@ -915,7 +916,7 @@ class _ServerConnection(asyncio.Protocol):
 
     def shutdown(self) -> list[asyncio.Task]:
         """Abort the connection and cancel its running calls (server stop)."""
-        tasks = list(self._tasks)
+        tasks = list(self._tasks.values())
         if self._worker is not None:
             tasks.append(self._worker)
         if self._transport is not None:
