@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from qjournal.errors import FencedError
-from qjournal.namenode.editlog import EditLogFatalError, FSEditLog
+from qjournal.namenode.editlog import GATHER_MIN_BATCH_TXNS, EditLogFatalError, FSEditLog
 from qjournal.namenode.namespace import CallContext, Namespace
 from qjournal.namenode.ops import OP_END_LOG_SEGMENT, OP_START_LOG_SEGMENT, decode_op
 
@@ -56,6 +56,39 @@ def test_group_commit_many_callers_share_one_sync():
         assert el.max_batch_txns >= 63
         txids = [r.txid for r in j.all_records()]
         assert txids == list(range(1, 66))
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("first_batch", [1, GATHER_MIN_BATCH_TXNS])
+def test_after_a_large_batch_the_next_sync_gathers_the_callers_on_their_way(first_batch):
+    """A sync after one of >= GATHER_MIN_BATCH_TXNS txns yields before its mark while edits keep coming;
+    after a small one it marks at once (one client never waits for others)."""
+    async def main():
+        j, el, ns, _ = make()
+        await el.open_for_write(1)
+
+        async def client(i, late_by):
+            for _ in range(late_by):  # arrives this many loop iterations after the first
+                await asyncio.sleep(0)
+            ctx = CallContext("nn", (), bytes([i]) * 16, i, ts=i)
+            txid, _ = await el.log_edit(lambda: ns.mkdirs(ctx, f"/d{i}"))
+            await el.log_sync(txid)
+
+        await asyncio.gather(*(client(i, 0) for i in range(first_batch)))  # one sync of first_batch txns
+        assert el.max_batch_txns == first_batch
+        j.gate = asyncio.Event()  # hold the next sync where it calls the journal, to see its mark
+        first = el.last_written_txid + 1
+        tasks = [asyncio.ensure_future(client(100 + k, k)) for k in range(3)]
+        await wait_for(lambda: len(j.sync_calls) == 3 and el.last_written_txid == first + 2, "a sync and 3 writes")
+        mark = j.sync_calls[-1]
+        j.gate.set()
+        await asyncio.gather(*tasks)
+        if first_batch >= GATHER_MIN_BATCH_TXNS:
+            assert mark == first + 2  # the two late callers joined the first caller's sync
+        else:
+            assert mark < first + 2  # the sync did not wait for the late ones
+        assert el.synced_txid == first + 2
 
     asyncio.run(main())
 

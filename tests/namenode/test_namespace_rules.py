@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from qjournal.errors import (CorruptSegmentError, DirectoryNotEmptyError, FileAlreadyExistsError,
                              FileNotFoundError_, InvalidRequestError, InvariantViolation,
                              NotADirectoryError_, PermissionDeniedError)
-from qjournal.namenode.namespace import READ, WRITE, CallContext, Namespace, mode_string
+from qjournal.namenode.namespace import READ, WRITE, CallContext, Namespace, mode_string, split_path
 from qjournal.namenode.ops import FIRST_INODE_ID, MkdirOp, RenameOp
 
 SU = CallContext("hdfs", ("supergroup",), ts=1)
@@ -199,3 +201,24 @@ def test_image_rows_are_checked_on_load():
     with pytest.raises(CorruptSegmentError, match="root directory"):
         Namespace.from_image_columns(noroot, ns.last_inode_id, where="img")
     assert Namespace.from_image_columns(cols, ns.last_inode_id, superuser="hdfs").snapshot() == ns.snapshot()
+
+
+@pytest.mark.parametrize("path,parts", [
+    ("/", []), ("//a//b/", ["a", "b"]), ("/.hidden/a.b/c.", [".hidden", "a.b", "c."]),
+    ("/" + "x" * 255, ["x" * 255]), ("/é/" + "é" * 127, ["é", "é" * 127]),
+    ("/" + "/".join(["d"] * 1000), ["d"] * 1000),
+])
+def test_split_path_accepts(path, parts):
+    assert split_path(path) == parts
+
+
+@pytest.mark.parametrize("path,needle", [
+    ("a/b", "must be an absolute path"), (7, "must be an absolute path"),
+    ("/a/./b", "bad component '.'"), ("/a/..", "bad component '..'"), ("/a:b", "bad component 'a:b'"),
+    ("/a\x00", "bad component"), ("/" + "x" * 256, "longer than 255 bytes"),
+    ("/" + "é" * 128, "longer than 255 bytes"), ("/ok/" + "é" * 200, "longer than 255 bytes"),
+    ("/\udc80", "not valid UTF-8"), ("/" + "/".join(["d"] * 1001), "deeper than 1000"),
+])
+def test_split_path_refuses_naming_the_path(path, needle):
+    with pytest.raises(InvalidRequestError, match=re.escape(needle)):
+        split_path(path)

@@ -399,18 +399,37 @@ def test_connect_refused_is_a_transport_error():
     arun(main)
 
 
+async def _connect_counting_writes(rig):
+    """A client whose transport records the length of each write it is handed."""
+    c = await rig.connect()
+    writes = []
+    transport = c._transport
+    real_write = transport.write
+    transport.write = lambda data: (writes.append(len(data)), real_write(data))[1]
+    return c, writes
+
+
 def test_requests_written_in_one_iteration_are_coalesced():
     """Many concurrently issued calls leave in few writes (one system call per loop iteration)."""
     async def body(rig, h):
-        c = await rig.connect()
-        writes = []
-        transport = c._transport
-        real_write = transport.write
-        transport.write = lambda data: (writes.append(len(data)), real_write(data))[1]
+        c, writes = await _connect_counting_writes(rig)
         results = await asyncio.gather(*[c.call("echo", value=i) for i in range(100)])
         assert results == list(range(100))
         frame_len = len(encode_request(1, "echo", {"value": 1}))
-        assert writes == [frame_len, 99 * frame_len]  # the first at once, the other 99 in one write
+        # the first alone (nothing else in flight) and the second at once, the other 98 in one write
+        assert writes == [frame_len, frame_len, 98 * frame_len]
+    run("tcp", body)
+
+
+def test_a_call_alone_goes_out_at_once_without_a_gathering_window():
+    """One call in flight (a DFS client, a quorum logger): written at once, no end-of-iteration callback."""
+    async def body(rig, h):
+        c, writes = await _connect_counting_writes(rig)
+        for i in range(3):
+            fut = c.send("echo", value=i)
+            assert c._writer._out is None  # no window opened, so no callback scheduled for it
+            assert await fut == i
+        assert writes == [len(encode_request(1, "echo", {"value": 1}))] * 3
     run("tcp", body)
 
 

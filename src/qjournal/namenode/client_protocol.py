@@ -146,8 +146,8 @@ class ClientProtocolHandler:
 
     def __init__(self, nn: Namesystem) -> None:
         self.nn = nn
-        #: calls being applied -> the future a retry of theirs waits on (None until one does)
-        self._inflight: dict[tuple[bytes, int], asyncio.Future | None] = {}
+        #: calls being applied (by retry-cache key) -> the future a retry of theirs waits on (None until one does)
+        self._inflight: dict[bytes | tuple[bytes, int], asyncio.Future | None] = {}
 
     async def _ctx(self, user: Any, groups: Any, client_id: Any = b"", call_id: Any = -1) -> CallContext:
         caller = await self.nn.identify(user, groups)
@@ -180,13 +180,12 @@ class ClientProtocolHandler:
             ctx = call_context(nn.clock_ms(), caller.user, caller.groups, client_id, call_id)
             nn.check_operation(OpCategory.WRITE, method)
             retry_cache = nn.retry_cache
-            hit, answer = retry_cache.lookup(ctx.client_id, ctx.call_id, method, ctx.ts)
+            key = retry_cache.key(ctx.client_id, ctx.call_id)  # None: a call never cached
+            hit, answer = retry_cache.lookup_key(key, method, ctx.ts)
             if hit:  # recorded after its sync: everything up to synced_txid is durable
                 sid = nn.editlog.synced_txid if nn.editlog is not None else nn.last_applied_txid
                 return self._reply(answer, sid, client_sid)
-            key = (ctx.client_id, ctx.call_id)
-            cacheable = retry_cache.cacheable(*key)
-            if cacheable:
+            if key is not None:
                 inflight = self._inflight
                 if key in inflight:  # invariant 2: a retry waits for the first attempt's answer
                     first = inflight[key]
@@ -229,14 +228,14 @@ class ClientProtocolHandler:
                 if nn.fatal_error is not None:  # invariant 1
                     raise EditLogFatalError(f"{nn.label}: journal failed: {nn.fatal_error}")
                 answer = answer_from_ops(method, ops)
-                retry_cache.record(ctx.client_id, ctx.call_id, method, answer, ctx.ts)
+                retry_cache.record_key(key, method, answer, ctx.ts)
             except BaseException as e:
-                fut = self._inflight.pop(key, None) if cacheable else None
+                fut = self._inflight.pop(key, None) if key is not None else None
                 if fut is not None and not fut.done():
                     fut.set_exception(e)
                     fut.exception()  # retrieved: other waiters get it through shield
                 raise
-            fut = self._inflight.pop(key, None) if cacheable else None
+            fut = self._inflight.pop(key, None) if key is not None else None
             if fut is not None:
                 fut.set_result(answer)
         except QJournalError as e:

@@ -221,7 +221,8 @@ class DFSClient:
             The NameNode's error (typed), or the last failover error once
             ``max_attempts`` failovers did not reach an active NameNode.
         """
-        kwargs = dict(kwargs, user=self.user, groups=self.groups)
+        kwargs["user"] = self.user  # kwargs is this call's own dict: no copy
+        kwargs["groups"] = self.groups
         if method in WRITE_METHODS:
             kwargs["client_id"] = self.client_id
             kwargs["call_id"] = next(self._call_ids)
@@ -314,7 +315,9 @@ class DFSClient:
             Whatever the call raised; the caller decides whether it is a failover error.
         """
         try:
-            c = await self._client(idx)
+            c = self._clients.get(idx)
+            if c is None or c.is_closed:  # connected once, then reused: no coroutine of _client per call
+                c = await self._client(idx)
             answer = self._absorb(await c.call(method, timeout_ms=self.rpc_timeout_ms,
                                                 state_id=self.state_id, **kwargs))
         except Exception as e:

@@ -145,6 +145,11 @@ def split_path(path: Any) -> list[str]:
     if not isinstance(path, str) or not path.startswith("/"):
         raise InvalidRequestError(f"Invalid path name {path!r}: must be an absolute path", path=str(path))
     parts = [p for p in path.split("/") if p != ""]
+    if (len(path) <= MAX_PATH_COMPONENT_BYTES + 1 and path.isascii() and "/." not in path and ":" not in path
+            and "\x00" not in path):
+        # the common path, checked whole: no component can be "." or "..", hold ':' or NUL, or be longer
+        # than 255 bytes (ASCII: one byte a character), nor be deeper than 128 levels
+        return parts
     for p in parts:
         if p in (".", "..") or ":" in p or "\x00" in p:
             raise InvalidRequestError(f"Invalid path name {path}: bad component {p!r}", path=path)
@@ -236,16 +241,21 @@ class Namespace:
             raise PermissionDeniedError(f"Access denied for user {ctx.user}. Superuser privilege is required "
                                         f"for operation {operation}", user=ctx.user, operation=operation)
 
-    def _check(self, ctx: CallContext, node: INode, access: int, path: str) -> None:
-        if self._is_super(ctx):
-            return
+    @staticmethod
+    def _allows(ctx: CallContext, node: INode, access: int) -> bool:
+        """The owner, group or other bits of ``node`` grant ``access`` to ``ctx`` (no superuser rule)."""
         if ctx.user == node.owner:
             bits = (node.perm >> 6) & 7
         elif node.group in ctx.groups:
             bits = (node.perm >> 3) & 7
         else:
             bits = node.perm & 7
-        if bits & access != access:
+        return bits & access == access
+
+    def _check(self, ctx: CallContext, node: INode, access: int, path: str) -> None:
+        if self._is_super(ctx):
+            return
+        if not self._allows(ctx, node, access):
             raise PermissionDeniedError(
                 f"Permission denied: user={ctx.user}, access={_ACCESS_NAMES.get(access, access)}, "
                 f"inode=\"{path}\":{node.owner}:{node.group}:{mode_string(node.is_dir, node.perm)}",
@@ -272,19 +282,21 @@ class Namespace:
         """
         if parts is None:
             parts = split_path(path)
-        nodes = [self.root]
-        cur = self.root
+        inodes = self.inodes
+        cur = inodes[ROOT_INODE_ID]
+        nodes = [cur]
+        check = ctx is not None and not self._is_super(ctx)
         for i, p in enumerate(parts):
             if not cur.is_dir:
                 raise NotADirectoryError_(
                     f"{join_path(parts[:i])} (is not a directory) in path {path}",
                     path=join_path(parts[:i]))
-            if ctx is not None:
-                self._check(ctx, cur, EXECUTE, join_path(parts[:i]))
+            if check and not self._allows(ctx, cur, EXECUTE):  # type: ignore[arg-type]
+                self._check(ctx, cur, EXECUTE, join_path(parts[:i]))  # type: ignore[arg-type]  # raises
             cid = cur.children.get(p)  # type: ignore[union-attr]
             if cid is None:
                 break
-            cur = self.inodes[cid]
+            cur = inodes[cid]
             nodes.append(cur)
         return nodes, parts
 
@@ -388,7 +400,8 @@ class Namespace:
         else:
             raise FileNotFoundError_(f"{join_path(parts[:-1])}: No such file or directory "
                                      f"(parent of {path})", path=join_path(parts[:-1]))
-        self._check(ctx, parent, WRITE | EXECUTE, join_path(parts[:-1]))
+        if not self._is_super(ctx) and not self._allows(ctx, parent, WRITE | EXECUTE):
+            self._check(ctx, parent, WRITE | EXECUTE, join_path(parts[:-1]))  # raises
         op = CreateOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=self.last_inode_id + 1,
                       parent=parent.id, name=parts[-1], path=join_path(parts), perm=perm & 0o1777,
                       owner=ctx.user, group=parent.group, mtime=ctx.ts, atime=ctx.ts,

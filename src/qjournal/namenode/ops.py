@@ -46,6 +46,7 @@ import msgpack
 
 from qjournal.errors import CorruptRecordError
 from qjournal.protocol.segment import HEADER_SIZE, decode_header, iter_records
+from qjournal.util.packer import packb
 
 #: Inode id of the root directory (as HDFS's INodeId.ROOT_INODE_ID).
 ROOT_INODE_ID = 16385
@@ -72,10 +73,6 @@ _STR = (str,)
 _BYTES = (bytes,)
 
 
-#: op class -> its field names in declaration order (cache for to_body)
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
 @dataclass(slots=True)
 class EditOp:
     """Fields every op carries (the retry cache key and the audit fields).
@@ -96,11 +93,9 @@ class EditOp:
     ts: int
 
     def to_body(self) -> dict[str, Any]:
-        """The op as the msgpack map of its record body."""
-        names = _FIELD_NAMES.get(type(self))
-        if names is None:
-            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in dataclasses.fields(self))
-        return {n: getattr(self, n) for n in names}
+        """The op as the msgpack map of its record body (each op class of the table has a generated
+        one, :func:`_body_writer`; this is the same map for any other)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-friendly dict (client_id as hex) with ``op`` naming the opcode."""
@@ -300,8 +295,22 @@ def _builder(spec: OpSpec) -> Callable[[dict, int, int | None], "EditOp"]:
     return env["build"]
 
 
+def _body_writer(cls: type) -> Callable[[EditOp], dict[str, Any]]:
+    """``to_body`` of one op class as straight-line code: the map literal of its fields in declaration
+    order (the NameNode encodes one per write; 0.84 -> 0.36 µs for a create, where the generic
+    method's comprehension calls ``getattr`` per field)."""
+    items = ", ".join(f"{f.name!r}: self.{f.name}" for f in dataclasses.fields(cls))
+    env: dict[str, Any] = {}
+    exec(f"def to_body(self):\n    return {{{items}}}\n", env)  # noqa: S102 - from the op table, no outside input
+    fn = env["to_body"]
+    fn.__doc__ = EditOp.to_body.__doc__
+    return fn
+
+
 _ALL_CLASSES = (StartLogSegmentOp, EndLogSegmentOp, MkdirOp, CreateOp, DeleteOp, RenameOp,
                 SetPermissionOp, SetOwnerOp, SetTimesOp, SetReplicationOp)
+for _cls in _ALL_CLASSES:
+    _cls.to_body = _body_writer(_cls)  # type: ignore[method-assign]
 
 #: The decoder registry: opcode -> OpSpec, in opcode order.
 OPS: dict[int, OpSpec] = {c.OPCODE: _spec(c) for c in sorted(_ALL_CLASSES, key=lambda c: c.OPCODE)}
@@ -327,7 +336,7 @@ def encode_op(op: EditOp) -> tuple[int, bytes]:
 
 def encode_body(op: EditOp) -> bytes:
     """The msgpack body of ``op`` (see :func:`encode_op`)."""
-    return msgpack.packb(op.to_body(), use_bin_type=True)
+    return packb(op.to_body())
 
 
 def _where(opcode: int, txid: int | None) -> str:

@@ -108,12 +108,23 @@ class RetryCache:
         """Invariant 3."""
         return bool(client_id) and client_id != NO_CLIENT_ID and call_id >= 0
 
+    def key(self, client_id: bytes, call_id: int) -> bytes | tuple[bytes, int] | None:
+        """The entry key of a call, None for a call never cached (invariant 3): the server computes it
+        once per write for :meth:`lookup_key`, :meth:`record_key` and its table of calls in flight."""
+        if not client_id or client_id == NO_CLIENT_ID or call_id < 0:  # cacheable(), inlined
+            return None
+        return _key(client_id, call_id)
+
     def lookup(self, client_id: bytes, call_id: int, method: str, now_ms: int) -> tuple[bool, Any]:
         """``(True, answer)`` for a cached call of the same method, else ``(False, None)``."""
-        if not self.cacheable(client_id, call_id):
+        return self.lookup_key(self.key(client_id, call_id), method, now_ms)
+
+    def lookup_key(self, key: bytes | tuple[bytes, int] | None, method: str, now_ms: int) -> tuple[bool, Any]:
+        """:meth:`lookup` by the call's :meth:`key`."""
+        if key is None:
             return False, None
         self.expire(now_ms)
-        e = self._entries.get(_key(client_id, call_id))
+        e = self._entries.get(key)
         if e is None or e[1] != method:
             return False, None
         self.hits += 1
@@ -131,11 +142,18 @@ class RetryCache:
             InvariantViolation: ``answer`` is bytes or an op (those mean "build it from the op" in an
                 entry of :meth:`record_op`; no RPC write answers one).
         """
+        self.record_key(self.key(client_id, call_id), method, answer, now_ms)
+
+    def record_key(self, key: bytes | tuple[bytes, int] | None, method: str, answer: Any, now_ms: int) -> None:
+        """:meth:`record` by the call's :meth:`key` (None: not cached).
+
+        Raises:
+            InvariantViolation: as :meth:`record`.
+        """
         if isinstance(answer, (bytes, EditOp)):
             raise InvariantViolation(f"retry cache: {method} answered a {type(answer).__name__}")
-        if not self.cacheable(client_id, call_id):
-            return
-        self._store(_key(client_id, call_id), (now_ms, method, answer))
+        if key is not None:
+            self._store(key, (now_ms, method, answer))
 
     def _store(self, key: bytes | tuple[bytes, int], entry: tuple[int, str, Any]) -> None:
         entries = self._entries

@@ -11,7 +11,8 @@ Theory of operation
 -------------------
 A frame is ``u32 big-endian body length | msgpack body``. Bodies are packed
 with ``use_bin_type=True`` (``bytes`` travel as msgpack *bin*, ``str`` as
-*str*) and unpacked with ``raw=False``. Messages are msgpack arrays::
+*str*; one reused packer per thread, :mod:`qjournal.util.packer`) and
+unpacked with ``raw=False``. Messages are msgpack arrays::
 
     request   [0, request_id, method, kwargs]        kwargs: map str -> value
     response  [1, request_id, True, result]
@@ -44,6 +45,7 @@ from typing import Any
 import msgpack
 
 from qjournal.errors import FrameTooLargeError, InvalidRequestError, ProtocolError
+from qjournal.util.packer import packb as _packb
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
@@ -67,7 +69,6 @@ KIND_RESPONSE = 1
 _HEADER = struct.Struct(">I")
 _unpack_header = _HEADER.unpack_from
 _pack_header = _HEADER.pack
-_packb = msgpack.packb
 _unpackb = msgpack.unpackb
 
 
@@ -86,7 +87,7 @@ def encode_frame(obj: Any, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> by
         FrameTooLargeError: the body exceeds ``max_frame_bytes``.
         TypeError: ``obj`` holds a value msgpack cannot encode.
     """
-    body = _packb(obj, use_bin_type=True)
+    body = _packb(obj)
     if len(body) > max_frame_bytes:
         raise FrameTooLargeError(
             f"frame of {len(body)} bytes exceeds max_frame_bytes={max_frame_bytes} "

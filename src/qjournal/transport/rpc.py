@@ -38,7 +38,11 @@ iteration, or as soon as 256 KiB are gathered (one system call, and under TLS
 one record stream, for a burst of pipelined calls or responses; the memory
 network still sees one frame per write). The end of the iteration is one
 callback per server, shared by every connection that wrote in it (a group
-commit's ~64 answers schedule one, not 64). TCP_NODELAY is set on both sides.
+commit's ~64 answers schedule one, not 64). A client's call sent while no
+other call of that client is in flight and nothing is gathered goes to the
+transport at once and schedules no callback at all (a DFS client or a quorum
+logger, one call in flight, pays no callback per call); a second call in the
+same iteration goes out at once too and opens the gathering window. TCP_NODELAY is set on both sides.
 The first server or client of a process raises glibc's malloc thresholds
 (:mod:`qjournal.transport.alloc`) so that large frames do not page-fault.
 
@@ -374,6 +378,12 @@ class _Coalescer:
             if self._out_bytes > self.MAX_GATHER_BYTES:
                 self.flush_now()
 
+    def write_alone(self, frame: bytes) -> None:
+        """Hand ``frame`` to the transport now without opening a gathering window (no end-of-iteration
+        callback): for a client's call while no other is in flight and nothing is gathered. A frame
+        written after it in the same iteration goes out at once too, and opens the window then."""
+        self._transport.write(frame)
+
     def _flush(self) -> None:
         out = self._out
         self._out = None
@@ -630,7 +640,8 @@ class _ServerConnection(asyncio.Protocol):
         self._queue: deque[tuple[int, str, _Method, dict]] = deque()
         self._waiter: asyncio.Future | None = None
         self._worker: asyncio.Task | None = None
-        self._tasks: dict[asyncio.Task, None] = {}  # concurrent calls, insertion order
+        self._tasks: dict[int, asyncio.Task] = {}  # concurrent calls by a number of their own, insertion order
+        self._next_task_key = 0
         self._in_flight = 0  # queued + running
         self._paused = False  # too many requests queued or running (invariant 5)
         self._write_paused = False  # the peer does not read our responses fast enough
@@ -754,11 +765,11 @@ class _ServerConnection(asyncio.Protocol):
             self._paused = True
             self._update_reading()
         if entry.concurrent:
-            task = self._loop.create_task(
-                self._run(request_id, method, entry, kwargs, True),
+            key = self._next_task_key = self._next_task_key + 1
+            self._tasks[key] = self._loop.create_task(
+                self._run(request_id, method, entry, kwargs, key),
                 context=self._context.copy(),  # type: ignore[union-attr]
             )
-            self._tasks[task] = None
             return
         self._queue.append((request_id, method, entry, kwargs))
         if self._worker is None:
@@ -789,10 +800,10 @@ class _ServerConnection(asyncio.Protocol):
                 return
 
     async def _run(self, request_id: int, method: str, entry: _Method, kwargs: dict,
-                   alone: bool = False) -> None:
+                   alone: int = 0) -> None:
         """Run one call and write its answer: one coroutine per call, the whole of it (a call in its
-        own task, ``alone``, also removes that task from :attr:`_tasks` and ends the connection on a
-        bug below the handler, which the queue's worker does for the others)."""
+        own task, ``alone`` its key in :attr:`_tasks`, also removes that task from there and ends the
+        connection on a bug below the handler, which the queue's worker does for the others)."""
         server = self._server
         try:
             try:
@@ -842,7 +853,7 @@ class _ServerConnection(asyncio.Protocol):
         finally:
             self._done_one()
             if alone:
-                self._tasks.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+                self._tasks.pop(alone, None)
 
     def _done_one(self) -> None:
         """Account for a finished call; call after its response was written."""
@@ -905,7 +916,7 @@ class _ServerConnection(asyncio.Protocol):
 
     def shutdown(self) -> list[asyncio.Task]:
         """Abort the connection and cancel its running calls (server stop)."""
-        tasks = list(self._tasks)
+        tasks = list(self._tasks.values())
         if self._worker is not None:
             tasks.append(self._worker)
         if self._transport is not None:
@@ -1130,11 +1141,17 @@ class RpcClient:
             raise TypeError(f"call {method}: arguments cannot be encoded: {exc}") from None
         loop = self._loop
         fut = ListenedFuture(loop=loop) if listened else loop.create_future()  # type: ignore[union-attr]
-        self._pending[request_id] = (fut, method)
+        pending = self._pending
+        alone = not pending
+        pending[request_id] = (fut, method)
         if timeout_ms is None:
             timeout_ms = self.default_timeout_ms
         try:
-            self._writer.write(frame)  # type: ignore[union-attr]
+            writer = self._writer
+            if alone and writer._out is None:  # type: ignore[union-attr]
+                writer.write_alone(frame)  # type: ignore[union-attr]
+            else:
+                writer.write(frame)  # type: ignore[union-attr]
         except BaseException:
             self._pending.pop(request_id, None)
             raise
