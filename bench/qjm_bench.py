@@ -45,16 +45,21 @@ def pct(xs: list[float], p: float) -> float:
 
 # --- the floor ---------------------------------------------------------------------------
 
-def fdatasync_floor_s(directory: str, nbytes: int, reps: int) -> float:
-    """Median time of write(nbytes) + fdatasync on a file in ``directory``."""
+def fdatasync_floor_s(directory: str, nbytes: int, reps: int, preallocated: bool = False) -> float:
+    """Median time of write(nbytes) + fdatasync on a file in ``directory``: appended (each write
+    extends the file, so the sync also makes its new size durable), or ``preallocated`` (the file
+    was given its space first, as the JournalNodes' open segments are: the sync is the data's alone)."""
     path = os.path.join(directory, "floor.bin")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     buf = b"\x5a" * nbytes
     times = []
     try:
-        for _ in range(reps):
+        if preallocated:
+            os.posix_fallocate(fd, 0, nbytes * reps)
+            os.fsync(fd)
+        for i in range(reps):
             t0 = time.perf_counter()
-            os.write(fd, buf)
+            os.pwrite(fd, buf, i * nbytes)
             os.fdatasync(fd)
             times.append(time.perf_counter() - t0)
     finally:
