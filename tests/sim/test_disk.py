@@ -230,3 +230,59 @@ def test_large_rewrite_may_tear_into_garbage():
         v = s.read("big")
         seen.add(v if v in (b"a" * 1024, b"b" * 1024) else b"garbage")
     assert b"garbage" in seen
+
+
+def test_bytes_written_into_a_preallocated_tail_fare_like_appended_ones():
+    seen = set()
+    for seed in range(80):
+        f, s = storage(seed)
+        s.preallocate_bytes = 512
+        s.create("edits_inprogress_1", b"D" * 100, grows=True)
+        s.sync("edits_inprogress_1")
+        s.sync_dir()
+        assert f.size(s._path("edits_inprogress_1")) == 612  # the data, then one step of zeros
+        s.append("edits_inprogress_1", b"U" * 10)  # in place, inside the zeros
+        assert s.read("edits_inprogress_1")[:110] == b"D" * 100 + b"U" * 10
+        [(_path, mode)] = f.crash().items()
+        seen.add(mode)
+        data = s.read("edits_inprogress_1")
+        assert len(data) == 612 and data[:100] == b"D" * 100, seed  # synced: untouched
+        tail = data[100:].rstrip(b"\x00")
+        if mode == "prealloc_lose_unsynced":
+            assert tail == b""
+        elif mode == "prealloc_keep_unsynced":
+            assert tail == b"U" * 10
+        elif mode == "prealloc_torn_prefix":
+            assert len(tail) < 10 and set(tail) <= {ord("U")}
+    assert seen == {f"prealloc_{m}" for m in CRASH_MODES}
+
+
+def test_an_unsynced_preallocation_step_keeps_or_loses_its_size_never_the_synced_bytes():
+    sizes = set()
+    for seed in range(40):
+        f, s = storage(seed)
+        s.preallocate_bytes = 64
+        s.create("edits_inprogress_1", b"D" * 100, grows=True)
+        s.sync("edits_inprogress_1")
+        s.sync_dir()
+        s.append("edits_inprogress_1", b"U" * 100)  # past the first step: the file grows again
+        f.crash()
+        data = s.read("edits_inprogress_1")
+        sizes.add(len(data))
+        assert data[:100] == b"D" * 100, seed  # synced: untouched; after it the U's, zeros or a torn tail
+    assert sizes == {164, 264}
+
+
+def test_the_open_segment_is_written_after_its_data_and_cut_by_truncate():
+    f, s = storage()
+    s.preallocate_bytes = 32
+    s.create("edits_inprogress_1", b"head", grows=True)
+    s.append("edits_inprogress_1", b"tail")
+    assert s.size("edits_inprogress_1") == 4 + 32  # one step ahead of the data
+    assert s.read("edits_inprogress_1") == b"headtail" + bytes(28)
+    s.truncate("edits_inprogress_1", 8)
+    s.append("edits_inprogress_1", b"more")
+    assert s.read("edits_inprogress_1")[:12] == b"headtailmore"
+    s.create("other", b"x")  # not the open segment: appends extend the file
+    s.append("other", b"y")
+    assert s.read("other") == b"xy"

@@ -23,7 +23,11 @@ Model (the POSIX guarantees that matter, and no more):
   inside one sector does not tear. Larger files tear at any byte, harsher than
   real sector-granular tearing on purpose; a file truncated or overwritten in
   place without fsync keeps the old bytes or the new bytes (or, for a rewrite
-  larger than one 512-byte sector, garbage of the same length).
+  larger than one 512-byte sector, garbage of the same length). Bytes written
+  into a preallocated zero tail (``preallocate`` + ``write_at``, what the
+  JournalNode's open segment does) fare like appended bytes: lost, kept, a
+  prefix, or a prefix and garbage, with the zeros after them; an unsynced
+  preallocation keeps or loses its new size.
   Which one is drawn from the seeded generator.
 * ``capacity_bytes`` caps the sum of visible file sizes; a write beyond it
   writes what fits and raises ``OSError(ENOSPC)``, as a real write(2) can leave
@@ -81,6 +85,21 @@ class SimulatedCrash(Exception):
 class _Inode:
     visible: bytearray = field(default_factory=bytearray)
     durable: bytes = b""
+
+
+def _first_difference(a: bytes, b: bytes) -> int:
+    """The first offset where ``a`` and ``b`` differ (the shorter length when one is a prefix)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 class SimFS:
@@ -204,6 +223,37 @@ class SimFS:
                 raise OSError(errno.ENOSPC, f"{self.name}: no space left on device", path)
         node.visible += data
 
+    def preallocate(self, path: str, length: int) -> None:
+        """Grow a file to ``length`` bytes of zeros (``posix_fallocate``; volatile until ``fsync``).
+
+        Raises:
+            OSError(ENOSPC): the disk cannot hold it; nothing changed.
+        """
+        node = self._ino(path)
+        grow = length - len(node.visible)
+        if grow <= 0:
+            return
+        if self.capacity_bytes is not None and grow > self.capacity_bytes - self.used_bytes():
+            self._count("enospc")
+            raise OSError(errno.ENOSPC, f"{self.name}: no space left on device", path)
+        node.visible += bytes(grow)
+
+    def write_at(self, path: str, offset: int, data: bytes) -> None:
+        """Write bytes at ``offset`` (``pwrite``; volatile until ``fsync``). Space past the end
+        is taken as ``append`` takes it (a full disk writes what fits, then ENOSPC).
+
+        Raises:
+            OSError(ENOSPC), SimulatedCrash: as :meth:`append`.
+        """
+        node = self._ino(path)
+        inside = max(0, min(len(data), len(node.visible) - offset))
+        if inside < len(data):
+            self.append(path, bytes(max(0, offset - len(node.visible))) + data[inside:])
+            data = data[:inside]
+        else:
+            self._passing("write", path)
+        node.visible[offset:offset + len(data)] = data
+
     def truncate(self, path: str, length: int) -> None:
         """Cut a file to ``length`` bytes (volatile until ``fsync``)."""
         node = self._ino(path)
@@ -268,6 +318,31 @@ class SimFS:
             if vis == dur:
                 continue
             path = posixpath.join(d, n)
+            i = _first_difference(vis, dur)
+            if i < len(dur) <= len(vis) and len(vis) > SCALAR_FILE_BYTES and not dur[i:].strip(b"\x00"):
+                # written into preallocated zeros (and perhaps a further unsynced preallocation)
+                size = len(vis) if len(vis) == len(dur) or self.rng.random() < 0.5 else len(dur)
+                data = vis[i:].rstrip(b"\x00")
+                mode = self.rng.choices(CRASH_MODES, CRASH_MODE_WEIGHTS)[0]
+                if mode == "lose_unsynced" or not data:
+                    kept = b""
+                elif mode == "keep_unsynced":
+                    kept = data
+                elif mode == "torn_prefix":
+                    kept = data[:self.rng.randrange(len(data))]
+                else:
+                    kept = data[:self.rng.randrange(len(data))] + bytes(
+                        self.rng.randrange(256) for _ in range(self.rng.randrange(1, 9)))
+                base = bytearray(dur[:size] + bytes(max(0, size - len(dur))))
+                kept = kept[:max(0, size - i)]
+                base[i:i + len(kept)] = kept
+                new = bytes(base)
+                mode = f"prealloc_{mode}"
+                node.visible = bytearray(new)
+                node.durable = new
+                applied[path] = mode
+                self._count(f"crash_{mode}")
+                continue
             if not vis.startswith(dur):
                 # truncated or rewritten in place without fsync: the old or the new bytes;
                 # garbage only for a rewrite larger than one sector (a sector write is atomic)
@@ -352,10 +427,16 @@ class SimJournalStorage(JournalStorage):
         on_note: ``(kind, detail)`` callback for observations that explain a
             later violation (``finalize_unsynced``: a segment renamed to its
             finalized name while some of its bytes were not durable).
+        preallocate_bytes: the open segment grows this much at a time, written in
+            place (the disk storage's preallocation, ``disk_storage`` module); 0: appends.
     """
 
-    def __init__(self, fs: SimFS, journal_dir: str, on_crash=None, on_note=None) -> None:
+    def __init__(self, fs: SimFS, journal_dir: str, on_crash=None, on_note=None,
+                 preallocate_bytes: int = 0) -> None:
         self.fs = fs
+        self.preallocate_bytes = preallocate_bytes
+        #: the open segment (``create(grows=True)``) -> the end of its data (the rest is preallocated)
+        self._written: dict[str, int] = {}
         self.journal_dir = posixpath.normpath("/" + journal_dir.lstrip("/"))
         self.current = posixpath.join(self.journal_dir, "current")
         self.where = f"{fs.name}:{self.current}"
@@ -398,6 +479,7 @@ class SimJournalStorage(JournalStorage):
             self._locked = False
 
     def wipe(self) -> None:
+        self._written.clear()
         for name in self.fs.listdir(self.current):
             p = posixpath.join(self.current, name)
             if p in self.fs._dirs:
@@ -432,18 +514,32 @@ class SimJournalStorage(JournalStorage):
 
     # --- content changes -----------------------------------------------------------------
     def create(self, name: str, data: bytes, *, grows: bool = False) -> None:
-        self._guard(self.fs.create, self._path(name), b"")  # no preallocation: appends extend the file
+        self._written.pop(name, None)
+        self._guard(self.fs.create, self._path(name), b"")
+        if grows and self.preallocate_bytes:
+            self._written[name] = 0
         if data:
             self.append(name, data)
 
     def append(self, name: str, data: bytes) -> None:
-        self._guard(self.fs.append, self._path(name), data)
+        end = self._written.get(name)
+        if end is None:
+            self._guard(self.fs.append, self._path(name), data)
+            return
+        path = self._path(name)
+        want = end + len(data)
+        if want > self.fs.size(path):
+            self.fs.preallocate(path, want + self.preallocate_bytes)  # ENOSPC: nothing written
+        self._guard(self.fs.write_at, path, end, data)
+        self._written[name] = want
 
     def sync(self, name: str) -> None:
         self._guard(self.fs.fsync, self._path(name))
 
     def truncate(self, name: str, length: int) -> None:
         self.fs.truncate(self._path(name), length)
+        if name in self._written:
+            self._written[name] = length
 
     # --- directory changes -----------------------------------------------------------------
     def rename(self, src: str, dst: str) -> None:
@@ -454,8 +550,11 @@ class SimJournalStorage(JournalStorage):
                 # a finalized segment whose bytes are not all durable can tear in a crash
                 self.on_note("finalize_unsynced", f"{src} -> {dst}")
         self._guard(self.fs.rename, self._path(src), self._path(dst))
+        self._written.pop(src, None)
+        self._written.pop(dst, None)
 
     def delete(self, name: str) -> None:
+        self._written.pop(name, None)
         try:
             self.fs.remove(self._path(name))
         except FileNotFoundError:

@@ -70,6 +70,9 @@ __all__ = ["SimCluster", "SimJournalNode", "JID", "NS_INFO", "STORAGE_POINTS", "
 log = logging.getLogger(__name__)
 
 JID = "simjournal"
+#: the open segment grows this much at a time (the disk's preallocation, small here so that a run's
+#: segments cross several steps and crashes meet zero tails)
+PREALLOCATE_BYTES = 512
 NS_INFO = NamespaceInfo(4242, "simcluster")
 #: SimFS crash points a fault may arm (beyond the Journal's own FAULT_POINTS)
 STORAGE_POINTS = ["write", "before_fsync", "after_fsync", "rename", "before_fsync_dir"]
@@ -178,7 +181,8 @@ class SimJournalNode:
             storage = SimJournalStorage(
                 self.fs, f"/{self.name}/{jid}",
                 on_crash=lambda: self.crash_now("storage crash point"),
-                on_note=lambda kind, detail: self.cluster.history.add(Note(kind, self.name, detail)))
+                on_note=lambda kind, detail: self.cluster.history.add(Note(kind, self.name, detail)),
+                preallocate_bytes=PREALLOCATE_BYTES)
             j = Journal(jid, storage, clock=asyncio.get_running_loop().time,
                         fault_hook=self._fault_point, edit_cache_bytes=self.cluster.edit_cache_bytes,
                         read_chunk_bytes=self.cluster.settings.transfer_chunk_bytes)
