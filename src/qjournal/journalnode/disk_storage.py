@@ -15,7 +15,7 @@ segment (``create(..., grows=True)``) grows ``preallocate_bytes`` at a time with
 ``posix_fallocate``, and appends land inside space the file already has, so the
 ``fdatasync`` after each batch need not make a new file size durable. On this
 machine's ext4 that is 90 µs instead of 132 µs per sync of a 100-byte write, and
-37 µs of CPU instead of 58 (docs/performance.md, "JournalNode write path"). The
+37 µs of CPU instead of 58 (docs/performance.md, "Preallocated segments"). The
 space after the written data reads as zero bytes, opcode 0x00, which the segment
 format reserves as padding (``protocol/segment.py`` invariant 3): every reader of a
 segment, after a crash too, sees the log end cleanly there. The journal cuts a
