@@ -10,6 +10,9 @@ earlier batch is being made durable. This stream is that double buffer
 Theory of operation: ``sync`` detaches the ready batches and enqueues them,
 synchronously and in txid order, on every logger (one ``journal`` call per
 batch; each logger sends its queue in order), then waits for a write quorum.
+``send_marked`` is that first half alone, for a caller that wants the batches
+on the wire before it yields (the NameNode's ``log_sync``): the batches it sent
+wait in the stream until a ``sync`` claims them and waits for their quorum.
 Syncs may overlap (group commit); a lagging logger coalesces what queued up.
 Then it pushes the new committed txid into every logger (it rides on the next
 call); when no call follows within ``qjournal.qjm.committed-txid.notify.delay.ms``
@@ -41,8 +44,9 @@ import logging
 from typing import Callable
 
 from qjournal.client.logger_set import AsyncLoggerSet
+from qjournal.client.quorum_call import QuorumCall
 from qjournal.client.settings import QJMSettings
-from qjournal.errors import JournalError, JournalOutOfSyncError
+from qjournal.errors import InvariantViolation, JournalError, JournalOutOfSyncError, QJournalError
 from qjournal.journalmanager.streams import EditLogOutputStream
 from qjournal.protocol.segment import OP_DATA, encode_record
 
@@ -95,6 +99,9 @@ class QuorumOutputStream(EditLogOutputStream):
         self._closed = False
         self._failed: BaseException | None = None
         self._inflight: list[asyncio.Future] = []  # one per sync waiting for its quorum
+        #: batches ``send_marked`` put on the wire, for the next ``sync`` to wait on:
+        #: (first txid, txns, their quorum call, the future in _inflight that sync resolves)
+        self._sent: list[tuple[int, int, QuorumCall, asyncio.Future]] = []
         self._max_batch_bytes = max(settings.max_frame_bytes - _FRAME_MARGIN_BYTES, 1)
         self._notice: asyncio.TimerHandle | None = None
 
@@ -219,7 +226,9 @@ class QuorumOutputStream(EditLogOutputStream):
             InvariantViolation: a JournalNode reported a broken invariant.
         """
         self._check_open()
-        if not self._ready:
+        self.send_marked()
+        sent, self._sent = self._sent, []
+        if not sent:
             # Nothing new, but an overlapping sync may still be waiting for its quorum:
             # "every marked record durable" includes the records it carries.
             pending = [f for f in self._inflight if not f.done()]
@@ -227,16 +236,10 @@ class QuorumOutputStream(EditLogOutputStream):
                 await asyncio.wait(pending)
                 self._check_open()  # raises the failure of an earlier sync
             return
-        done = asyncio.get_running_loop().create_future()
-        self._inflight.append(done)
         loggers = self._loggers
         try:  # one coroutine per sync: the quorum wait is inlined here
-            # Detach and enqueue synchronously: the enqueue order on every logger is the txid order.
-            calls = [(first, n, loggers.fan_out(
-                "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
-                for (first, n, data) in self._take_batches()]
             try:
-                for first, n, call in calls:
+                for first, n, call, _done in sent:
                     await call.wait(loggers.majority_rule(), self._settings.write_txns_timeout_ms)
                     self._check_open()  # an earlier concurrent sync may have failed meanwhile
                     last = first + n - 1
@@ -253,8 +256,33 @@ class QuorumOutputStream(EditLogOutputStream):
                 self._on_failure(e)
                 raise
         finally:
+            for done in {id(d): d for _f, _n, _c, d in sent}.values():
+                self._inflight.remove(done)
+                done.set_result(None)
+
+    def send_marked(self) -> None:
+        """Detach the ready batches and enqueue them on every logger now (the first half of
+        :meth:`sync`, module docstring); the next ``sync`` waits for their quorum. Does nothing
+        once the stream failed or closed (``sync`` raises then)."""
+        if not self._ready or self._failed is not None or self._closed:
+            return
+        try:
+            self._check_writer()
+        except InvariantViolation:
+            raise
+        except QJournalError:
+            return  # no longer the writer: sync raises it
+        done = asyncio.get_running_loop().create_future()  # resolved by the sync that waits for them
+        self._inflight.append(done)
+        loggers = self._loggers
+        try:  # detach and enqueue synchronously: the enqueue order on every logger is the txid order
+            self._sent += [(first, n, loggers.fan_out(
+                "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)), done)
+                for (first, n, data) in self._take_batches()]
+        except BaseException:
             self._inflight.remove(done)
             done.set_result(None)
+            raise
 
     def _send_notice(self) -> None:
         """The committed txid to every node that has nothing queued to carry it (module docstring)."""
@@ -274,6 +302,10 @@ class QuorumOutputStream(EditLogOutputStream):
     async def abort(self) -> None:
         """Release the stream without syncing."""
         self._closed = True
+        sent, self._sent = self._sent, []
+        for done in {id(d): d for _f, _n, _c, d in sent}.values():  # nobody waits for these any more
+            self._inflight.remove(done)
+            done.set_result(None)
         if self._notice is not None:
             self._notice.cancel()
             self._notice = None

@@ -494,6 +494,11 @@ class JournalSetOutputStream(EditLogOutputStream):
         self._forward("mark", lambda s: s.mark())
         self._marked = self._last_written
 
+    def send_marked(self) -> None:
+        """Forward ``send_marked`` to every live stream (a refusal marks that journal failed)."""
+        if not self._to_abort:  # else the next sync aborts the failed streams first
+            self._forward("send_marked", lambda s: s.send_marked())
+
     async def sync(self) -> None:
         """Sync every live journal concurrently (invariant 2).
 

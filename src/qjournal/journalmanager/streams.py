@@ -90,6 +90,12 @@ class EditLogOutputStream(abc.ABC):
     def mark(self) -> None:
         """End the current batch: what was written so far is what the next ``sync`` flushes."""
 
+    def send_marked(self) -> None:
+        """Start writing what is marked now, in the caller's step, without waiting (optional: the
+        next :meth:`sync` waits for it, and sends whatever this did not). A stream that cannot
+        start a write synchronously does nothing here; the quorum stream sends its batches, so a
+        NameNode's group commit puts them on the wire before its request handler yields."""
+
     @abc.abstractmethod
     async def sync(self) -> None:
         """Make every marked record durable; return only then."""

@@ -25,6 +25,11 @@ Theory of operation:
   (its error, or nothing: the caller checks again), so cancelling a caller
   never cancels the shared sync, and a caller wakes one loop iteration after
   the sync, not two (as through ``asyncio.shield``).
+* Sending at once: a caller that starts a sync while the last one was small
+  (not gathering, below) marks the batch and has the stream put it on the wire
+  (``send_marked``) in its own step; the sync task, which starts one loop
+  iteration later, waits for its quorum (a one-client create's journal calls
+  leave one iteration earlier).
 * Gathering under load: when the last sync carried at least
   ``GATHER_MIN_BATCH_TXNS`` txns, the next one yields to the event loop before
   it takes its mark, again while the yield brought new edits (at most
@@ -69,7 +74,7 @@ import asyncio
 import logging
 from typing import Callable
 
-from qjournal.errors import InvariantViolation, JournalError, StandbyError, register_error
+from qjournal.errors import InvariantViolation, JournalError, QJournalError, StandbyError, register_error
 from qjournal.journalmanager.streams import EditLogOutputStream
 from qjournal.journalmanager.base import JournalManager
 from qjournal.namenode.ops import (NO_CALL_ID, NO_CLIENT_ID, EditOp, EndLogSegmentOp,
@@ -237,6 +242,17 @@ class FSEditLog:
                 # yielding: the cluster soak's worker spun in a NameNode's shutdown)
                 self._sync_task = task = None
             if task is None:
+                stream = self._stream
+                if stream is not None and self._last_batch_txns < GATHER_MIN_BATCH_TXNS:
+                    # not gathering: the batch goes on the wire now, before this caller yields
+                    # (the sync task starts an iteration later and waits for its quorum)
+                    try:
+                        stream.mark()
+                        stream.send_marked()
+                    except InvariantViolation:
+                        raise
+                    except QJournalError:
+                        pass  # the sync task meets it again, fails the edit log and tells the waiters
                 task = self._sync_task = asyncio.ensure_future(self._sync_once())
                 # its failure is the edit log's (self.fatal) and its waiters'; retrieved here
                 task.add_done_callback(self._sync_ended)
