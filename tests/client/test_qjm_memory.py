@@ -429,3 +429,37 @@ def test_a_node_with_malformed_answers_counts_as_failed_and_never_crashes_the_cl
         assert st[c.names[0]].manifest.last_writer_epoch == 2
         await q.close()
     run(tmp_path, sc)
+
+
+def test_batches_sent_ahead_are_waited_for_by_the_next_sync(tmp_path):
+    """``send_marked`` puts the marked batches on the wire at once; the next ``sync`` waits for their
+    quorum (and sends what was marked after them); a stream aborted with batches sent ahead leaves
+    nothing for a later sync to wait on."""
+    async def sc(c):
+        q = c.qjm()
+        await q.format(NS)
+        await q.recover_unfinalized_segments()
+        s = await q.start_log_segment(1)
+        for t in (1, 2):
+            s.write(t, body(t))
+        s.mark()
+        s.send_marked()
+        s.send_marked()  # nothing more is marked: nothing to do
+        assert s.last_synced_txid == 0
+        s.write(3, body(3))
+        s.mark()
+        await s.sync()
+        assert s.last_synced_txid == 3
+        await s.sync()  # nothing sent ahead or marked: returns at once
+        await q.finalize_log_segment(1, 3)
+        s2 = await q.start_log_segment(4)
+        s2.write(4, body(4))
+        s2.mark()
+        s2.send_marked()
+        await s2.abort()
+        with pytest.raises(JournalError):  # an aborted stream refuses syncs
+            await s2.sync()
+        got = await read_all(c.qjm(), 1, 3)
+        await q.close()
+        return got
+    assert run(tmp_path, sc) == [(t, body(t)) for t in range(1, 4)]
