@@ -232,15 +232,21 @@ def test_large_rewrite_may_tear_into_garbage():
     assert b"garbage" in seen
 
 
+def _synced_open_segment(seed: int, step: int):
+    """A storage whose open segment holds 100 synced bytes and one preallocated step after them."""
+    f, s = storage(seed)
+    s.preallocate_bytes = step
+    s.create("edits_inprogress_1", b"D" * 100, grows=True)
+    s.sync("edits_inprogress_1")
+    s.sync_dir()
+    assert f.size(s._path("edits_inprogress_1")) == 100 + step  # the data, then one step of zeros
+    return f, s
+
+
 def test_bytes_written_into_a_preallocated_tail_fare_like_appended_ones():
     seen = set()
     for seed in range(80):
-        f, s = storage(seed)
-        s.preallocate_bytes = 512
-        s.create("edits_inprogress_1", b"D" * 100, grows=True)
-        s.sync("edits_inprogress_1")
-        s.sync_dir()
-        assert f.size(s._path("edits_inprogress_1")) == 612  # the data, then one step of zeros
+        f, s = _synced_open_segment(seed, 512)
         s.append("edits_inprogress_1", b"U" * 10)  # in place, inside the zeros
         assert s.read("edits_inprogress_1")[:110] == b"D" * 100 + b"U" * 10
         [(_path, mode)] = f.crash().items()
@@ -260,11 +266,7 @@ def test_bytes_written_into_a_preallocated_tail_fare_like_appended_ones():
 def test_an_unsynced_preallocation_step_keeps_or_loses_its_size_never_the_synced_bytes():
     sizes = set()
     for seed in range(40):
-        f, s = storage(seed)
-        s.preallocate_bytes = 64
-        s.create("edits_inprogress_1", b"D" * 100, grows=True)
-        s.sync("edits_inprogress_1")
-        s.sync_dir()
+        f, s = _synced_open_segment(seed, 64)
         s.append("edits_inprogress_1", b"U" * 100)  # past the first step: the file grows again
         f.crash()
         data = s.read("edits_inprogress_1")
