@@ -99,9 +99,9 @@ class QuorumOutputStream(EditLogOutputStream):
         self._closed = False
         self._failed: BaseException | None = None
         self._inflight: list[asyncio.Future] = []  # one per sync waiting for its quorum
-        #: batches ``send_marked`` put on the wire, for the next ``sync`` to wait on:
-        #: (first txid, txns, their quorum call, the future in _inflight that sync resolves)
-        self._sent: list[tuple[int, int, QuorumCall, asyncio.Future]] = []
+        #: what each ``send_marked`` put on the wire, for the next ``sync`` to wait on: its batches
+        #: (first txid, txns, their quorum call) and its future in _inflight, resolved when waited
+        self._sent: list[tuple[list[tuple[int, int, QuorumCall]], asyncio.Future]] = []
         self._max_batch_bytes = max(settings.max_frame_bytes - _FRAME_MARGIN_BYTES, 1)
         self._notice: asyncio.TimerHandle | None = None
 
@@ -226,7 +226,7 @@ class QuorumOutputStream(EditLogOutputStream):
             InvariantViolation: a JournalNode reported a broken invariant.
         """
         self._check_open()
-        self.send_marked()
+        self._send_ready()
         sent, self._sent = self._sent, []
         if not sent:
             # Nothing new, but an overlapping sync may still be waiting for its quorum:
@@ -239,7 +239,7 @@ class QuorumOutputStream(EditLogOutputStream):
         loggers = self._loggers
         try:  # one coroutine per sync: the quorum wait is inlined here
             try:
-                for first, n, call, _done in sent:
+                for first, n, call in (b for batches, _done in sent for b in batches):
                     await call.wait(loggers.majority_rule(), self._settings.write_txns_timeout_ms)
                     self._check_open()  # an earlier concurrent sync may have failed meanwhile
                     last = first + n - 1
@@ -256,14 +256,12 @@ class QuorumOutputStream(EditLogOutputStream):
                 self._on_failure(e)
                 raise
         finally:
-            for done in {id(d): d for _f, _n, _c, d in sent}.values():
-                self._inflight.remove(done)
-                done.set_result(None)
+            self._release(sent)
 
     def send_marked(self) -> None:
         """Detach the ready batches and enqueue them on every logger now (the first half of
         :meth:`sync`, module docstring); the next ``sync`` waits for their quorum. Does nothing
-        once the stream failed or closed (``sync`` raises then)."""
+        once the stream failed or closed or the writer stopped (``sync`` raises then)."""
         if not self._ready or self._failed is not None or self._closed:
             return
         try:
@@ -272,17 +270,29 @@ class QuorumOutputStream(EditLogOutputStream):
             raise
         except QJournalError:
             return  # no longer the writer: sync raises it
+        self._send_ready()
+
+    def _send_ready(self) -> None:
+        """:meth:`send_marked` once the stream is known open (``sync`` checked it)."""
+        if not self._ready:
+            return
         done = asyncio.get_running_loop().create_future()  # resolved by the sync that waits for them
         self._inflight.append(done)
         loggers = self._loggers
         try:  # detach and enqueue synchronously: the enqueue order on every logger is the txid order
-            self._sent += [(first, n, loggers.fan_out(
-                "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)), done)
+            batches = [(first, n, loggers.fan_out(
+                "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
                 for (first, n, data) in self._take_batches()]
         except BaseException:
+            self._release([([], done)])
+            raise
+        self._sent.append((batches, done))
+
+    def _release(self, sent: list[tuple[list, asyncio.Future]]) -> None:
+        """Nobody waits for these sends any more (waited for, failed, or the stream aborted)."""
+        for _batches, done in sent:
             self._inflight.remove(done)
             done.set_result(None)
-            raise
 
     def _send_notice(self) -> None:
         """The committed txid to every node that has nothing queued to carry it (module docstring)."""
@@ -303,9 +313,7 @@ class QuorumOutputStream(EditLogOutputStream):
         """Release the stream without syncing."""
         self._closed = True
         sent, self._sent = self._sent, []
-        for done in {id(d): d for _f, _n, _c, d in sent}.values():  # nobody waits for these any more
-            self._inflight.remove(done)
-            done.set_result(None)
+        self._release(sent)
         if self._notice is not None:
             self._notice.cancel()
             self._notice = None

@@ -47,6 +47,17 @@ log = logging.getLogger(__name__)
 DEFAULT_PREALLOCATE_BYTES = 1024 * 1024
 
 
+class _Written:
+    """A file being written: its descriptor, where its data ends, where its allocated space ends."""
+
+    __slots__ = ("fd", "end", "allocated", "grows")
+
+    def __init__(self, fd: int, end: int, grows: bool) -> None:
+        self.fd = fd
+        self.end = self.allocated = end
+        self.grows = grows  # preallocated (``create(grows=True)``)
+
+
 class DiskJournalStorage(JournalStorage):
     """A journal's files on a local disk.
 
@@ -73,9 +84,8 @@ class DiskJournalStorage(JournalStorage):
         self._fsync = fsync
         self.preallocate_bytes = preallocate_bytes
         self._lock = StorageLock(self.journal_dir, f"journal {self.journal_dir}")
-        #: files being written -> [descriptor, end of the data, end of the allocated space,
-        #: preallocated (``create(grows=True)``)]
-        self._append_fds: dict[str, list[int]] = {}
+        #: files being written
+        self._append_fds: dict[str, _Written] = {}
         self._best_effort_fds: dict[str, int] = {}
 
     def _path(self, name: str) -> str:
@@ -94,7 +104,7 @@ class DiskJournalStorage(JournalStorage):
         self._lock.acquire()
 
     def close(self) -> None:
-        fds = [w[0] for w in self._append_fds.values()] + list(self._best_effort_fds.values())
+        fds = [w.fd for w in self._append_fds.values()] + list(self._best_effort_fds.values())
         self._append_fds.clear()
         self._best_effort_fds.clear()
         for fd in fds:
@@ -107,7 +117,7 @@ class DiskJournalStorage(JournalStorage):
     def _close_fd(self, name: str) -> None:
         w = self._append_fds.pop(name, None)
         if w is not None:
-            os.close(w[0])
+            os.close(w.fd)
         fd = self._best_effort_fds.pop(name, None)
         if fd is not None:
             os.close(fd)
@@ -161,50 +171,48 @@ class DiskJournalStorage(JournalStorage):
     def create(self, name: str, data: bytes, *, grows: bool = False) -> None:
         self._close_fd(name)
         fd = os.open(self._path(name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        w = self._append_fds[name] = [fd, 0, 0, grows]
+        w = self._append_fds[name] = _Written(fd, 0, grows)
         self._write_at_end(name, w, data)
 
     def append(self, name: str, data: bytes) -> None:
         w = self._append_fds.get(name)
         if w is None:  # a file this object did not create: its data ends where the file does
             fd = os.open(self._path(name), os.O_WRONLY)
-            size = os.fstat(fd).st_size
-            w = self._append_fds[name] = [fd, size, size, False]
+            w = self._append_fds[name] = _Written(fd, os.fstat(fd).st_size, False)
         self._write_at_end(name, w, data)
 
-    def _write_at_end(self, name: str, w: list[int], data: bytes) -> None:
-        fd, end, allocated, grows = w
+    def _write_at_end(self, name: str, w: _Written, data: bytes) -> None:
+        fd, end = w.fd, w.end
         want = end + len(data)
-        if want > allocated and grows and self.preallocate_bytes:
-            grow = want - allocated + self.preallocate_bytes
+        if want > w.allocated and w.grows and self.preallocate_bytes:
+            grow = want - w.allocated + self.preallocate_bytes
             try:
-                os.posix_fallocate(fd, allocated, grow)
+                os.posix_fallocate(fd, w.allocated, grow)
             except OSError as e:
                 # The size may have moved part way: cut back to the data (nothing written past it).
                 os.ftruncate(fd, end)
-                w[2] = end
+                w.allocated = end
                 if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                     raise  # ENOSPC, EIO: the write fails like a write would
                 log.warning("%s: preallocation not supported here (%s); writing %s without it",
                             self.where, e, name)
                 self.preallocate_bytes = 0
             else:
-                w[2] = allocated + grow
+                w.allocated += grow
         view = memoryview(data)
         while view:
             n = os.pwrite(fd, view, end)
             end += n
-            w[1] = end
+            w.end = end
             view = view[n:]
-        if end > w[2]:
-            w[2] = end
+        w.allocated = max(w.allocated, end)
 
     def sync(self, name: str) -> None:
         if not self._fsync:
             return
         w = self._append_fds.get(name)
         if w is not None:
-            os.fdatasync(w[0])
+            os.fdatasync(w.fd)
             return
         fd = os.open(self._path(name), os.O_RDONLY)
         try:
@@ -216,7 +224,7 @@ class DiskJournalStorage(JournalStorage):
         os.truncate(self._path(name), length)
         w = self._append_fds.get(name)
         if w is not None:  # preallocated space cut off too
-            w[1] = w[2] = length
+            w.end = w.allocated = length
 
     # --- directory changes -----------------------------------------------------------------
 

@@ -243,7 +243,7 @@ class FSEditLog:
                 self._sync_task = task = None
             if task is None:
                 stream = self._stream
-                if stream is not None and self._last_batch_txns < GATHER_MIN_BATCH_TXNS:
+                if stream is not None and not self._gathering:
                     # not gathering: the batch goes on the wire now, before this caller yields
                     # (the sync task starts an iteration later and waits for its quorum)
                     try:
@@ -328,9 +328,14 @@ class FSEditLog:
         finally:
             self._confirm_task = None
 
+    @property
+    def _gathering(self) -> bool:
+        """The next sync gathers before its mark: the last one was large (theory of operation)."""
+        return self._last_batch_txns >= GATHER_MIN_BATCH_TXNS
+
     async def _sync_once(self) -> None:
         error: BaseException | None = None
-        if self._last_batch_txns >= GATHER_MIN_BATCH_TXNS:
+        if self._gathering:
             # under load: let the callers already on their way write their edits first (theory of operation)
             for _ in range(GATHER_MAX_YIELDS):
                 seen = self.last_written_txid

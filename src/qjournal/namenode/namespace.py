@@ -253,10 +253,13 @@ class Namespace:
         return bits & access == access
 
     def _check(self, ctx: CallContext, node: INode, access: int, path: str) -> None:
-        if self._is_super(ctx):
-            return
-        if not self._allows(ctx, node, access):
-            raise PermissionDeniedError(
+        if not self._is_super(ctx) and not self._allows(ctx, node, access):
+            self._refuse(ctx, node, access, path)
+
+    @staticmethod
+    def _refuse(ctx: CallContext, node: INode, access: int, path: str) -> None:
+        """Raise HDFS's permission-denied error for ``access`` to ``node`` (at ``path``)."""
+        raise PermissionDeniedError(
                 f"Permission denied: user={ctx.user}, access={_ACCESS_NAMES.get(access, access)}, "
                 f"inode=\"{path}\":{node.owner}:{node.group}:{mode_string(node.is_dir, node.perm)}",
                 path=path, user=ctx.user)
@@ -292,7 +295,7 @@ class Namespace:
                     f"{join_path(parts[:i])} (is not a directory) in path {path}",
                     path=join_path(parts[:i]))
             if check and not self._allows(ctx, cur, EXECUTE):  # type: ignore[arg-type]
-                self._check(ctx, cur, EXECUTE, join_path(parts[:i]))  # type: ignore[arg-type]  # raises
+                self._refuse(ctx, cur, EXECUTE, join_path(parts[:i]))  # type: ignore[arg-type]
             cid = cur.children.get(p)  # type: ignore[union-attr]
             if cid is None:
                 break
@@ -401,7 +404,7 @@ class Namespace:
             raise FileNotFoundError_(f"{join_path(parts[:-1])}: No such file or directory "
                                      f"(parent of {path})", path=join_path(parts[:-1]))
         if not self._is_super(ctx) and not self._allows(ctx, parent, WRITE | EXECUTE):
-            self._check(ctx, parent, WRITE | EXECUTE, join_path(parts[:-1]))  # raises
+            self._refuse(ctx, parent, WRITE | EXECUTE, join_path(parts[:-1]))  # the path built only here
         op = CreateOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=self.last_inode_id + 1,
                       parent=parent.id, name=parts[-1], path=join_path(parts), perm=perm & 0o1777,
                       owner=ctx.user, group=parent.group, mtime=ctx.ts, atime=ctx.ts,

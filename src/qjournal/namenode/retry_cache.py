@@ -111,9 +111,7 @@ class RetryCache:
     def key(self, client_id: bytes, call_id: int) -> bytes | tuple[bytes, int] | None:
         """The entry key of a call, None for a call never cached (invariant 3): the server computes it
         once per write for :meth:`lookup_key`, :meth:`record_key` and its table of calls in flight."""
-        if not client_id or client_id == NO_CLIENT_ID or call_id < 0:  # cacheable(), inlined
-            return None
-        return _key(client_id, call_id)
+        return _key(client_id, call_id) if self.cacheable(client_id, call_id) else None
 
     def lookup(self, client_id: bytes, call_id: int, method: str, now_ms: int) -> tuple[bool, Any]:
         """``(True, answer)`` for a cached call of the same method, else ``(False, None)``."""
@@ -177,8 +175,8 @@ class RetryCache:
         method = _METHOD_BY_CLASS.get(type(op))
         if method is None:
             return
-        client_id, call_id = op.client_id, op.call_id
-        if call_id < 0 or not client_id or client_id == NO_CLIENT_ID:  # cacheable(), inlined
+        key = self.key(op.client_id, op.call_id)
+        if key is None:
             return
         if method == "create":
             entry: tuple[int, str, Any] = (now_ms, method, op if body is None else body)
@@ -188,7 +186,7 @@ class RetryCache:
             entry = self._shared.get(method)  # type: ignore[assignment]
             if entry is None:
                 entry = self._shared[method] = (now_ms, method, _CONSTANT_ANSWERS[method])
-        self._store(_key(client_id, call_id), entry)
+        self._store(key, entry)
 
     def expire(self, now_ms: int) -> None:
         """Drop entries recorded more than ``expiry_ms`` before ``now_ms``."""

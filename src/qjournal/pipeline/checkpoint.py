@@ -1,4 +1,4 @@
-"""Checkpoint: previous image + later edits -> the image at a later txid, as DataFrame transforms.
+"""Checkpoint: previous image + later edits -> the image at a later txid, in Spark tasks and Arrow folds.
 
 Why: a standby NameNode checkpoints by replaying edits one at a time in one
 process (HDFS-1580 use case 5: a checkpointer reads a journal while the active
@@ -6,7 +6,8 @@ keeps writing). The pipeline builds the same image in bulk, in parallel, from
 the edits table, and writes it in the NameNode's own image format
 (:mod:`qjournal.namenode.image`) so a NameNode loads it directly.
 
-Theory of operation (each step a pure DataFrame transform):
+Theory of operation (steps 1-2 on the small manifest with DataFrames, 3 in Spark tasks, 4-5 on the
+driver):
 
 1. *Canonical copy* (:func:`canonical_copies`): for each segment, among the
    clean copies the fingerprint held by most nodes wins (ties: the smallest
@@ -95,8 +96,6 @@ def canonical_copies(manifest):
     Returns:
         ``jid, segment_start, segment_end, node, first_txid, last_txid`` per segment.
     """
-
-
     clean = clean_copies(manifest)
     votes = clean.groupBy("jid", "segment_start", "segment_end", "fingerprint").agg(
         F.count("*").alias("votes"), F.min("node").alias("node"))
@@ -116,7 +115,6 @@ def canonical_edits(edits, copies):
         edits: the edits table.
         copies: from :func:`canonical_copies`.
     """
-
     return edits.where(F.col("valid")).join(
         F.broadcast(copies.select("jid", "segment_start", "node")),
         on=["jid", "segment_start", "node"], how="left_semi")
@@ -348,8 +346,6 @@ def checkpoint(spark, edits, manifest, *, out_name_dir: str, base: str | None = 
         CheckpointError: several journals and no ``jid``, a hole before ``txid``, or
             edits that do not fit the base image.
     """
-
-
     t0 = time.monotonic()
     say = progress or (lambda _m: None)
     info, base_table = load_base_image(base)

@@ -110,8 +110,10 @@ def _valid(col) -> np.ndarray:
     return np.asarray(pc.is_valid(col).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _rows(edits: pa.Table, mask: np.ndarray, inode_col: str, **set_cols) -> pa.Table | None:
-    """Updates for the edits where ``mask``: ``inode_id`` from ``inode_col``, the given attributes set.
+def _rows(edits: pa.Table, mask: np.ndarray, inode_col: str, removed: bool = False,
+          **set_cols) -> pa.Table | None:
+    """Updates for the edits where ``mask``: ``inode_id`` from ``inode_col``, the given attributes set
+    (``removed``: direct removals, ``removed_txid`` = the edit's txid).
 
     ``set_cols`` maps an attribute to an edits column name, or to a constant
     (``("lit", value)``), or to ``("unless", column, sentinel)`` (null where the
@@ -134,21 +136,8 @@ def _rows(edits: pa.Table, mask: np.ndarray, inode_col: str, **set_cols) -> pa.T
             out[a] = pc.if_else(pc.equal(col, spec[2]), pa.scalar(None, t), col)
         else:
             out[a] = sub.column(spec).cast(t)
-    out["removed_txid"] = pa.nulls(n, pa.int64())
+    out["removed_txid"] = out["txid"] if removed else pa.nulls(n, pa.int64())
     return pa.table(out, schema=UPDATES_SCHEMA)
-
-
-def _removals(edits: pa.Table, mask: np.ndarray, inode_col: str) -> pa.Table | None:
-    idx = np.flatnonzero(mask)
-    if not len(idx):
-        return None
-    sub = edits.take(pa.array(idx))
-    n = len(idx)
-    txid = sub.column("txid").cast(pa.int64())
-    cols = {"inode_id": sub.column(inode_col).cast(pa.int64()), "txid": txid}
-    cols.update({a: pa.nulls(n, t) for a, t in ATTRS})
-    cols["removed_txid"] = txid
-    return pa.table(cols, schema=UPDATES_SCHEMA)
 
 
 def updates(edits: pa.Table | pa.RecordBatch) -> pa.Table:
@@ -184,8 +173,8 @@ def updates(edits: pa.Table | pa.RecordBatch) -> pa.Table:
         _rows(edits, op == nn_ops.OP_SET_TIMES, "inode", mtime=("unless", "mtime", -1),
               atime=("unless", "atime", -1)),
         _rows(edits, op == nn_ops.OP_SET_REPLICATION, "inode", replication="replication"),
-        _removals(edits, de, "inode"),
-        _removals(edits, over, "overwrite_inode"),
+        _rows(edits, de, "inode", removed=True),
+        _rows(edits, over, "overwrite_inode", removed=True),
     ]
     parts = [p for p in parts if p is not None]
     if not parts:

@@ -362,10 +362,15 @@ class _Coalescer:
         self._out_bytes = 0
         self._per_frame = isinstance(transport, MemoryTransport)
 
-    def write(self, frame: bytes) -> None:
+    def write(self, frame: bytes, alone: bool = False) -> None:
+        """Gather ``frame`` (module docstring). ``alone``: the writer has nothing else in flight, so
+        a frame that would go out at once opens no gathering window (no end-of-iteration callback);
+        a frame written after it in the same iteration goes out at once too, and opens it then."""
         out = self._out
         if out is None:
             self._transport.write(frame)
+            if alone:
+                return
             self._out = []
             end = self._end
             if end is None:
@@ -377,12 +382,6 @@ class _Coalescer:
             self._out_bytes += len(frame)
             if self._out_bytes > self.MAX_GATHER_BYTES:
                 self.flush_now()
-
-    def write_alone(self, frame: bytes) -> None:
-        """Hand ``frame`` to the transport now without opening a gathering window (no end-of-iteration
-        callback): for a client's call while no other is in flight and nothing is gathered. A frame
-        written after it in the same iteration goes out at once too, and opens the window then."""
-        self._transport.write(frame)
 
     def _flush(self) -> None:
         out = self._out
@@ -1142,16 +1141,12 @@ class RpcClient:
         loop = self._loop
         fut = ListenedFuture(loop=loop) if listened else loop.create_future()  # type: ignore[union-attr]
         pending = self._pending
-        alone = not pending
+        alone = not pending  # no other call in flight: no gathering window for this one
         pending[request_id] = (fut, method)
         if timeout_ms is None:
             timeout_ms = self.default_timeout_ms
         try:
-            writer = self._writer
-            if alone and writer._out is None:  # type: ignore[union-attr]
-                writer.write_alone(frame)  # type: ignore[union-attr]
-            else:
-                writer.write(frame)  # type: ignore[union-attr]
+            self._writer.write(frame, alone)  # type: ignore[union-attr]
         except BaseException:
             self._pending.pop(request_id, None)
             raise
