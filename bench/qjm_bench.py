@@ -68,6 +68,53 @@ def fdatasync_floor_s(directory: str, nbytes: int, reps: int, preallocated: bool
     return statistics.median(times)
 
 
+def quorum_flush_s(directory: str, nbytes: int, reps: int, nodes: int = 3) -> float:
+    """Median time for ``nodes`` writers on one disk (three JournalNodes on this machine) to make a
+    majority of them durable: each round, ``nodes`` threads each ``pwrite`` ``nbytes`` into their own
+    preallocated file and ``fdatasync`` it, started together; the round's time runs from the first
+    write's start to the return of the majority-th ``fdatasync`` (per-thread clocks, so the hand-off
+    between threads is not counted). On one disk the flushes queue behind each other, so this is the
+    physical floor of a quorum commit here, before any software; the issue's floor is one writer's.
+    """
+    majority = nodes // 2 + 1
+    paths = [os.path.join(directory, f"quorum{i}.bin") for i in range(nodes)]
+    fds = [os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) for p in paths]
+    buf = b"\x5a" * nbytes
+    start = threading.Barrier(nodes + 1)
+    finish = threading.Barrier(nodes + 1)
+    spans: list[tuple[float, float]] = [(0.0, 0.0)] * nodes
+
+    def writer(i: int) -> None:
+        for r in range(reps):
+            start.wait()
+            t0 = time.perf_counter()
+            os.pwrite(fds[i], buf, r * nbytes)
+            os.fdatasync(fds[i])
+            spans[i] = (t0, time.perf_counter())
+            finish.wait()
+
+    times = []
+    try:
+        for fd in fds:
+            os.posix_fallocate(fd, 0, nbytes * reps)
+            os.fsync(fd)
+        threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(nodes)]
+        for t in threads:
+            t.start()
+        for _ in range(reps):
+            start.wait()
+            finish.wait()
+            first = min(s for s, _ in spans)
+            times.append(sorted(e for _, e in spans)[majority - 1] - first)
+        for t in threads:
+            t.join(10)
+    finally:
+        for fd, p in zip(fds, paths):
+            os.close(fd)
+            os.unlink(p)
+    return statistics.median(times)
+
+
 def loopback_rtt_s(reps: int = 2000) -> float:
     """Median round trip of a 64-byte message over loopback TCP (echo thread, TCP_NODELAY)."""
     srv = socket.socket()
