@@ -8,7 +8,8 @@ JournalNodes' disk plus one loopback TCP round trip. It also measures the
 commit latency with one of the three JournalNodes stopped with SIGSTOP (a slow
 or dead node must add no latency).
 
-Records are framed before the timed loop (the application's encoding is not
+The writer runs on the product's event loop (``qjournal.event-loop``: uvloop when it is installed), as the
+NameNode runs it. Records are framed before the timed loop (the application's encoding is not
 the commit path); each timed ``sync`` sends one batch and waits for a quorum.
 
 Run: ``.venv/bin/python bench/qjm_bench.py`` (about a minute).
@@ -29,8 +30,10 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
+from qjournal.cli._daemon import event_loop_factory  # noqa: E402
 from qjournal.client.qjm import QuorumJournalManager  # noqa: E402
 from qjournal.client.settings import QJMSettings  # noqa: E402
+from qjournal.config import Configuration  # noqa: E402
 from qjournal.protocol.messages import NamespaceInfo  # noqa: E402
 from qjournal.protocol.segment import OP_DATA, RECORD_OVERHEAD, encode_record  # noqa: E402
 from qjournal.util.proc import qjournal_argv, start_daemon  # noqa: E402
@@ -331,7 +334,10 @@ def main() -> int:
         except OSError:
             load = float("nan")
         print(f"qjm_bench: 3 JournalNodes on loopback, edits in {root}, load average {load:.1f}", flush=True)
-        asyncio.run(bench(args, uri, jns, root))
+        # the writer on the product's event loop (uvloop when installed), as the NameNode runs it
+        with asyncio.Runner(loop_factory=event_loop_factory(Configuration())) as runner:
+            print(f"writer's event loop: {type(runner.get_loop()).__module__.split('.')[0]}")
+            runner.run(bench(args, uri, jns, root))
     finally:
         for j in jns:
             j.stop(5)

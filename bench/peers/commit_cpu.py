@@ -5,11 +5,13 @@ CPU each process spends per write moves far less. This is the measure used to ju
 (docs/performance.md, "Commit path"): the same cluster as ``peers_bench.py`` (``systems.QJournal``: three
 JournalNodes and a NameNode on loopback), one shape at a time:
 
-* ``log``: the bare quorum log, one record per sync, one in flight (the writer is this process);
+* ``log``: the bare quorum log, one record per sync, one in flight, written by ``qjm_writer.py`` (the writer in a
+  process of its own on the product's event loop, as ``peers_bench.py`` measures it; its CPU is the "client" figure);
 * ``nn N``: NameNode creates from N clients, each with one call in flight (the clients are this process).
 
-It prints ops/s, the p50 latency, CPU µs per write of a JournalNode (mean of the three), of the NameNode and of this
-process (user + system, and system alone), and the JournalNode RPC calls per write (from their ``/jmx``).
+It prints ops/s, the p50 latency, CPU µs per write of a JournalNode (mean of the three), of the NameNode and of the
+client (this process, or the writer's: user + system, and system alone for this process), and the JournalNode RPC
+calls per write (from their ``/jmx``).
 
 ``--ab OTHER_SRC`` runs the shape alternately with ``OTHER_SRC`` ("base") and this tree's ``src`` ("new"), ``--reps``
 times each, in fresh processes, and prints the median of each figure and the change.
@@ -36,12 +38,8 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from systems import QJournal  # noqa: E402
+from systems import QJournal, QuorumLog  # noqa: E402
 
-from qjournal.client.qjm import QuorumJournalManager  # noqa: E402
-from qjournal.client.settings import QJMSettings  # noqa: E402
-from qjournal.protocol.messages import NamespaceInfo  # noqa: E402
-from qjournal.protocol.segment import OP_DATA, encode_record  # noqa: E402
 
 FIGURES = ("ops_s", "p50_us", "jn_us", "jn_sys_us", "nn_us", "nn_sys_us", "client_us", "client_sys_us",
            "jn_calls_per_op")
@@ -69,56 +67,48 @@ async def measure(shape: str, clients: int, seconds: float) -> dict:
     root = tempfile.mkdtemp(prefix="commit-cpu-")
     q = QJournal(root)
     await q.start()
-    qjm = None
+    writer = None
     try:
         pids = q.pids()
         if shape == "nn":
             await q.connect(clients, "c")
-
-            async def op(i: int, k: int) -> None:
-                await q.op(i, k, b"")
+            for k in range(50):  # warm up: connections, caches
+                await q.op(0, 10**6 + k, b"")
         else:
             clients = 1
-            uri = "qjournal://" + ";".join(d.ready["rpc"] for d in q.daemons[:3]) + "/rawlog"
-            qjm = QuorumJournalManager(uri, settings=QJMSettings())
-            await qjm.format(NamespaceInfo(777, "commit-cpu"))
-            await qjm.recover_unfinalized_segments()
-            stream = await qjm.start_log_segment(1)
-            next_txid = [1]
-            value = b"v" * 100
-
-            async def op(i: int, k: int) -> None:
-                t = next_txid[0]
-                stream.write_raw(encode_record(t, OP_DATA, value), t, 1)
-                stream.mark()
-                next_txid[0] = t + 1
-                await stream.sync()
-        for k in range(50):  # warm up: connections, caches
-            await op(0, 10**6 + k)
+            writer = QuorumLog(q)  # the writer in its own process, on the product's event loop
+            await writer.start()
+            await writer.run(0.05, 100)  # warm up
         calls0 = jn_calls(q)
         cpu0 = [user_sys_s(p) for p in pids]
         me0 = os.times()
-        stop_at = time.perf_counter() + seconds
         lat: list[float] = []
-        done = [0]
-
-        async def worker(i: int) -> None:
-            k = 0
-            while time.perf_counter() < stop_at:
-                t = time.perf_counter()
-                await op(i, k)
-                lat.append(time.perf_counter() - t)
-                k += 1
-            done[0] += k
         t0 = time.perf_counter()
-        await asyncio.gather(*(worker(i) for i in range(clients)))
+        if writer is not None:
+            lat, writer_cpu = await writer.run(seconds, 100)
+        else:
+            stop_at = t0 + seconds
+
+            async def worker(i: int) -> None:
+                k = 0
+                while time.perf_counter() < stop_at:
+                    t = time.perf_counter()
+                    await q.op(i, k, b"")
+                    lat.append(time.perf_counter() - t)
+                    k += 1
+            await asyncio.gather(*(worker(i) for i in range(clients)))
         wall = time.perf_counter() - t0
         cpu1 = [user_sys_s(p) for p in pids]
         me1 = os.times()
         calls1 = jn_calls(q)
-        n = done[0]
+        n = len(lat)
         per_op = 1e6 / n
         jn = [(b[0] + b[1] - a[0] - a[1]) * per_op for a, b in zip(cpu0[:3], cpu1[:3])]
+        if writer is not None:
+            client_us, client_sys_us = writer_cpu * per_op, 0.0  # the writer reports user + system together
+        else:
+            client_us = (me1.user + me1.system - me0.user - me0.system) * per_op
+            client_sys_us = (me1.system - me0.system) * per_op
         return {
             "shape": shape if shape == "log" else f"nn{clients}", "ops_s": n / wall,
             "p50_us": statistics.median(lat) * 1e6,
@@ -126,14 +116,14 @@ async def measure(shape: str, clients: int, seconds: float) -> dict:
             "jn_sys_us": sum((b[1] - a[1]) * per_op for a, b in zip(cpu0[:3], cpu1[:3])) / 3,
             "nn_us": (sum(cpu1[3]) - sum(cpu0[3])) * per_op if shape == "nn" else 0.0,
             "nn_sys_us": (cpu1[3][1] - cpu0[3][1]) * per_op if shape == "nn" else 0.0,
-            "client_us": (me1.user + me1.system - me0.user - me0.system) * per_op,
-            "client_sys_us": (me1.system - me0.system) * per_op,
+            "client_us": client_us,
+            "client_sys_us": client_sys_us,
             "jn_calls_per_op": sum(b - a for a, b in zip(calls0, calls1)) / 3 / n,
             "load": os.getloadavg()[0],
         }
     finally:
-        if qjm is not None:
-            await qjm.close(drain_timeout_ms=0)
+        if writer is not None:
+            await writer.shutdown()
         await q.close()
         q.stop()
         shutil.rmtree(root, ignore_errors=True)

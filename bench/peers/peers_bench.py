@@ -7,7 +7,8 @@ itself (``systems.py``) and drives them with load generators of one design (Pyth
 * cells: for each system, 1, 8 and 64 clients (each its own connection, one write in flight), and 64 writes in
   flight on one connection ("64 pipelined"); values of 100 B and 1 KiB (the NameNode's create carries no value: its
   rows are measured once and shown in both tables); plus qjournal's bare quorum log (one record per sync, one in
-  flight) for the latency table;
+  flight) for the latency table, written by ``qjm_writer.py``: the quorum writer in a process of its own on the
+  product's event loop, as the NameNode runs it (its "load-generator CPU" is that process's);
 * interleaving: every round runs every cell once for ``--seconds``, in an order shuffled by ``--seed``; ``--rounds``
   rounds. The machine's noise hits all systems alike; the tables give the median ops/s over rounds and the
   latency percentiles over all writes of a cell;
@@ -43,12 +44,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 from qjm_bench import fdatasync_floor_s, loopback_rtt_s, pct, quorum_flush_s  # noqa: E402
-from systems import SYSTEMS, cpu_seconds  # noqa: E402
+from systems import SYSTEMS, QuorumLog, cpu_seconds  # noqa: E402
 
-from qjournal.client.qjm import QuorumJournalManager  # noqa: E402
-from qjournal.client.settings import QJMSettings  # noqa: E402
-from qjournal.protocol.messages import NamespaceInfo  # noqa: E402
-from qjournal.protocol.segment import OP_DATA, encode_record  # noqa: E402
 
 #: (clients, in flight per client): separate connections, or one connection with 64 in flight
 SHAPES = [(1, 1), (8, 1), (64, 1), (1, 64)]
@@ -74,45 +71,16 @@ class Cell:
         return f"{self.system} {self.value if self.system != 'qjournal' else '-'} {shape_label(self.shape)}"
 
 
-class QuorumLog:
-    """qjournal's bare quorum log on the qjournal system's JournalNodes: one record per sync, one in flight."""
-
-    name = "qjm-log"
-
-    def __init__(self, qj) -> None:
-        self.qj = qj
-        self.txid = 1
-        self.qjm = None
-        self.stream = None
-
-    async def start(self) -> None:
-        jns = [d.ready["rpc"] for d in self.qj.daemons[:3]]
-        uri = "qjournal://" + ";".join(jns) + "/rawlog"
-        self.qjm = QuorumJournalManager(uri, settings=QJMSettings().with_overrides(write_txns_timeout_ms=20000))
-        await self.qjm.format(NamespaceInfo(777, "peers"))
-        await self.qjm.recover_unfinalized_segments()
-
-    async def connect(self, n: int, tag: str) -> None:
-        self.first = self.txid
-        self.stream = await self.qjm.start_log_segment(self.txid)
-
-    async def op(self, i: int, seq: int, value: bytes) -> None:
-        self.stream.write_raw(encode_record(self.txid, OP_DATA, value), self.txid, 1)
-        self.stream.mark()
-        self.txid += 1
-        await self.stream.sync()
-
-    async def close(self) -> None:
-        await self.qjm.finalize_log_segment(self.first, self.txid - 1)
-
-    def pids(self) -> list[int]:
-        return [d.pid for d in self.qj.daemons[:3]]
-
-    async def shutdown(self) -> None:
-        await self.qjm.close(drain_timeout_ms=0)
-
-
 async def run_cell(driver, cell: Cell, seconds: float, round_no: int) -> None:
+    if isinstance(driver, QuorumLog):
+        srv0 = sum(cpu_seconds(p) for p in driver.pids())
+        lat, writer_cpu = await driver.run(seconds, cell.value)
+        srv = sum(cpu_seconds(p) for p in driver.pids()) - srv0
+        cell.ops_per_s.append(len(lat) / seconds)
+        cell.lat.extend(lat)
+        cell.gen_cpu_per_op.append(writer_cpu / max(len(lat), 1))
+        cell.srv_cpu_per_op.append(srv / max(len(lat), 1))
+        return
     clients, depth = cell.shape
     tag = f"r{round_no}v{cell.value}c{clients}d{depth}"
     await driver.connect(clients, tag)
@@ -189,6 +157,8 @@ async def main() -> int:
         if "qjournal" in drivers:
             drivers["qjm-log"] = QuorumLog(drivers["qjournal"])
             await drivers["qjm-log"].start()
+            print(f"  started the qjm-log writer (its own process, event loop {drivers['qjm-log'].loop_name})",
+                  flush=True)
         floor_dir = os.path.join(root, "floor")
         os.makedirs(floor_dir)
         cells.append(Cell("floor", 100, (1, 1)))

@@ -12,6 +12,9 @@ its durable defaults as shipped:
 * ZooKeeper (Debian ``zookeeper``): a three-server ensemble from qjournal's own ``ZooKeeperEnsemble``
   (``forceSync=yes`` is ZooKeeper's default: the transaction log is fsynced before a create is answered).
 
+``QuorumLog`` is qjournal's bare quorum log on the qjournal system's JournalNodes, written by ``qjm_writer.py`` in a
+process of its own (``run(seconds, value)`` answers the latencies and the writer's CPU).
+
 Each driver has the same shape: ``connect(n)`` opens n clients, ``op(i, seq, value)`` does one durable write on
 client i, ``close()``; ``pids()`` names the server processes whose CPU the benchmark reports.
 """
@@ -19,11 +22,13 @@ client i, ``close()``; ``pids()`` names the server processes whose CPU the bench
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from typing import Any
 
@@ -111,6 +116,47 @@ class QJournal:
     def stop(self) -> None:
         for d in self.daemons:
             d.stop()
+
+
+class QuorumLog:
+    """qjournal's bare quorum log on the qjournal system's JournalNodes: one record per sync, one in flight, written
+    by ``qjm_writer.py``, a process of its own on the product's event loop (as the NameNode runs the writer)."""
+
+    name = "qjm-log"
+
+    def __init__(self, qj) -> None:
+        self.qj = qj
+        self.proc: asyncio.subprocess.Process | None = None
+        self.loop_name = "?"
+
+    async def start(self) -> None:
+        jns = [d.ready["rpc"] for d in self.qj.daemons[:3]]
+        uri = "qjournal://" + ";".join(jns) + "/rawlog"
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "qjm_writer.py"), uri,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            limit=1 << 26)  # an answer is one line holding every commit's latency
+        self.loop_name = (await self._answer())["loop"]
+
+    async def _answer(self) -> dict:
+        line = await self.proc.stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            raise RuntimeError(f"qjm_writer.py exited with status {await self.proc.wait()}")  # type: ignore[union-attr]
+        return json.loads(line)
+
+    async def run(self, seconds: float, value: int) -> tuple[list[float], float]:
+        """One cell: (latency of every commit, the writer process's CPU seconds)."""
+        self.proc.stdin.write(json.dumps({"cmd": "run", "seconds": seconds, "value": value}).encode() + b"\n")  # type: ignore[union-attr]
+        got = await self._answer()
+        return got["lat"], got["cpu_s"]
+
+    def pids(self) -> list[int]:
+        return [d.pid for d in self.qj.daemons[:3]]
+
+    async def shutdown(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            await self.proc.wait()
 
 
 # ----------------------------------------------------------------------------------- etcd
