@@ -36,13 +36,14 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 from qjournal.protocol.messages import NamespaceInfo  # noqa: E402
-from qjournal.journalmanager.file import FileJournal  # noqa: E402
+from qjournal.journalmanager.file import DEFAULT_PREALLOCATE_BYTES, FileJournal  # noqa: E402
 from qjournal.protocol.segment import OP_DATA, encode_header, encode_record  # noqa: E402
 
 NS = NamespaceInfo(4242, "bench")
 
 
-async def paired_run(directory: str, body: bytes, n: int, groups: list[bytes]) -> tuple[float, float]:
+async def paired_run(directory: str, body: bytes, n: int, groups: list[bytes],
+                     preallocate_bytes: int) -> tuple[float, float]:
     """Seconds for the floor and for FileJournal, measured group by group in alternation.
 
     Each group of N records is written first to the floor file (one write +
@@ -56,7 +57,7 @@ async def paired_run(directory: str, body: bytes, n: int, groups: list[bytes]) -
     os.makedirs(directory)
     floor_path = os.path.join(directory, "floor")
     fd = os.open(floor_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    j = FileJournal(os.path.join(directory, "fj"))
+    j = FileJournal(os.path.join(directory, "fj"), preallocate_bytes=preallocate_bytes)
     await j.format(NS)
     await j.recover_unfinalized_segments()
     stream = await j.start_log_segment(1)
@@ -125,11 +126,15 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="directory on the disk to measure (default: a temp dir)")
     ap.add_argument("--max-records", type=int, default=100_000,
                     help="cap on records per measurement (bounds the N=1000 runs; default 100000)")
+    ap.add_argument("--preallocate-bytes", type=int, default=DEFAULT_PREALLOCATE_BYTES,
+                    help="the FileJournal's preallocation step (qjournal.file-journal.preallocate.bytes; "
+                         "0: off; the floor always appends)")
     args = ap.parse_args()
     base = tempfile.mkdtemp(prefix="qj-fjbench-", dir=args.dir)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"FileJournal vs raw write+fdatasync in {base} (floor and FileJournal alternate per sync; median of {args.rounds} rounds; "
-          f"load average {load:.1f} on {os.cpu_count()} cores)")
+          f"load average {load:.1f} on {os.cpu_count()} cores; FileJournal preallocation "
+          f"{args.preallocate_bytes} bytes, the floor appends)")
     print(f"{'record':>7} {'N':>5} {'syncs':>6} {'floor rec/s':>12} {'floor MB/s':>10} "
           f"{'FJ rec/s':>10} {'FJ MB/s':>8} {'ratio':>6} {'target':>7}")
     worst: list[str] = []
@@ -146,7 +151,8 @@ def main() -> int:
                     txid += n
                 floors, journals, ratios = [], [], []
                 for _ in range(args.rounds):
-                    fl, jo = asyncio.run(paired_run(os.path.join(base, "run"), body, n, groups))
+                    fl, jo = asyncio.run(paired_run(os.path.join(base, "run"), body, n, groups,
+                                                    args.preallocate_bytes))
                     floors.append(fl)
                     journals.append(jo)
                     ratios.append(jo / fl)

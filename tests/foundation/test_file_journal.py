@@ -273,11 +273,12 @@ def test_concurrent_syncs_group_commit(tmp_path):
 def test_recovery_truncates_torn_tail_and_moves_empty_and_corrupt_aside(tmp_path):
     async def go():
         j = await new_journal(tmp_path / "j")
-        await write_segment(j, 1, 10, finalize=False)
+        s = await write_segment(j, 1, 10, finalize=False)
         await j.close()
         p = seg_path(j, 1)
-        good = os.path.getsize(p)
-        with open(p, "ab") as f:  # a torn record after the last sync
+        good = s.bytes_flushed  # where the data ends (a preallocated zero tail may follow)
+        with open(p, "r+b") as f:  # a torn record after the last sync, where the next write went
+            f.seek(good)
             f.write(seg.encode_record(11, 1, b"torn")[:9])
         j = FileJournal(str(tmp_path / "j"))
         await j.recover_unfinalized_segments()
@@ -493,7 +494,8 @@ def test_separate_reader_tails_in_progress_segment_of_another_writer(tmp_path):
         await s.sync()
         assert await r.get_manifest(0, True) == [SegmentInfo(1, 40, True)]  # incremental rescan
         # a record being written right now (a torn tail as seen by the reader) is not listed
-        with open(seg_path(w, 1), "ab") as f:
+        with open(seg_path(w, 1), "r+b") as f:
+            f.seek(s.bytes_flushed)
             f.write(seg.encode_record(41, 1, body(41))[:10])
         assert await r.get_manifest(35, True) == [SegmentInfo(1, 40, True)]
         assert await read_all(await r.open_input(30, in_progress_ok=True)) == list(range(30, 41))
@@ -535,7 +537,8 @@ def test_write_framing_is_byte_identical_to_encode_record(tmp_path):
             data = f.read()
         want = seg.encode_header() + b"".join(
             seg.encode_record(i + 1, 0x10 + i, bytes([i + 1]) * n) for i, n in enumerate(sizes))
-        assert data == want
+        assert data[:len(want)] == want
+        assert data[len(want):] == bytes(len(data) - len(want))  # the preallocated tail: zeros (padding)
         await j.close()
     run(go())
 

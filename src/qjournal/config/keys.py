@@ -227,6 +227,10 @@ define("dfs.namenode.max.op.size", 50 * MiB, "bytes",
        "largest edit record body; bigger records are refused on write and treated as corrupt on read")
 define("qjournal.file-journal.lock.enabled", True, "bool",
        "take in_use.lock on a FileJournal directory (single-writer rule)")
+define("qjournal.file-journal.preallocate.bytes", 1 * MiB, "bytes",
+       "a FileJournal's open segment grows this much at a time (posix_fallocate; the tail reads as padding "
+       "and is cut off when the segment is finalized), so the fdatasync after a batch need not make a new "
+       "file size durable (Hadoop's EditLogFileOutputStream preallocates 1 MiB); 0: never")
 define("dfs.namenode.edits.journal-plugin.<scheme>", None,
        doc="import path 'module:callable' of a journal factory (uri, conf) for a URI scheme")
 

@@ -24,6 +24,15 @@ Theory of operation:
   and one ``fdatasync``; meanwhile the event loop keeps taking writes into the
   other buffer (group commit). Concurrent ``sync`` calls are serialised; the
   second one flushes whatever was marked while the first was on disk.
+* Preallocation (``qjournal.file-journal.preallocate.bytes``, 1 MiB as Hadoop's
+  ``EditLogFileOutputStream``): the open segment grows that much at a time with
+  ``posix_fallocate`` and the writes land inside space the file already has, so
+  each ``fdatasync`` need not make a new file size durable (the JournalNode's
+  segments do the same, docs/performance.md "Preallocated segments"). The space
+  after the data reads as zero bytes, the segment format's padding: every reader
+  and recovery sees the log end where the data ends, and finalizing cuts the
+  file to its valid length before the rename. A file system without fallocate
+  is written without it (one warning); a full disk fails the sync.
 * Commit points. A record is durable when the ``fdatasync`` covering it
   returns; only then does ``last_synced_txid`` advance. Finalizing is a
   rename ``edits_inprogress_<s>`` -> ``edits_<s>-<e>`` followed by a directory
@@ -96,6 +105,8 @@ CURRENT_DIR = "current"
 EMPTY_SUFFIX = ".empty"
 CORRUPT_SUFFIX = ".corrupt"
 
+#: Hadoop's preallocation step for edit log files (``qjournal.file-journal.preallocate.bytes``)
+DEFAULT_PREALLOCATE_BYTES = 1024 * 1024
 #: bytes read from a segment file per refill of an input stream
 READ_CHUNK_BYTES = 4 * 1024 * 1024
 #: records decoded per step while skipping to a stream's first txid
@@ -146,6 +157,11 @@ class DiskIO:
         """Make the file's data and metadata durable (``os.fsync``)."""
         os.fsync(fd)
 
+    def preallocate(self, fd: int, offset: int, length: int) -> None:
+        """Give the file space for ``length`` bytes from ``offset`` (``os.posix_fallocate``: the
+        size grows, the new bytes read as zeros)."""
+        os.posix_fallocate(fd, offset, length)
+
 
 class FileJournal(JournalManager):
     """A JournalManager stored in a directory (local disk or a shared mount).
@@ -156,6 +172,8 @@ class FileJournal(JournalManager):
         max_record_bytes: largest record body accepted on write and on read
             (``dfs.namenode.max.op.size``).
         use_lock: take ``in_use.lock`` before writing (disable only for read-only use).
+        preallocate_bytes: grow the open segment this much at a time (module docstring;
+            ``qjournal.file-journal.preallocate.bytes``); 0: never.
         disk: injectable disk calls (:class:`DiskIO`).
         uri: the URI to report in messages (default ``file://<abs dir>``).
     """
@@ -163,12 +181,15 @@ class FileJournal(JournalManager):
     def __init__(self, directory: str, *, required: bool = False,
                  max_record_bytes: int = seg.DEFAULT_MAX_RECORD_BYTES,
                  use_lock: bool = True, disk: DiskIO | None = None,
-                 uri: str | None = None) -> None:
+                 uri: str | None = None, preallocate_bytes: int = DEFAULT_PREALLOCATE_BYTES) -> None:
+        if preallocate_bytes < 0:
+            raise InvalidRequestError(f"preallocate_bytes must be >= 0, got {preallocate_bytes}")
         self.directory = os.path.abspath(directory)
         self.current_dir = os.path.join(self.directory, CURRENT_DIR)
         self.required = required
         self.max_record_bytes = int(max_record_bytes)
         self.use_lock = use_lock
+        self.preallocate_bytes = int(preallocate_bytes)
         self.disk = disk or DiskIO()
         self.uri = uri or f"file://{self.directory}"
         self._lock = StorageLock(self.directory, self.uri)
@@ -184,7 +205,8 @@ class FileJournal(JournalManager):
         Args:
             uri: ``file:///abs/path`` (host empty or ``localhost``).
             conf: a :class:`~qjournal.config.Configuration` (``dfs.namenode.max.op.size``,
-                ``qjournal.file-journal.lock.enabled``, ``dfs.namenode.edits.dir.required``).
+                ``qjournal.file-journal.lock.enabled``, ``qjournal.file-journal.preallocate.bytes``,
+                ``dfs.namenode.edits.dir.required``).
 
         Raises:
             InvalidRequestError: not a file URI, a remote host, or no path.
@@ -198,6 +220,7 @@ class FileJournal(JournalManager):
         if conf is not None:
             kwargs["max_record_bytes"] = conf.get_bytes("dfs.namenode.max.op.size")
             kwargs["use_lock"] = bool(conf.get_bool("qjournal.file-journal.lock.enabled"))
+            kwargs["preallocate_bytes"] = conf.get_bytes("qjournal.file-journal.preallocate.bytes")
             required = uri in conf.get_list("dfs.namenode.edits.dir.required")
         return cls(path, required=required, uri=uri, **kwargs)
 
@@ -358,7 +381,7 @@ class FileJournal(JournalManager):
                     self._move_aside(name, EMPTY_SUFFIX)
                     continue
                 self._truncate_and_finalize(name, parsed.start_txid, result.last_txid,
-                                            result.valid_length, len(data))
+                                            result.valid_length, len(data), torn=bool(result.problems))
             except OSError as e:
                 raise self._io_error(f"cannot recover {path}", e) from None
 
@@ -375,10 +398,12 @@ class FileJournal(JournalManager):
         log.warning("moved segment aside", extra={"journal": self.uri, "path": src, "to": dst})
 
     def _truncate_and_finalize(self, name: str, start: int, end: int, valid_length: int,
-                               size: int) -> None:
+                               size: int, *, torn: bool) -> None:
+        """Cut the file to ``valid_length`` and rename it finalized; ``torn``: what is cut off is not
+        only padding (the preallocated zero tail is cut quietly, a torn or damaged tail is warned of)."""
         path = self._path(name)
         if size > valid_length:
-            # Drop the torn tail before the rename (commit point) so a crash in between
+            # Drop the tail before the rename (commit point) so a crash in between
             # leaves a valid in-progress segment that recovery finalizes again.
             fd = os.open(path, os.O_WRONLY)
             try:
@@ -386,8 +411,9 @@ class FileJournal(JournalManager):
                 self.disk.fsync(fd)
             finally:
                 os.close(fd)
-            log.warning("truncated torn tail", extra={"journal": self.uri, "path": path,
-                                                     "valid_length": valid_length, "size": size})
+            log.log(logging.WARNING if torn else logging.DEBUG,
+                    "truncated torn tail" if torn else "cut the preallocated tail",
+                    extra={"journal": self.uri, "path": path, "valid_length": valid_length, "size": size})
         fs.rename_durable(path, self._path(seg.segment_file_name(start, end)))
         self._scan_cache.pop(name, None)
         log.info("finalized segment", extra={"journal": self.uri, "start_txid": start, "end_txid": end})
@@ -491,7 +517,8 @@ class FileJournal(JournalManager):
                 raise JournalOutOfSyncError(
                     f"{self.uri}: cannot finalize segment {first}-{last}: {ip_name} has {have}",
                     journal=self.uri, first_txid=first, last_txid=last)
-            self._truncate_and_finalize(ip_name, first, last, result.valid_length, len(data))
+            self._truncate_and_finalize(ip_name, first, last, result.valid_length, len(data),
+                                        torn=bool(result.problems))
         except OSError as e:
             raise self._io_error(f"cannot finalize {ip_path}", e, first_txid=first, last_txid=last) from None
 
@@ -682,8 +709,9 @@ class FileEditLogOutputStream(EditLogOutputStream):
         self.closed = False
         self.path = journal._path(seg.segment_file_name(segment_txid))
         self.max_record_bytes = journal.max_record_bytes
-        #: bytes handed to the disk so far (header included)
+        #: bytes handed to the disk so far (header included): where the data ends
         self.bytes_flushed = seg.HEADER_SIZE
+        self._allocated = seg.HEADER_SIZE  # where the file's space ends (preallocated beyond the data)
 
     @property
     def segment_txid(self) -> int:
@@ -800,11 +828,37 @@ class FileEditLogOutputStream(EditLogOutputStream):
     def _flush(self, data: bytearray, header: int | None) -> None:
         fd = self._fd
         assert fd is not None
+        disk = self._journal.disk
         if header is not None:
             os.pwrite(fd, seg.encode_header(header), 0)
         if data:
-            self._journal.disk.write_all(fd, data)
-        self._journal.disk.fdatasync(fd)
+            self._preallocate(fd, self.bytes_flushed + len(data))
+            disk.write_all(fd, data)  # at the file position: the data's end, inside the space
+        disk.fdatasync(fd)
+
+    def _preallocate(self, fd: int, want: int) -> None:
+        """Space for the file up to ``want`` bytes, ``preallocate_bytes`` beyond (module docstring).
+
+        Raises:
+            OSError: no space (ENOSPC) or an I/O error; the file is cut back to its data first.
+        """
+        journal = self._journal
+        step = journal.preallocate_bytes
+        if not step or want <= self._allocated:
+            return
+        grow = want - self._allocated + step
+        try:
+            journal.disk.preallocate(fd, self._allocated, grow)
+        except OSError as e:
+            os.ftruncate(fd, self.bytes_flushed)  # the size may have moved part way: back to the data
+            self._allocated = self.bytes_flushed
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+            log.warning("preallocation not supported; writing without it", extra={
+                "journal": journal.uri, "path": self.path, "reason": str(e)})
+            journal.preallocate_bytes = 0
+        else:
+            self._allocated += grow
 
     async def close(self) -> None:
         """Sync everything written (marked or not) and close the file; the segment stays in progress.
