@@ -843,22 +843,21 @@ class FileEditLogOutputStream(EditLogOutputStream):
             OSError: no space (ENOSPC) or an I/O error; the file is cut back to its data first.
         """
         journal = self._journal
-        step = journal.preallocate_bytes
-        if not step or want <= self._allocated:
+        if not journal.preallocate_bytes:
             return
-        grow = want - self._allocated + step
         try:
-            journal.disk.preallocate(fd, self._allocated, grow)
-        except OSError as e:
-            os.ftruncate(fd, self.bytes_flushed)  # the size may have moved part way: back to the data
+            got = fs.preallocate(fd, self.bytes_flushed, self._allocated, want, journal.preallocate_bytes,
+                                 journal.disk.preallocate)
+        except OSError:
             self._allocated = self.bytes_flushed
-            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-                raise
-            log.warning("preallocation not supported; writing without it", extra={
-                "journal": journal.uri, "path": self.path, "reason": str(e)})
+            raise
+        if got is None:
+            self._allocated = self.bytes_flushed
+            log.warning("preallocation not supported; writing without it",
+                        extra={"journal": journal.uri, "path": self.path})
             journal.preallocate_bytes = 0
         else:
-            self._allocated += grow
+            self._allocated = got
 
     async def close(self) -> None:
         """Sync everything written (marked or not) and close the file; the segment stays in progress.

@@ -28,7 +28,6 @@ Invariants: those of the interface; the lock is :class:`qjournal.util.storage_di
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import shutil
@@ -36,7 +35,7 @@ from typing import BinaryIO
 
 from qjournal.errors import JournalError
 from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage
-from qjournal.util.fs import atomic_write, fsync_dir
+from qjournal.util.fs import atomic_write, fsync_dir, preallocate
 from qjournal.util.storage_dir import StorageLock
 
 __all__ = ["DiskJournalStorage"]
@@ -183,22 +182,18 @@ class DiskJournalStorage(JournalStorage):
 
     def _write_at_end(self, name: str, w: _Written, data: bytes) -> None:
         fd, end = w.fd, w.end
-        want = end + len(data)
-        if want > w.allocated and w.grows and self.preallocate_bytes:
-            grow = want - w.allocated + self.preallocate_bytes
+        if w.grows and self.preallocate_bytes:
             try:
-                os.posix_fallocate(fd, w.allocated, grow)
-            except OSError as e:
-                # The size may have moved part way: cut back to the data (nothing written past it).
-                os.ftruncate(fd, end)
+                got = preallocate(fd, end, w.allocated, end + len(data), self.preallocate_bytes)
+            except OSError:
+                w.allocated = end  # cut back to the data; ENOSPC, EIO: the write fails like a write would
+                raise
+            if got is None:
                 w.allocated = end
-                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-                    raise  # ENOSPC, EIO: the write fails like a write would
-                log.warning("%s: preallocation not supported here (%s); writing %s without it",
-                            self.where, e, name)
+                log.warning("%s: preallocation not supported here; writing %s without it", self.where, name)
                 self.preallocate_bytes = 0
             else:
-                w.allocated += grow
+                w.allocated = got
         view = memoryview(data)
         while view:
             n = os.pwrite(fd, view, end)

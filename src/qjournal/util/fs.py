@@ -1,14 +1,52 @@
-"""Durable file primitives: atomic replace, directory fsync, small persistent values.
+"""Durable file primitives: atomic replace, directory fsync, small persistent values, preallocation.
 
 Why: every durable field of a JournalNode or NameNode (promised epoch, writer
 epoch, paxos data, VERSION, image checksums) is written the same way:
 tmp -> fsync -> rename -> fsync(directory). One implementation, used everywhere,
-so no caller forgets the directory fsync (reference §10: Hadoop does).
+so no caller forgets the directory fsync (reference §10: Hadoop does). Likewise
+the growth of an open edit-log segment in preallocated steps (:func:`preallocate`),
+which the JournalNode's segments and the NameNode's FileJournal share.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+from typing import Callable
+
+#: the errors of a file system that cannot preallocate (the file is written without it)
+NO_PREALLOCATION_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
+
+
+def preallocate(fd: int, data_end: int, allocated: int, want: int, step: int,
+                fallocate: Callable[[int, int, int], None] | None = None) -> int | None:
+    """Space for file ``fd`` up to ``want`` bytes and ``step`` more, so appends up to there land
+    inside space the file already has and an ``fdatasync`` after them need not make a new size
+    durable (the space reads as zeros: the segment format's padding).
+
+    Args:
+        data_end: where the file's data ends; allocated: where its space ends (>= data_end).
+        fallocate: ``(fd, offset, length)`` growing the file (default ``os.posix_fallocate``).
+
+    Returns:
+        The new end of the space (``allocated`` when ``want`` fits), or None when the file system
+        cannot preallocate: the size is back at ``data_end``; write without it.
+
+    Raises:
+        OSError: no space (ENOSPC) or an I/O error; the size is cut back to ``data_end`` first
+            (it may have grown part way), so nothing but data is left in the file.
+    """
+    if want <= allocated:
+        return allocated
+    grow = want - allocated + step
+    try:
+        (fallocate or os.posix_fallocate)(fd, allocated, grow)
+    except OSError as e:
+        os.ftruncate(fd, data_end)
+        if e.errno in NO_PREALLOCATION_ERRNOS:
+            return None
+        raise
+    return allocated + grow
 
 
 def fsync_dir(path: str) -> None:
