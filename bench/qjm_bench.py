@@ -138,9 +138,10 @@ while True:
 
 def loopback_rtt_s(reps: int = 2000) -> float:
     """Median round trip of a 64-byte message over loopback TCP (TCP_NODELAY) to an echo server in a
-    process of its own, as the round trip between two of the system's processes. (It was a thread of
-    the calling process: beside the peers benchmark's gRPC threads that read 0.013 ms in some rounds
-    and 0.04-0.06 ms in others; on a quiet machine the two agree, docs/performance.md.)"""
+    process of its own, as the round trip between two of the system's processes (it was a thread of
+    the calling process; on a quiet machine the two agree). On this VM it is bimodal: about 0.013 ms
+    while the CPUs are busy and 0.04-0.06 ms when they idle between messages (waking an idle CPU);
+    the peers benchmark takes the median over its rounds (docs/performance.md)."""
     echo = subprocess.Popen([sys.executable, "-c", _ECHO], stdout=subprocess.PIPE, text=True)
     try:
         port = int(echo.stdout.readline())  # type: ignore[union-attr]
