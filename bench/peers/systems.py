@@ -169,6 +169,7 @@ class Etcd:
         self.root = os.path.join(root, "etcd")
         os.makedirs(self.root)
         self.procs: list[subprocess.Popen] = []
+        self.argvs: list[list[str]] = []  # each member's command line (a restart reuses it)
         self.client_ports: list[int] = []
         self.clients: list[Any] = []
 
@@ -189,6 +190,7 @@ class Etcd:
                     "--initial-cluster", cluster, "--initial-cluster-state", "new",
                     "--initial-cluster-token", "qjournal-peers", "--log-level", "warn"]
             log = open(f"{self.root}/e{i}.log", "wb")
+            self.argvs.append(argv)
             self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                                start_new_session=True))
             log.close()

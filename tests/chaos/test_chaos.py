@@ -18,7 +18,7 @@ from qjournal.sim.history import Acked, FinalLog, NodeSegment
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_chaos_session_holds_every_rule_and_cleans_up(tmp_path):
-    r = asyncio.run(run_chaos(duration_s=15.0, seed=11, nodes=3, workdir=str(tmp_path)))
+    r = asyncio.run(run_chaos(duration_s=10.0, seed=11, nodes=3, workdir=str(tmp_path)))
     print(r.summary())
     for n in r.notes:
         print("note:", n)

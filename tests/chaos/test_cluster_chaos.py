@@ -19,7 +19,7 @@ from qjournal.sim.history import ControllerState, NamespaceState, NsRead, OpAcke
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_cluster_chaos_session_holds_every_rule_and_cleans_up(tmp_path):
-    r = asyncio.run(run_cluster_chaos(duration_s=20.0, seed=5, workdir=str(tmp_path)))
+    r = asyncio.run(run_cluster_chaos(duration_s=14.0, seed=5, workdir=str(tmp_path)))
     print(r.summary())
     for n in r.notes:
         print("note:", n)
