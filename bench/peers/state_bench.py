@@ -41,6 +41,7 @@ sys.path.insert(0, HERE)
 
 from systems import SYSTEMS, Etcd, QJournal, ZooKeeper  # noqa: E402
 
+from qjournal.config import Configuration  # noqa: E402
 from qjournal.namenode.dfs_client import DFSClient  # noqa: E402
 
 CLIENTS = 64
@@ -103,9 +104,12 @@ async def restart_s(driver) -> float:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(f"{driver.root}/nn-restart.log", "wb"),
                                 start_new_session=True)
-        client = DFSClient(addresses=[("nn", host, port)], user="bench")
+        conf = Configuration()  # retry at once: the client's failover back-off (500 ms, doubling) is not the server's
+        conf.set("dfs.client.failover.sleep.base.millis", "1")
+        conf.set("dfs.client.failover.sleep.max.millis", "10")
+        client = DFSClient(conf, addresses=[("nn", host, port)], user="bench")
         try:
-            await first_answer(lambda: client.create(f"/restart/f{time.monotonic_ns()}"))
+            await first_answer(lambda: client.create(f"/s/c0/restart-{time.monotonic_ns()}"))
             took = time.perf_counter() - t0
         finally:
             await client.close()
