@@ -89,13 +89,18 @@ def quorum_flush_s(directory: str, nbytes: int, reps: int, nodes: int = 3) -> fl
     spans: list[tuple[float, float]] = [(0.0, 0.0)] * nodes
 
     def writer(i: int) -> None:
-        for r in range(reps):
-            start.wait()
-            t0 = time.perf_counter()
-            os.pwrite(fds[i], buf, r * nbytes)
-            os.fdatasync(fds[i])
-            spans[i] = (t0, time.perf_counter())
-            finish.wait()
+        try:
+            for r in range(reps):
+                start.wait()
+                t0 = time.perf_counter()
+                os.pwrite(fds[i], buf, r * nbytes)
+                os.fdatasync(fds[i])
+                spans[i] = (t0, time.perf_counter())
+                finish.wait()
+        except BaseException:  # a failed write: the caller's next wait raises BrokenBarrierError
+            start.abort()
+            finish.abort()
+            raise
 
     times = []
     try:

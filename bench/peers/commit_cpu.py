@@ -38,19 +38,11 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from systems import QJournal, QuorumLog  # noqa: E402
+from systems import QJournal, QuorumLog, user_sys_s  # noqa: E402
 
 
 FIGURES = ("ops_s", "p50_us", "jn_us", "jn_sys_us", "nn_us", "nn_sys_us", "client_us", "client_sys_us",
            "jn_calls_per_op")
-
-
-def user_sys_s(pid: int) -> tuple[float, float]:
-    """(utime, stime) of a process in seconds, from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def jn_calls(q: QJournal) -> list[int]:

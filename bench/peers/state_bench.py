@@ -39,22 +39,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from systems import SYSTEMS, Etcd, QJournal, ZooKeeper  # noqa: E402
+from systems import SYSTEMS, Etcd, QJournal, ZooKeeper, rss_bytes  # noqa: E402
 
 from qjournal.config import Configuration  # noqa: E402
 from qjournal.namenode.dfs_client import DFSClient  # noqa: E402
 
 CLIENTS = 64
 WARMUP = 1000
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident memory of a process (``VmRSS`` of /proc/PID/status)."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 def state_pids(driver) -> list[int]:
@@ -102,8 +93,8 @@ async def restart_s(driver) -> float:
         argv[i + 1] = f"{host}:{port}"  # the same address: the clients' configuration
         nn.stop()
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(f"{driver.root}/nn-restart.log", "wb"),
-                                start_new_session=True)
+        with open(f"{driver.root}/nn-restart.log", "wb") as log:
+            proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
         conf = Configuration()  # retry at once: the client's failover back-off (500 ms, doubling) is not the server's
         conf.set("dfs.client.failover.sleep.base.millis", "1")
         conf.set("dfs.client.failover.sleep.max.millis", "10")

@@ -49,18 +49,31 @@ def wait_port(port: int, deadline_s: float, what: str) -> None:
             time.sleep(0.05)
 
 
+def user_sys_s(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process in seconds, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (and its waited-for children), from /proc."""
+    """utime + stime of a process, from /proc (0 once it is gone)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        return sum(user_sys_s(pid))
     except OSError:
         return 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / tick
 
 
-# ----------------------------------------------------------------------------------- qjournal
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process (``VmRSS`` of /proc/PID/status)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
 class QJournal:
     """Three JournalNodes and a NameNode writing through them; an op is ``create`` of an empty file."""
 

@@ -709,13 +709,17 @@ class FileEditLogOutputStream(EditLogOutputStream):
         self.closed = False
         self.path = journal._path(seg.segment_file_name(segment_txid))
         self.max_record_bytes = journal.max_record_bytes
-        #: bytes handed to the disk so far (header included): where the data ends
-        self.bytes_flushed = seg.HEADER_SIZE
-        self._allocated = seg.HEADER_SIZE  # where the file's space ends (preallocated beyond the data)
+        #: where the data handed to the disk ends (header included) and the file's space
+        self._file = fs.PreallocatedFile(fd, seg.HEADER_SIZE)
 
     @property
     def segment_txid(self) -> int:
         return self._segment_txid
+
+    @property
+    def bytes_flushed(self) -> int:
+        """Bytes handed to the disk so far (header included): where the data ends."""
+        return self._file.end
 
     @property
     def last_written_txid(self) -> int:
@@ -822,42 +826,24 @@ class FileEditLogOutputStream(EditLogOutputStream):
                     first_txid=self._last_synced + 1, last_txid=upto)
                 self._failed = err
                 raise err from None
-            self.bytes_flushed += len(data)
+            self._file.wrote(len(data))
             self._last_synced = upto
 
     def _flush(self, data: bytearray, header: int | None) -> None:
         fd = self._fd
         assert fd is not None
-        disk = self._journal.disk
+        journal = self._journal
+        disk = journal.disk
         if header is not None:
             os.pwrite(fd, seg.encode_header(header), 0)
         if data:
-            self._preallocate(fd, self.bytes_flushed + len(data))
+            step = journal.preallocate_bytes
+            if step and not self._file.reserve(len(data), step, disk.preallocate):  # OSError: the sync fails
+                log.warning("preallocation not supported; writing without it",
+                            extra={"journal": journal.uri, "path": self.path})
+                journal.preallocate_bytes = 0
             disk.write_all(fd, data)  # at the file position: the data's end, inside the space
         disk.fdatasync(fd)
-
-    def _preallocate(self, fd: int, want: int) -> None:
-        """Space for the file up to ``want`` bytes, ``preallocate_bytes`` beyond (module docstring).
-
-        Raises:
-            OSError: no space (ENOSPC) or an I/O error; the file is cut back to its data first.
-        """
-        journal = self._journal
-        if not journal.preallocate_bytes:
-            return
-        try:
-            got = fs.preallocate(fd, self.bytes_flushed, self._allocated, want, journal.preallocate_bytes,
-                                 journal.disk.preallocate)
-        except OSError:
-            self._allocated = self.bytes_flushed
-            raise
-        if got is None:
-            self._allocated = self.bytes_flushed
-            log.warning("preallocation not supported; writing without it",
-                        extra={"journal": journal.uri, "path": self.path})
-            journal.preallocate_bytes = 0
-        else:
-            self._allocated = got
 
     async def close(self) -> None:
         """Sync everything written (marked or not) and close the file; the segment stays in progress.

@@ -35,7 +35,7 @@ from typing import BinaryIO
 
 from qjournal.errors import JournalError
 from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage
-from qjournal.util.fs import atomic_write, fsync_dir, preallocate
+from qjournal.util.fs import PreallocatedFile, atomic_write, fsync_dir
 from qjournal.util.storage_dir import StorageLock
 
 __all__ = ["DiskJournalStorage"]
@@ -46,15 +46,15 @@ log = logging.getLogger(__name__)
 DEFAULT_PREALLOCATE_BYTES = 1024 * 1024
 
 
-class _Written:
-    """A file being written: its descriptor, where its data ends, where its allocated space ends."""
+class _Written(PreallocatedFile):
+    """A file being written: its descriptor, where its data ends, where its space ends, and whether it
+    grows in preallocated steps (``create(grows=True)``, the open segment)."""
 
-    __slots__ = ("fd", "end", "allocated", "grows")
+    __slots__ = ("grows",)
 
     def __init__(self, fd: int, end: int, grows: bool) -> None:
-        self.fd = fd
-        self.end = self.allocated = end
-        self.grows = grows  # preallocated (``create(grows=True)``)
+        super().__init__(fd, end)
+        self.grows = grows
 
 
 class DiskJournalStorage(JournalStorage):
@@ -181,26 +181,14 @@ class DiskJournalStorage(JournalStorage):
         self._write_at_end(name, w, data)
 
     def _write_at_end(self, name: str, w: _Written, data: bytes) -> None:
-        fd, end = w.fd, w.end
-        if w.grows and self.preallocate_bytes:
-            try:
-                got = preallocate(fd, end, w.allocated, end + len(data), self.preallocate_bytes)
-            except OSError:
-                w.allocated = end  # cut back to the data; ENOSPC, EIO: the write fails like a write would
-                raise
-            if got is None:
-                w.allocated = end
-                log.warning("%s: preallocation not supported here; writing %s without it", self.where, name)
-                self.preallocate_bytes = 0
-            else:
-                w.allocated = got
-        view = memoryview(data)
+        if w.grows and self.preallocate_bytes and not w.reserve(len(data), self.preallocate_bytes):
+            log.warning("%s: preallocation not supported here; writing %s without it", self.where, name)
+            self.preallocate_bytes = 0
+        view = memoryview(data)  # ENOSPC, EIO from reserve or pwrite: the write fails (the file holds only data)
         while view:
-            n = os.pwrite(fd, view, end)
-            end += n
-            w.end = end
+            n = os.pwrite(w.fd, view, w.end)
+            w.wrote(n)
             view = view[n:]
-        w.allocated = max(w.allocated, end)
 
     def sync(self, name: str) -> None:
         if not self._fsync:
@@ -219,7 +207,7 @@ class DiskJournalStorage(JournalStorage):
         os.truncate(self._path(name), length)
         w = self._append_fds.get(name)
         if w is not None:  # preallocated space cut off too
-            w.end = w.allocated = length
+            w.cut(length)
 
     # --- directory changes -----------------------------------------------------------------
 

@@ -4,7 +4,7 @@ Why: every durable field of a JournalNode or NameNode (promised epoch, writer
 epoch, paxos data, VERSION, image checksums) is written the same way:
 tmp -> fsync -> rename -> fsync(directory). One implementation, used everywhere,
 so no caller forgets the directory fsync (reference §10: Hadoop does). Likewise
-the growth of an open edit-log segment in preallocated steps (:func:`preallocate`),
+the growth of an open edit-log segment in preallocated steps (:class:`PreallocatedFile`),
 which the JournalNode's segments and the NameNode's FileJournal share.
 """
 
@@ -18,35 +18,61 @@ from typing import Callable
 NO_PREALLOCATION_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
 
 
-def preallocate(fd: int, data_end: int, allocated: int, want: int, step: int,
-                fallocate: Callable[[int, int, int], None] | None = None) -> int | None:
-    """Space for file ``fd`` up to ``want`` bytes and ``step`` more, so appends up to there land
-    inside space the file already has and an ``fdatasync`` after them need not make a new size
-    durable (the space reads as zeros: the segment format's padding).
+class PreallocatedFile:
+    """A file written at the end of its data, inside space preallocated ahead of it: the open segment
+    of a JournalNode's journal and of a NameNode's FileJournal (module docstring). The space after the
+    data reads as zeros, the segment format's padding; an ``fdatasync`` after a write into it need not
+    make a new size durable.
 
-    Args:
-        data_end: where the file's data ends; allocated: where its space ends (>= data_end).
-        fallocate: ``(fd, offset, length)`` growing the file (default ``os.posix_fallocate``).
-
-    Returns:
-        The new end of the space (``allocated`` when ``want`` fits), or None when the file system
-        cannot preallocate: the size is back at ``data_end``; write without it.
-
-    Raises:
-        OSError: no space (ENOSPC) or an I/O error; the size is cut back to ``data_end`` first
-            (it may have grown part way), so nothing but data is left in the file.
+    Attributes:
+        fd: the descriptor (the caller opens, writes at ``end`` and closes it).
+        end: where the data ends; allocated: where the file's space ends (>= end).
     """
-    if want <= allocated:
-        return allocated
-    grow = want - allocated + step
-    try:
-        (fallocate or os.posix_fallocate)(fd, allocated, grow)
-    except OSError as e:
-        os.ftruncate(fd, data_end)
-        if e.errno in NO_PREALLOCATION_ERRNOS:
-            return None
-        raise
-    return allocated + grow
+
+    __slots__ = ("fd", "end", "allocated")
+
+    def __init__(self, fd: int, end: int) -> None:
+        self.fd = fd
+        self.end = self.allocated = end
+
+    def reserve(self, nbytes: int, step: int,
+                fallocate: Callable[[int, int, int], None] | None = None) -> bool:
+        """Space for ``nbytes`` more data and ``step`` beyond them, unless they fit already.
+
+        Args:
+            fallocate: ``(fd, offset, length)`` growing the file (default ``os.posix_fallocate``).
+
+        Returns:
+            False when the file system cannot preallocate (the size is back at ``end``): write without it.
+
+        Raises:
+            OSError: no space (ENOSPC) or an I/O error; the size is cut back to ``end`` first (it may
+                have grown part way), so nothing but data is left in the file.
+        """
+        want = self.end + nbytes
+        if want <= self.allocated:
+            return True
+        grow = want - self.allocated + step
+        try:
+            (fallocate or os.posix_fallocate)(self.fd, self.allocated, grow)
+        except OSError as e:
+            os.ftruncate(self.fd, self.end)
+            self.allocated = self.end
+            if e.errno in NO_PREALLOCATION_ERRNOS:
+                return False
+            raise
+        self.allocated += grow
+        return True
+
+    def wrote(self, nbytes: int) -> None:
+        """The caller wrote ``nbytes`` at ``end``."""
+        self.end += nbytes
+        if self.end > self.allocated:
+            self.allocated = self.end
+
+    def cut(self, length: int) -> None:
+        """The file was truncated to ``length`` (its preallocated space with it)."""
+        self.end = self.allocated = length
 
 
 def fsync_dir(path: str) -> None:
