@@ -122,10 +122,6 @@ class QuorumOutputStream(EditLogOutputStream):
     def pending_bytes(self) -> int:
         return self._cur_bytes + self._ready_bytes
 
-    def should_force_sync(self) -> bool:
-        """True when the current buffer passed ``qjournal.qjm.output-buffer.bytes``."""
-        return self._cur_bytes >= self._settings.output_buffer_bytes
-
     def _check_open(self) -> None:
         self._check_writer()  # a failed writer re-raises its typed error (FencedError, ...)
         if self._failed is not None:
@@ -320,8 +316,3 @@ class QuorumOutputStream(EditLogOutputStream):
         self._cur, self._cur_bytes, self._cur_n = [], 0, 0
         self._ready, self._ready_bytes = [], 0
         self._on_closed(self)
-
-    def generate_report(self) -> str:
-        """"Writing segment beginning at txid N." plus every logger's progress."""
-        return (f"Writing segment beginning at txid {self._segment_txid}. "
-                f"{self._loggers.report()}")

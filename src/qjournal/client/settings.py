@@ -33,7 +33,6 @@ _KEYS: dict[str, tuple[str, str, int]] = {
     "http_read_timeout_ms": ("dfs.qjournal.http.read.timeout.ms", "duration", 60000),
     "max_frame_bytes": ("ipc.maximum.data.length", "bytes", 64 * 1024 * 1024),
     "connect_timeout_ms": ("ipc.client.connect.timeout", "duration", 20000),
-    "output_buffer_bytes": ("qjournal.qjm.output-buffer.bytes", "bytes", 512 * 1024),
     "out_of_sync_heartbeat_interval_ms": ("qjournal.qjm.out-of-sync.heartbeat.interval.ms", "duration", 1000),
     "coalesce_max_bytes": ("qjournal.qjm.coalesce.max.bytes", "bytes", 8 * 1024 * 1024),
     "catch_up_buffer_bytes": ("qjournal.qjm.catch-up.buffer.bytes", "bytes", 16 * 1024 * 1024),
@@ -63,7 +62,6 @@ class QJMSettings:
     http_read_timeout_ms: int = 60000
     max_frame_bytes: int = 64 * 1024 * 1024
     connect_timeout_ms: int = 20000
-    output_buffer_bytes: int = 512 * 1024
     out_of_sync_heartbeat_interval_ms: int = 1000
     coalesce_max_bytes: int = 8 * 1024 * 1024
     catch_up_buffer_bytes: int = 16 * 1024 * 1024

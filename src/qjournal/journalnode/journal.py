@@ -99,7 +99,9 @@ from qjournal.errors import (CacheMissError, EpochError, InvalidRequestError, In
                              SegmentNotFoundError)
 from qjournal.journalnode.edit_cache import JournaledEditsCache
 from qjournal.journalnode.metrics import JournalMetrics
-from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage
+from qjournal.journalnode.storage import JournalStorage
+from qjournal.protocol.journal_layout import (COMMITTED_TXID, LAST_PROMISED_EPOCH, LAST_WRITER_EPOCH, PAXOS_DIR,
+                                              PURGED_BELOW, REJOIN_TXID, VERSION_FILE, paxos_name)
 from qjournal.protocol import jn_rules, sync_rules
 from qjournal.protocol.messages import (JournaledEdits, JournalState, Manifest, NamespaceInfo,
                                         NewEpochResponse, PersistedPaxosData, PrepareRecoveryResponse,
@@ -114,12 +116,6 @@ __all__ = ["Journal", "AcceptRecoveryPlan", "ReadableSegment", "FAULT_POINTS", "
 
 log = logging.getLogger(__name__)
 
-VERSION_FILE = "VERSION"
-LAST_PROMISED_EPOCH = "last-promised-epoch"
-LAST_WRITER_EPOCH = "last-writer-epoch"
-COMMITTED_TXID = "committed-txid"
-PURGED_BELOW = "purged-below-txid"   # the highest min_txid_to_keep of a purge: the syncer never re-fetches below
-REJOIN_TXID = "sync-rejoin-txid"     # present while a node formatted from its peers has not caught up
 _COMMITTED = struct.Struct(">qqI")  # txid, epoch that reported it, crc32c of both
 
 
@@ -500,7 +496,7 @@ class Journal:
         raw = self.storage.read_paxos(segment_txid)
         if raw is None:
             return None
-        where = f"{self.storage.where}/{PAXOS_DIR}/{segment_txid}"
+        where = f"{self.storage.where}/{paxos_name(segment_txid)}"
         try:
             data = PersistedPaxosData.from_bytes(raw, where=where)
         except InvalidRequestError as e:

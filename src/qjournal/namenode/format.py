@@ -34,7 +34,7 @@ import time
 from qjournal.config import Configuration
 from qjournal.errors import (InvalidRequestError, JournalAlreadyFormattedError, JournalNotFormattedError,
                              QJournalError, ServiceFailedError)
-from qjournal.journalmanager.registry import JournalOpener, open_journal
+from qjournal.namenode.journal_registry import JournalOpener, open_journal
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import namenode_ids, rpc_address_of
 from qjournal.namenode.namespace import Namespace

@@ -64,7 +64,7 @@ from qjournal.errors import QJournalError, TransportError
 from qjournal.ha.fencing import FenceMethod, FencingSettings, HATarget
 from qjournal.ha.zkfc import ZKFailoverController, ZKFCSettings
 from qjournal.journalmanager.base import JournalManager
-from qjournal.journalmanager.registry import open_journal
+from qjournal.namenode.journal_registry import open_journal
 from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.dfs_client import OBSERVER_READ_PROXY_PROVIDER, DFSClient
 from qjournal.namenode.format import format_namenode
