@@ -35,7 +35,7 @@ from qjournal.namenode.http import NameNodeHttpServer
 from qjournal.protocol.messages import RequestInfo
 from qjournal.protocol.segment import INVALID_TXID
 from qjournal.transport import pki
-from qjournal.transport.rpc import RpcClient
+from qjournal.transport import RpcClient
 from qjournal.transport.tls import client_context
 
 from tests.client.memcluster import FAST, NS

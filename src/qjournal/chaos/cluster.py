@@ -60,7 +60,7 @@ from qjournal.sim.ha_cluster import ClusterTimeouts
 from qjournal.sim.ha_workload import NamespaceClient
 from qjournal.sim.history import (ControllerState, Fault, Healed, History, NamespaceState, NsRead, OpAcked,
                                   OpFailed, Progress)
-from qjournal.transport.rpc import RpcClient
+from qjournal.transport import RpcClient
 from qjournal.transport.tls import client_context_from_conf
 
 __all__ = ["ClusterChaosResult", "run_cluster_chaos", "main_cluster_chaos", "CHAOS_TIMEOUTS"]

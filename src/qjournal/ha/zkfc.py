@@ -70,7 +70,7 @@ from qjournal.ha.zk_kazoo import KazooZooKeeper
 from qjournal.ha.zk_kazoo import format_zk as kazoo_format_zk
 from qjournal.security.service_auth import PROTOCOLS_ZKFC, ServiceAuthorization
 from qjournal.transport import RpcServer
-from qjournal.transport.rpc import RpcHandlers
+from qjournal.transport import RpcHandlers
 from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
 
 __all__ = ["ZKFailoverController", "ZKFCSettings", "resolve_ha_addresses", "kazoo_zk_factory",

@@ -90,7 +90,7 @@ from qjournal.protocol.messages import (NamespaceInfo, RequestInfo, SegmentState
 from qjournal.protocol.segment import DEFAULT_MAX_RECORD_BYTES, LAYOUT_VERSION, crc32c
 from qjournal.security.service_auth import HTTP_JOURNALNODE, PROTOCOLS_JOURNALNODE, ServiceAuthorization
 from qjournal.transport import RpcServer
-from qjournal.transport.rpc import RpcHandlers, memory_connector, tcp_connector
+from qjournal.transport import RpcHandlers, memory_connector, tcp_connector
 from qjournal.util.tasks import cancel_and_wait, spawn
 from qjournal.transport.memory import UrlFetcher
 from qjournal.transport.tls import client_context_from_conf, server_context_from_conf

@@ -54,7 +54,7 @@ from qjournal.protocol.journal_uri import parse_qjournal_uri, segment_url
 from qjournal.protocol.messages import JournalState, Manifest, NamespaceInfo, SegmentState
 from qjournal.protocol.segment import INVALID_TXID
 from qjournal.protocol.sync_rules import finalized_replicas
-from qjournal.transport.rpc import RpcClient, RpcConnector
+from qjournal.transport import RpcClient, RpcConnector
 
 __all__ = ["JournalSyncer", "SyncerSettings", "SyncerStats", "syncer_targets"]
 

@@ -59,7 +59,7 @@ from qjournal.config import Configuration
 from qjournal.errors import QJournalError, StandbyError
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import namenode_ids, rpc_address_of
-from qjournal.transport.rpc import RpcConnector
+from qjournal.transport import RpcConnector
 from qjournal.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)

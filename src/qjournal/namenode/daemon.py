@@ -94,7 +94,7 @@ from qjournal.security.identity import Caller
 from qjournal.security.service_auth import HTTP_NAMENODE, PROTOCOLS_NAMENODE, ServiceAuthorization
 from qjournal.namenode.journal_registry import JournalOpener, open_journal
 from qjournal.transport.memory import MemoryNetwork
-from qjournal.transport.rpc import RpcConnector, RpcHandlers, RpcServer, current_peer, tcp_connector
+from qjournal.transport import RpcConnector, RpcHandlers, RpcServer, current_peer, tcp_connector
 from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
 from qjournal.util.tasks import cancel_and_wait, spawn
 

@@ -64,7 +64,7 @@ from qjournal.errors import (ConfigError, InvalidRequestError, ObserverRetryOnAc
                              RpcTimeoutError, StandbyError, TransportError)
 from qjournal.namenode.addresses import namenode_addresses
 from qjournal.namenode.editlog import EditLogFatalError  # registers the type for the wire
-from qjournal.transport.rpc import RpcClient, RpcConnector, tcp_connector
+from qjournal.transport import RpcClient, RpcConnector, tcp_connector
 from qjournal.transport.tls import client_context_from_conf
 
 log = logging.getLogger(__name__)

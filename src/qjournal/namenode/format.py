@@ -42,7 +42,7 @@ from qjournal.namenode.storage import (make_journal_set, name_dir_of, open_journ
                                        write_nn_version)
 from qjournal.protocol.messages import NamespaceInfo
 from qjournal.protocol.segment import LAYOUT_VERSION
-from qjournal.transport.rpc import RpcClient
+from qjournal.transport import RpcClient
 from qjournal.transport.tls import client_context_from_conf
 
 

@@ -6,7 +6,7 @@ administrator. Hadoop answers this with ``hadoop.security.authorization`` and
 one ACL per protocol (``hadoop-policy.xml``, ``ServiceAuthorizationManager``);
 qjournal reads the same keys and enforces them in one place per transport: the
 RPC server's dispatch (:meth:`ServiceAuthorization.authorize_rpc`, given to
-:class:`~qjournal.transport.rpc.RpcServer` as its ``authorize`` hook) and the
+:class:`~qjournal.transport.server.RpcServer` as its ``authorize`` hook) and the
 HTTP servers' middleware (:meth:`ServiceAuthorization.http_middleware`).
 
 Theory of operation:

@@ -74,7 +74,7 @@ from qjournal.sim.history import History, NameNodeAck
 from qjournal.sim.journalnodes import NS_INFO, SimCluster
 from qjournal.sim.loop import CURRENT_PROCESS, ProcessKilled, SimProcess, join_process_task, run_in_process
 from qjournal.sim.zookeeper import SimZooKeeper
-from qjournal.transport.rpc import RpcClient, memory_connector
+from qjournal.transport import RpcClient, memory_connector
 
 __all__ = ["SimHACluster", "NameNodeHost", "ClusterTimeouts", "StartFailed", "NAMESERVICE", "NN_IDS",
            "OBSERVER_ID", "WRITE_METHODS"]

@@ -8,7 +8,7 @@ disk faults, deterministically, many thousand times.
 What is real and what is simulated:
 
 * Real: ``Journal`` (every fencing, contiguity, recovery and crash-repair
-  rule), the RPC layer (:mod:`qjournal.transport.rpc`: framing, ordering,
+  rule), the RPC layer (:mod:`qjournal.transport.server`: framing, ordering,
   timeouts, typed errors) over the in-memory network, the whole client
   (``QuorumJournalManager``, ``AsyncLoggerSet``, ``AsyncLogger``,
   ``QuorumOutputStream``, the reader with replica failover).
@@ -63,7 +63,7 @@ from qjournal.sim.faults import FaultConfig, NetworkFaults
 from qjournal.sim.history import Accepted, Failure, Finalized, History, NodeSegment, Note, Promise
 from qjournal.transport import MemoryNetwork, RpcServer
 from qjournal.transport.download import SegmentDownload, memory_download
-from qjournal.transport.rpc import current_peer, memory_connector
+from qjournal.transport import current_peer, memory_connector
 
 __all__ = ["SimCluster", "SimJournalNode", "JID", "NS_INFO", "STORAGE_POINTS", "sim_settings"]
 
