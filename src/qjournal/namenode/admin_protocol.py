@@ -57,6 +57,7 @@ from qjournal.namenode.client_protocol import call_context
 from qjournal.namenode.editlog import FSEditLog
 from qjournal.namenode.ha_state import SAFE_MODE_TIP, HAState, OpCategory
 from qjournal.namenode.namenode_protocol import roll_edit_log
+from qjournal.protocol.protocols import DFSADMIN
 from qjournal.namenode.namespace import CallContext, Namespace
 from qjournal.namenode.storage import journal_statuses
 from qjournal.protocol.messages import NamespaceInfo
@@ -108,7 +109,8 @@ class AdminProtocolHandler:
         nn: the NameNode, through the narrow :class:`AdminContext`.
     """
 
-    rpc_concurrent = ("set_safe_mode", "save_namespace", "roll_edits", "get_report")
+    #: the protocol this handler serves (calls run concurrently; arguments decoded by the RPC server)
+    rpc_protocols = (DFSADMIN,)
 
     def __init__(self, nn: AdminContext) -> None:
         self.nn = nn

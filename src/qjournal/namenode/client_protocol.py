@@ -78,6 +78,7 @@ from qjournal.namenode.namespace import CallContext, Namespace, check_int, check
 from qjournal.namenode.observer_rules import ReadDecision, observer_read_decision
 from qjournal.namenode.retry_cache import RetryCache, answer_from_ops
 from qjournal.namenode.state_id import AppliedTxidWaiters
+from qjournal.protocol.protocols import CLIENT
 from qjournal.security.groups import MAX_GROUPS
 from qjournal.security.identity import Caller
 
@@ -140,9 +141,8 @@ class ClientProtocolHandler:
         nn: the NameNode, through the narrow :class:`Namesystem`.
     """
 
-    rpc_concurrent = ("mkdirs", "create", "delete", "rename", "set_permission", "set_owner",
-                      "set_times", "set_replication", "get_file_info", "check_access", "list_status",
-                      "get_listing", "get_content_summary", "msync")
+    #: the protocol this handler serves (its calls run concurrently; the RPC server decodes their arguments)
+    rpc_protocols = (CLIENT,)
 
     def __init__(self, nn: Namesystem) -> None:
         self.nn = nn
@@ -388,7 +388,7 @@ class ClientProtocolHandler:
         return self._reply(result, sid, client_sid)
 
     async def rpc_get_file_info(self, path: str, user: str = "", groups: list = (),
-                                state_id: int | None = None, **_kw: Any) -> Any:
+                                state_id: int | None = None) -> Any:
         """stat.
 
         Returns:
@@ -404,7 +404,7 @@ class ClientProtocolHandler:
                                 state_id)
 
     async def rpc_check_access(self, path: str, access: int, user: str = "", groups: list = (),
-                               state_id: int | None = None, **_kw: Any) -> Any:
+                               state_id: int | None = None) -> Any:
         """HDFS checkAccess: None when the caller may ``access`` (READ/WRITE/EXECUTE bits) the path.
 
         Raises:
@@ -416,7 +416,7 @@ class ClientProtocolHandler:
                                 state_id)
 
     async def rpc_list_status(self, path: str, user: str = "", groups: list = (),
-                              state_id: int | None = None, **_kw: Any) -> Any:
+                              state_id: int | None = None) -> Any:
         """ls. Returns FileStatus dicts sorted by name. Raises FileNotFoundError_, PermissionDeniedError,
         StandbyError, ObserverRetryOnActiveError, EditLogFatalError."""
         return await self._read("list_status", user, groups,
@@ -424,8 +424,7 @@ class ClientProtocolHandler:
                                 state_id)
 
     async def rpc_get_listing(self, path: str, start_after: str = "", limit: int | None = None,
-                              user: str = "", groups: list = (), state_id: int | None = None,
-                              **_kw: Any) -> Any:
+                              user: str = "", groups: list = (), state_id: int | None = None) -> Any:
         """One batch of ls (HDFS getListing): children after ``start_after``, at most ``limit``.
 
         Returns:
@@ -440,15 +439,14 @@ class ClientProtocolHandler:
                                 state_id)
 
     async def rpc_get_content_summary(self, path: str, user: str = "", groups: list = (),
-                                      state_id: int | None = None, **_kw: Any) -> Any:
+                                      state_id: int | None = None) -> Any:
         """du/count. Returns the summary dict. Raises FileNotFoundError_, PermissionDeniedError, StandbyError,
         ObserverRetryOnActiveError, EditLogFatalError."""
         return await self._read("get_content_summary", user, groups,
                                 lambda ctx: self.nn.namespace.get_content_summary(ctx, path),  # type: ignore[union-attr]
                                 state_id)
 
-    async def rpc_msync(self, user: str = "", groups: list = (), state_id: int | None = None,
-                        **_kw: Any) -> Any:
+    async def rpc_msync(self, user: str = "", groups: list = (), state_id: int | None = None) -> Any:
         """ClientProtocol msync: the active's latest state id (HDFS-13688).
 
         Returns:

@@ -91,7 +91,8 @@ from qjournal.namenode.storage import (make_journal_set, name_dir_of, open_journ
 from qjournal.namenode.tailer import EditLogTailer
 from qjournal.protocol.messages import NamespaceInfo
 from qjournal.security.identity import Caller
-from qjournal.security.service_auth import HTTP_NAMENODE, PROTOCOLS_NAMENODE, ServiceAuthorization
+from qjournal.protocol.protocols import NAMENODE_ACLS
+from qjournal.security.service_auth import HTTP_NAMENODE, ServiceAuthorization
 from qjournal.namenode.journal_registry import JournalOpener, open_journal
 from qjournal.transport.memory import MemoryNetwork
 from qjournal.transport import RpcConnector, RpcHandlers, RpcServer, current_peer, tcp_connector
@@ -175,7 +176,7 @@ class NameNode:
         self.namenode_protocol = NamenodeProtocolHandler(self)
         self.admin_protocol = AdminProtocolHandler(self)
         #: service-level ACLs and the identity of callers (docs/security.md)
-        self.service_auth = ServiceAuthorization(conf, PROTOCOLS_NAMENODE, service=self.label, http=HTTP_NAMENODE)
+        self.service_auth = ServiceAuthorization(conf, NAMENODE_ACLS, service=self.label, http=HTTP_NAMENODE)
         self.rpc_server: RpcServer | None = None
         self.address: tuple[str, int] | None = None
         self._roll_task: asyncio.Task | None = None

@@ -11,7 +11,7 @@ are these rendered, and that no method name is spelled as a string anywhere else
 Protocols (Hadoop's interface names) and who serves them:
 
 * :data:`QJOURNAL` (QJournalProtocol; two calls also InterQJournalProtocol's): the JournalNode.
-* :data:`CLIENT` (ClientProtocol, with dfsadmin's calls, which are ClientProtocol methods in
+* :data:`CLIENT` (ClientProtocol), :data:`DFSADMIN` (dfsadmin's calls, ClientProtocol methods in
   Hadoop), :data:`HA_SERVICE` (HAServiceProtocol), :data:`NAMENODE` (NamenodeProtocol): the
   NameNode.
 * :data:`ZKFC` (ZKFCProtocol): the failover controller.
@@ -27,7 +27,7 @@ from qjournal.protocol.rpc_contract import (ANY, BOOL, BYTES, INT, OPT_INT, OPT_
 from qjournal.protocol.jn_rules import validate_jid
 from qjournal.protocol.segment import LAYOUT_VERSION
 
-__all__ = ["QJOURNAL", "CLIENT", "HA_SERVICE", "NAMENODE", "ZKFC", "REFRESH_POLICY", "REFRESH_USER_MAPPINGS",
+__all__ = ["QJOURNAL", "CLIENT", "DFSADMIN", "HA_SERVICE", "NAMENODE", "ZKFC", "REFRESH_POLICY", "REFRESH_USER_MAPPINGS",
            "ALL_PROTOCOLS", "JOURNALNODE_PROTOCOLS", "NAMENODE_PROTOCOLS", "ZKFC_PROTOCOLS", "ACL_PROTOCOL_NAMES",
            "ACL_CLIENT", "ACL_QJOURNAL", "ACL_INTERQJOURNAL", "ACL_HA", "ACL_ZKFC", "ACL_NAMENODE",
            "ACL_REFRESH_POLICY", "ACL_REFRESH_USER_MAPPINGS", "CLIENT_WRITES", "CLIENT_READS",
@@ -164,7 +164,12 @@ CLIENT = RpcProtocol("ClientProtocol", ACL_CLIENT, (
             write=False),
     _client("msync", (), "the active's last written txid, durable (HDFS-13688); refused by every other state",
             write=False),
-    # dfsadmin (namenode/admin_protocol.py): ClientProtocol methods in Hadoop; the superuser's
+), hidden_args=("user", "groups", "state_id", "client_id", "call_id"),
+    doc="The namespace calls of `hdfs dfs`, the DFS client and WebHDFS.")
+
+#: dfsadmin's calls (namenode/admin_protocol.py): ClientProtocol methods in Hadoop (its ACL), the
+#: superuser's, served in every HA state
+DFSADMIN = RpcProtocol("ClientProtocol (dfsadmin)", ACL_CLIENT, (
     _client("set_safe_mode", (Arg("action", STR, "get"),),
             "bool: in safe mode afterwards (`action`: `get` / `enter` / `leave` / `force_exit`)", write=False),
     _client("save_namespace", (Arg("time_window_s", INT, 0), Arg("tx_gap", INT, 0)),
@@ -174,8 +179,7 @@ CLIENT = RpcProtocol("ClientProtocol", ACL_CLIENT, (
     _client("get_report", (),
             '`{"nn_id", "state", "safe_mode", "namespace_id", "cluster_id", "files", "directories", "last_txid", '
             '"last_checkpoint_txid", "last_checkpoint_time_ms", "journals"}`', write=False),
-), hidden_args=("user", "groups", "state_id", "client_id", "call_id"),
-    doc="The namespace calls of `hdfs dfs`, the DFS client and WebHDFS, and dfsadmin's.")
+), hidden_args=("user", "groups", "state_id"), doc="dfsadmin's calls.")
 
 #: the ClientProtocol calls that change the namespace (logged, in the retry cache)
 CLIENT_WRITES = tuple(m for m in CLIENT if "client_id" in m.arg_names)
@@ -239,10 +243,10 @@ REFRESH_USER_MAPPINGS = RpcProtocol("RefreshUserMappingsProtocol", ACL_REFRESH_U
     RpcMethod("refresh_user_to_groups_mappings", concurrent=True),
 ))
 
-ALL_PROTOCOLS = (QJOURNAL, CLIENT, HA_SERVICE, NAMENODE, ZKFC, REFRESH_POLICY, REFRESH_USER_MAPPINGS)
+ALL_PROTOCOLS = (QJOURNAL, CLIENT, DFSADMIN, HA_SERVICE, NAMENODE, ZKFC, REFRESH_POLICY, REFRESH_USER_MAPPINGS)
 #: what each daemon serves
 JOURNALNODE_PROTOCOLS = (QJOURNAL, REFRESH_POLICY, REFRESH_USER_MAPPINGS)
-NAMENODE_PROTOCOLS = (CLIENT, HA_SERVICE, NAMENODE, REFRESH_POLICY, REFRESH_USER_MAPPINGS)
+NAMENODE_PROTOCOLS = (CLIENT, DFSADMIN, HA_SERVICE, NAMENODE, REFRESH_POLICY, REFRESH_USER_MAPPINGS)
 ZKFC_PROTOCOLS = (ZKFC, REFRESH_POLICY, REFRESH_USER_MAPPINGS)
 #: method -> ACL keys admitting it, per daemon (security/service_auth.py)
 JOURNALNODE_ACLS = acl_table(*JOURNALNODE_PROTOCOLS)

@@ -228,7 +228,8 @@ class RpcClient:
         Handler arguments cannot be named ``timeout_ms``.
 
         Args:
-            method: the call name (the handler's ``rpc_<method>``).
+            method: the call: its row of a protocol table (:mod:`qjournal.protocol.protocols`), or its
+                name (the handler's ``rpc_<method>``).
             timeout_ms: deadline of this call; None uses ``default_timeout_ms``.
             **kwargs: the call's arguments (msgpack-able values).
 
@@ -268,6 +269,8 @@ class RpcClient:
 
     def _send(self, method: str, timeout_ms: int | None, kwargs: dict,
               listened: bool = False) -> tuple[asyncio.Future, int]:
+        if type(method) is not str:  # a protocol table's RpcMethod: its plain name packs fastest
+            method = method.name  # type: ignore[attr-defined]
         if self._closed_error is not None:
             raise TransportError(
                 f"call {method} to {self.peer}: {self._closed_error.message}", method=method, peer=self.peer

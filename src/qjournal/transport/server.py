@@ -79,6 +79,7 @@ from typing import Any, Awaitable, Callable
 
 from qjournal.errors import (FrameTooLargeError, InvalidRequestError, InvariantViolation, ProtocolError,
                              QJournalError, RemoteError, TransportError)
+from qjournal.protocol.rpc_contract import RpcMethod, RpcProtocol
 from qjournal.transport.alloc import tune_allocator
 from qjournal.transport.frames import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, check_request, encode_response
 from qjournal.transport.memory import MemoryListener, MemoryNetwork
@@ -115,30 +116,36 @@ def server_options_from_conf(conf: Any) -> dict[str, int]:
 
 
 class RpcHandlers:
-    """One handler object made of several: every ``rpc_<method>`` of each (a daemon that serves
-    several protocols on one port, e.g. the NameNode's, plus the refresh calls of
-    :mod:`qjournal.security.service_auth`).
+    """One handler object made of several: every ``rpc_<method>`` of each, and their protocol tables
+    (a daemon that serves several protocols on one port, e.g. the NameNode's, plus the refresh calls
+    of :mod:`qjournal.security.service_auth`).
 
     Args:
-        handlers: objects with ``rpc_<method>`` coroutines and an optional ``rpc_concurrent`` tuple.
+        handlers: objects with ``rpc_<method>`` coroutines and their ``rpc_protocols`` (or, without
+            tables, an optional ``rpc_concurrent`` tuple).
 
     Raises:
-        InvariantViolation: two handlers serve the same method.
+        InvariantViolation: two handlers serve the same method, or some have tables and others not.
     """
 
     def __init__(self, *handlers: Any) -> None:
         concurrent: list[str] = []
+        protocols: list[RpcProtocol] = []
+        with_tables = {getattr(h, "rpc_protocols", None) is not None for h in handlers}
+        if len(with_tables) > 1:
+            raise InvariantViolation("RpcHandlers: every handler names its protocols, or none does")
         for h in handlers:
             for name in sorted(dir(type(h))):
-                if not name.startswith("rpc_") or name == "rpc_concurrent":
+                if not name.startswith("rpc_") or name in ("rpc_concurrent", "rpc_protocols"):
                     continue
                 if hasattr(self, name):
                     raise InvariantViolation(f"two protocol handlers serve {name}")
                 setattr(self, name, getattr(h, name))
             concurrent.extend(getattr(h, "rpc_concurrent", ()))
+            protocols.extend(getattr(h, "rpc_protocols", None) or ())
         self.rpc_concurrent = tuple(concurrent)
-
-
+        if with_tables == {True}:
+            self.rpc_protocols = tuple(protocols)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,16 +155,19 @@ class _Method:
     required: frozenset[str]
     wants_peer: bool
     concurrent: bool
+    #: (argument, decoder) of every argument the table types (invariant 9)
+    decoders: tuple[tuple[str, Callable[[Any, str, str], Any]], ...] = ()
 
 
 class RpcServer:
     """Serves ``handler.rpc_<method>`` coroutines over TCP, TLS and memory.
 
     Args:
-        handler: object with ``async def rpc_<method>(self, **kwargs)`` methods;
-            an optional attribute ``rpc_concurrent`` (collection of method
-            names) marks calls that may run concurrently with others of the
-            same connection (see the module docstring).
+        handler: object with ``async def rpc_<method>(self, **kwargs)`` methods and an attribute
+            ``rpc_protocols``: the tables (:mod:`qjournal.protocol.protocols`) of the methods it
+            serves, which say each call's arguments and whether it runs concurrently (invariant 9).
+            A handler without tables (tests, benchmarks) is served by its methods' signatures, and
+            an optional ``rpc_concurrent`` collection of method names marks the concurrent calls.
         max_frame_bytes: largest frame accepted or sent
             (``ipc.maximum.data.length``).
         max_queued_requests: per-connection limit of queued plus running
@@ -188,6 +198,19 @@ class RpcServer:
         self.max_queued_requests = max_queued_requests
         self.name = name
         self.authorize = authorize
+        protocols = getattr(handler, "rpc_protocols", None)
+        #: the contract of every method served, when the handler names its protocols (invariant 9)
+        self._table: dict[str, RpcMethod] | None = None
+        if protocols is not None:
+            self._table = {}
+            for p in protocols:
+                for m in p:
+                    if m.name in self._table:
+                        raise InvariantViolation(f"{name}: method {m.name} is in two of the handler's protocols")
+                    if not inspect.iscoroutinefunction(getattr(handler, "rpc_" + m.name, None)):
+                        raise InvariantViolation(f"{name}: the handler has no coroutine rpc_{m.name} of "
+                                                 f"{p.name}")
+                    self._table[m.name] = m
         concurrent = getattr(handler, "rpc_concurrent", ())
         if isinstance(concurrent, str):
             concurrent = (concurrent,)
@@ -297,9 +320,17 @@ class RpcServer:
         entry = self._methods.get(method)
         if entry is not None:
             return entry
-        func = getattr(self.handler, "rpc_" + method, None)
+        table = self._table
+        spec = table.get(method) if table is not None else None
+        func = getattr(self.handler, "rpc_" + method, None) if table is None or spec is not None else None
         if func is None or not inspect.iscoroutinefunction(func):
             raise InvalidRequestError(f"unknown call {method!r} on {self.name}", method=method)
+        if spec is not None:
+            entry = _Method(func=func, allowed=spec.arg_names, required=spec.required_args,
+                            wants_peer="_peer" in inspect.signature(func).parameters, concurrent=spec.concurrent,
+                            decoders=tuple((a.name, a.type.decode) for a in spec.args if a.type.decode is not None))
+            self._methods[method] = entry
+            return entry
         sig = inspect.signature(func)
         allowed: set[str] | None = set()
         required: set[str] = set()
@@ -459,6 +490,9 @@ class _ServerConnection(asyncio.Protocol):
                 )
             if "_peer" in kwargs:
                 raise InvalidRequestError(f"call {method}: argument _peer is reserved", method=method)
+            for arg, decode in entry.decoders:  # invariant 9: the handler gets the table's types
+                if arg in kwargs:
+                    kwargs[arg] = decode(kwargs[arg], method, arg)
         except InvalidRequestError as exc:
             self._respond_error(request_id, exc)
             return
