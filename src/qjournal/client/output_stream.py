@@ -49,6 +49,7 @@ from qjournal.client.settings import QJMSettings
 from qjournal.errors import InvariantViolation, JournalError, JournalOutOfSyncError, QJournalError
 from qjournal.journalmanager.streams import EditLogOutputStream
 from qjournal.protocol.segment import OP_DATA, encode_record
+from qjournal.protocol.protocols import QJOURNAL
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +278,7 @@ class QuorumOutputStream(EditLogOutputStream):
         loggers = self._loggers
         try:  # detach and enqueue synchronously: the enqueue order on every logger is the txid order
             batches = [(first, n, loggers.fan_out(
-                "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
+                QJOURNAL.journal, lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
                 for (first, n, data) in self._take_batches()]
         except BaseException:
             self._release([([], done)])

@@ -43,6 +43,9 @@ _KEYS: dict[str, tuple[str, str, int]] = {
     "max_record_bytes": ("dfs.namenode.max.op.size", "bytes", 50 * 1024 * 1024),
 }
 
+#: configuration key -> attribute
+_FIELD_OF_KEY = {key: name for name, (key, _kind, _default) in _KEYS.items()}
+
 
 @dataclass(frozen=True, slots=True)
 class QJMSettings:
@@ -70,6 +73,14 @@ class QJMSettings:
     tail_in_progress: int = 1  # a bool (1/0): every setting here is an int
     transfer_chunk_bytes: int = 1024 * 1024
     max_record_bytes: int = 50 * 1024 * 1024
+
+    def timeout_ms(self, key: str) -> int:
+        """The deadline of a call whose protocol row names ``key`` (``RpcMethod.timeout_key``).
+
+        Raises:
+            KeyError: no setting reads ``key``.
+        """
+        return getattr(self, _FIELD_OF_KEY[key])
 
     @property
     def queue_size_limit_bytes(self) -> int:

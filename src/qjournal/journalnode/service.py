@@ -71,7 +71,7 @@ from qjournal.journalnode.syncer import JournalSyncer, SyncerSettings
 from qjournal.protocol import jn_rules
 from qjournal.protocol.messages import NamespaceInfo, RequestInfo, SegmentState, parse_storage_info
 from qjournal.protocol.protocols import QJOURNAL
-from qjournal.protocol.segment import DEFAULT_MAX_RECORD_BYTES, crc32c, validate_batch
+from qjournal.protocol.segment import DEFAULT_MAX_RECORD_BYTES, LAYOUT_VERSION, crc32c, validate_batch
 from qjournal.transport import PeerInfo, RpcConnector
 from qjournal.transport.download import SegmentDownload
 from qjournal.transport.http import Throttle
@@ -445,7 +445,7 @@ class JournalNodeService:
         self.host.observe(Promised(slot.journal.jid, epoch, _peer.address if _peer is not None else "?"))
         return resp.to_wire()
 
-    async def rpc_start_log_segment(self, req: RequestInfo, txid: int, layout_version: int) -> None:
+    async def rpc_start_log_segment(self, req: RequestInfo, txid: int, layout_version: int = LAYOUT_VERSION) -> None:
         """Open segment ``txid``. Raises: EpochError, JournalOutOfSyncError, JournalNotFormattedError."""
         await self.run(req.jid, "start_log_segment", req, txid, layout_version)
 

@@ -55,6 +55,7 @@ from qjournal.protocol.messages import JournalState, Manifest, NamespaceInfo, Se
 from qjournal.protocol.segment import INVALID_TXID
 from qjournal.protocol.sync_rules import finalized_replicas
 from qjournal.transport import RpcClient, RpcConnector
+from qjournal.protocol.protocols import QJOURNAL
 
 __all__ = ["JournalSyncer", "SyncerSettings", "SyncerStats", "syncer_targets"]
 
@@ -200,9 +201,9 @@ class JournalSyncer:
         states: dict[tuple[str, int], JournalState] = {}
         for peer in self.peers:
             try:
-                states[peer] = JournalState.from_wire(await self._call(peer, "get_journal_state", jid=self.jid))
+                states[peer] = JournalState.from_wire(await self._call(peer, QJOURNAL.get_journal_state, jid=self.jid))
                 manifests[peer] = Manifest.from_wire(await self._call(
-                    peer, "get_edit_log_manifest", jid=self.jid, since_txid=0, in_progress_ok=True,
+                    peer, QJOURNAL.get_edit_log_manifest, jid=self.jid, since_txid=0, in_progress_ok=True,
                     with_digests=True))
             except QJournalError as e:
                 log.debug("journal %s: peer %s:%d unavailable to the syncer: %s", self.jid, *peer, e)

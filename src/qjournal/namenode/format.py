@@ -44,6 +44,7 @@ from qjournal.protocol.messages import NamespaceInfo
 from qjournal.protocol.segment import LAYOUT_VERSION
 from qjournal.transport import RpcClient
 from qjournal.transport.tls import client_context_from_conf
+from qjournal.protocol.protocols import NAMENODE
 
 
 async def format_namenode(conf: Configuration, *, cluster_id: str | None = None, force: bool = False,
@@ -112,7 +113,8 @@ async def bootstrap_standby(conf: Configuration, nn_id: str | None, *, force: bo
             c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=5000,
                                             ssl=client_context_from_conf(conf))
             try:
-                got = await c.call("get_image", timeout_ms=60000)
+                got = await c.call(NAMENODE.get_image,
+                                   timeout_ms=conf.get_duration_ms(NAMENODE.get_image.timeout_key))
             finally:
                 await c.close()
         except QJournalError as e:

@@ -76,8 +76,8 @@ async def roll_edit_log(nn: NamenodeContext, min_txns: int = 1) -> int | None:
     Raises:
         StandbyError: not the active; SafeModeError: in safe mode (HDFS: "Log not rolled").
     """
-    nn.check_operation(OpCategory.WRITE, "roll_edit_log")
-    check_safe_mode(nn.safe_mode, OpCategory.WRITE, "roll_edit_log", nn_label=nn.label)
+    nn.check_operation(OpCategory.WRITE, NAMENODE.roll_edit_log)
+    check_safe_mode(nn.safe_mode, OpCategory.WRITE, NAMENODE.roll_edit_log, nn_label=nn.label)
     return await nn.editlog.roll(min_txns) if nn.editlog is not None else None
 
 
@@ -102,7 +102,7 @@ class NamenodeProtocolHandler:
             CorruptSegmentError: the bytes do not match their checksum.
         """
         nn = self.nn
-        nn.check_operation(OpCategory.CHECKPOINT, "upload_image")
+        nn.check_operation(OpCategory.CHECKPOINT, NAMENODE.upload_image)
         await asyncio.to_thread(img.save_image_bytes, nn.name_dir, txid, data, crc)
         nn.last_checkpoint_txid = max(nn.last_checkpoint_txid, txid)
         await nn.purge_old_storage()

@@ -123,17 +123,21 @@ QJOURNAL = RpcProtocol("QJournalProtocol", ACL_QJOURNAL, (
 
 # --- the NameNode: ClientProtocol (with dfsadmin's calls), HAServiceProtocol, NamenodeProtocol ----------
 
-#: every ClientProtocol call: the caller (simple authentication; with TLS its certificate decides) and the
-#: highest state id it has seen (HDFS-12943's alignment context)
-_IDENTITY = (Arg("user", STR, ""), Arg("groups", STR_LIST, ()), Arg("state_id", OPT_INT, None))
-#: a write also names itself for the retry cache: 16 bytes per client, one id per call (kept across retries)
+#: every ClientProtocol call: the caller (simple authentication; with TLS its certificate decides) ...
+_CALLER = (Arg("user", STR, ""), Arg("groups", STR_LIST, ()))
+#: ... a write also names itself for the retry cache (16 bytes per client, one id per call, kept across
+#: retries) ...
 _WRITE_ID = (Arg("client_id", BYTES, b""), Arg("call_id", INT, -1))
+#: ... and the highest state id the caller has seen (HDFS-12943's alignment context)
+_STATE_ID = (Arg("state_id", OPT_INT, None),)
+_IDENTITY = _CALLER + _STATE_ID
 _CLIENT_TIMEOUT = "qjournal.client.rpc-timeout.ms"
 FILE_STATUS = WireType("FileStatus")
 
 
 def _client(name: str, args: tuple[Arg, ...], result_doc: str, *, write: bool) -> RpcMethod:
-    return RpcMethod(name, args=args + _IDENTITY + (_WRITE_ID if write else ()), result=ANY, result_doc=result_doc,
+    return RpcMethod(name, args=args + _CALLER + (_WRITE_ID if write else ()) + _STATE_ID, result=ANY,
+                     result_doc=result_doc,
                      concurrent=True, timeout_key=_CLIENT_TIMEOUT)
 
 

@@ -292,5 +292,6 @@ def render_markdown(protocol: RpcProtocol, acl_names: dict[str, str] | None = No
         order = "concurrent" if m.concurrent else "FIFO"
         acl = " or ".join(names.get(k, k) for k in m.acl)
         timeout = f"`{m.timeout_key}`" if m.timeout_key else "–"
-        lines.append(f"| `{m.name}` | {args} | {m.result_doc} | {order} | {acl} | {timeout} |")
+        result = m.result_doc.replace("|", "\\|")  # a cell's own bars are escaped (GitHub markdown)
+        lines.append(f"| `{m.name}` | {args} | {result} | {order} | {acl} | {timeout} |")
     return "\n".join(lines) + "\n"
