@@ -27,7 +27,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import Protocol
 
 from qjournal.errors import JournalError, QJournalError
 from qjournal.namenode import image as img
