@@ -13,7 +13,7 @@ import pytest
 
 from qjournal.config import Configuration
 from qjournal.errors import JournalError, TransportError
-from qjournal.journalnode.journal import synced_tmp_name
+from qjournal.journalnode.sync_installer import synced_tmp_name
 from qjournal.journalnode.node import JournalNode
 from qjournal.journalnode.service import JournalNodeService
 from qjournal.protocol.messages import SegmentState
@@ -137,7 +137,7 @@ def test_the_syncer_download_and_install_stream_in_bounded_memory(tmp_path):
         tracemalloc.start()
         try:
             got = await node.service.download_segment(url("a"), slot, synced_tmp_name(state), why="the syncer")
-            installed = slot.journal.install_synced_segment(state, n)
+            installed = slot.journal.sync.install_synced_segment(state, n)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()

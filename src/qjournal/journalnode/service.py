@@ -367,9 +367,10 @@ class JournalNodeService:
         return slot
 
     async def run(self, jid: Any, method: str, *args: Any) -> Any:
-        """``Journal.<method>(*args)`` of ``jid`` on its thread (the syncer's journal calls)."""
+        """``Journal.<method>(*args)`` of ``jid`` on its thread; ``sync.<call>`` names a call of its sync
+        installer (the syncer's journal calls)."""
         slot = await self.journal_slot(jid)
-        return await slot.run(getattr(slot.journal, method), *args)
+        return await slot.run(functools.reduce(getattr, method.split("."), slot.journal), *args)
 
     async def _run_write(self, slot: _JournalSlot, fn: Callable[..., Any], *args: Any, nbytes: int = 0) -> Any:
         """A write call of the commit path (``journal``, ``heartbeat``): inline on the event loop or on
@@ -534,7 +535,7 @@ class JournalNodeService:
     async def finalized_digest(self, slot: _JournalSlot, seg: SegmentState) -> int | None:
         """A finalized segment's digest, read off the journal's thread (a first read of a large
         retention window must not stall the writer's calls queued on that thread)."""
-        return await self.host.run_blocking(slot._call, slot.journal.finalized_digest, seg.start_txid,
+        return await self.host.run_blocking(slot._call, slot.journal.sync.finalized_digest, seg.start_txid,
                                             seg.end_txid)
 
     # --- segment downloads (accept-recovery, the syncer) ---------------------------------------
