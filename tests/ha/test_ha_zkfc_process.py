@@ -4,7 +4,8 @@ Shows: the daemon prints READY and elects one active; kill -9 of the active's
 ZKFC lets the other take over once the dead session expires, fencing the old
 NameNode gracefully; a NameNode that stops answering (its RPC server gone) is
 fenced with the configured shell method, which sees Hadoop's environment
-variables; ``-formatZK`` refuses to clobber without ``-force``.
+variables; ``-formatZK`` refuses to clobber without ``-force``; each controller's ``/metrics`` shows
+its health, elector state and place in the election.
 """
 
 import asyncio
@@ -12,8 +13,10 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from qjournal.config.conf import Configuration
 from qjournal.transport import RpcClient, RpcServer
@@ -33,6 +36,7 @@ def write_conf(conf_dir, quorum, parent, nn_ports, zkfc_ports, fencing=""):
     for nn, port in sorted(nn_ports.items()):
         conf.set(f"dfs.namenode.rpc-address.ns1.{nn}", f"127.0.0.1:{port}")
         conf.set(f"dfs.ha.zkfc.rpc-address.ns1.{nn}", f"127.0.0.1:{zkfc_ports[nn]}")
+        conf.set(f"qjournal.zkfc.http-address.ns1.{nn}", "127.0.0.1:0")
     conf.set("dfs.ha.automatic-failover.enabled", "true")
     conf.set("ha.zookeeper.quorum", quorum)
     conf.set("ha.zookeeper.parent-znode", parent)
@@ -53,6 +57,14 @@ async def zkfc_status(port):
         return await c.call("get_zkfc_status", timeout_ms=5000, events=True)
     finally:
         await c.close()
+
+
+def zkfc_metrics(http_url):
+    """``{(sample name, sorted labels): value}`` of a ZKFC's ``/metrics``."""
+    with urllib.request.urlopen(http_url + "/metrics", timeout=10) as r:  # noqa: S310 - loopback test URL
+        text = r.read().decode()
+    return {(smp.name, tuple(sorted(smp.labels.items()))): smp.value
+            for fam in text_string_to_metric_families(text) for smp in fam.samples}
 
 
 def test_format_zk_refuses_to_clobber(zookeeper, zk_parent, tmp_path):
@@ -100,6 +112,20 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
             second = "nn2" if first == "nn1" else "nn1"
             st = await zkfc_status(zkfc_ports[first])
             assert st["elector_state"] == "ACTIVE" and st["health"] == "SERVICE_HEALTHY"
+            # the controllers' /metrics say the same (the alert rules read them)
+            seen = {}
+
+            async def elector_states_settled():
+                for nn in ("nn1", "nn2"):
+                    seen[nn] = await asyncio.to_thread(zkfc_metrics, daemons[nn].ready["http"])
+                want = {first: "ACTIVE", second: "STANDBY"}
+                return all(seen[nn][("qjournal_zkfc_elector_state", (("state", want[nn]),))] == 1 for nn in want)
+            await async_wait_until(elector_states_settled, DEADLINE_S, "the controllers' /metrics: ACTIVE, STANDBY")
+            for nn in ("nn1", "nn2"):
+                m = seen[nn]
+                assert m[("qjournal_zkfc_in_election", ())] == 1.0
+                assert m[("qjournal_zkfc_health_state", (("state", "SERVICE_HEALTHY"),))] == 1.0
+                assert m[("qjournal_zkfc_transitions_to_active_total", ())] == (1.0 if nn == first else 0.0)
 
             # 1. kill -9 the active's ZKFC: its session expires, the other fences nn gracefully
             await asyncio.to_thread(daemons[first].kill)

@@ -423,3 +423,8 @@ define("dfs.ha.fencing.pidfence.wait.ms", 10000, "duration",
        "pidfence(...): how long to wait for the killed NameNode to exit", unit="ms")
 define("dfs.ha.zkfc.rpc-address.<ns>.<nn>", None, "address",
        "RPC address of the ZKFC of NameNode <nn> (default: the NameNode host and dfs.ha.zkfc.port)")
+define("qjournal.zkfc.http.port", 8021, "int",
+       "port of the ZKFC's HTTP server (/metrics, /jmx, status page; HTTPS under dfs.http.policy = "
+       "HTTPS_ONLY), on the ZKFC's RPC host (0 = any free port, announced in its READY line)")
+define("qjournal.zkfc.http-address.<ns>.<nn>", None, "address",
+       "HTTP address of the ZKFC of NameNode <nn> (default: the ZKFC's RPC host and qjournal.zkfc.http.port)")
