@@ -49,7 +49,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import nameservice_of
 from qjournal.namenode.daemon import NameNode
-from qjournal.namenode.storage import journal_statuses
+from qjournal.errors import QJournalError
+from qjournal.namenode.storage import journal_node_statuses, journal_statuses, local_edits_dirs
+from qjournal.util.fs import disk_usage
 from qjournal.namenode.webhdfs import WebHdfs
 from qjournal.transport.http import (http_server_context, https_enabled, jmx_response, prometheus_response,
                                 start_site)
@@ -172,13 +174,24 @@ class NameNodeHttpServer:
             "rpc": rpc, "rpc_port": addr[1] if addr else 0,
             "retry_cache_entries": len(nn.retry_cache), "retry_cache_hits": int(nn.retry_cache.hits),
             "journals": journal_statuses(nn.journal_set, nn.shared_reader, nn.conf),
+            "journal_nodes": journal_node_statuses(nn.journal_set, nn.shared_reader),
             "became_active_ms": nn.ha_service.became_active_at_ms or 0,
             "tailer_error": (nn.tailer.last_error if nn.tailer is not None else "") or "",
             "ns_info": nn.ns_info,
             "safe_mode": bool(nn.safe_mode),
+            "disks": self._disks(),
             # Hadoop's isSecurityEnabled: callers are authenticated (here by TLS certificates)
             "security_enabled": bool(nn.conf.get_bool("qjournal.rpc.tls.enabled")),
         }
+
+    def _disks(self) -> dict[str, tuple[int, int] | None]:
+        """``{dir: (size, available)}`` of the name directory and the local edits directories."""
+        dirs = [self.nn.name_dir]
+        try:
+            dirs += local_edits_dirs(self.nn.conf)
+        except QJournalError:  # a status shows what it can
+            pass
+        return {d: disk_usage(d) for d in dict.fromkeys(dirs) if d}
 
     def beans(self) -> list[dict]:
         """Every ``/jmx`` bean, Hadoop names where they apply, in a fixed order."""
@@ -328,3 +341,26 @@ class _Collector:
         for j in v["journals"]:
             jf.add_metric([j["manager"], j["required"]], 0.0 if j["disabled"] == "true" else 1.0)
         yield jf
+        writers = [j for j in v["journal_nodes"] if j["writer"]]  # the active's loggers; absent elsewhere
+        for name, doc, key in () if not writers else (
+                ("journal_node_written_txid", "highest txid this writer saw the JournalNode acknowledge",
+                 "written_txid"),
+                ("journal_node_lag_txns", "how far the JournalNode's acknowledged txid trails the committed txid",
+                 "lag_txns"),
+                ("journal_node_queued_bytes", "edits queued for the JournalNode, not yet acknowledged",
+                 "queued_bytes"),
+                ("journal_node_out_of_sync", "1 while the writer skips the JournalNode until the next segment",
+                 "out_of_sync")):
+            g = GaugeMetricFamily(f"{p}{name}", doc + " (the active NameNode's view)",
+                                  labels=["journal", "journal_node"])
+            for j in writers:
+                g.add_metric([j["journal"], j["name"]], float(j[key]))
+            yield g
+        disks = [(path, usage) for path, usage in sorted(v["disks"].items()) if usage is not None]
+        for name, doc, i in () if not disks else (("disk_size_bytes", "size of the file system of a name or edits directory", 0),
+                             ("disk_free_bytes", "bytes of a name or edits directory's file system available "
+                              "to the NameNode", 1)):
+            g = GaugeMetricFamily(f"{p}{name}", doc, labels=["dir"])
+            for path, usage in disks:
+                g.add_metric([path], float(usage[i]))
+            yield g
