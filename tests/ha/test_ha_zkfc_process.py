@@ -117,7 +117,7 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
 
             async def elector_states_settled():
                 for nn in ("nn1", "nn2"):
-                    seen[nn] = await asyncio.to_thread(zkfc_metrics, daemons[nn].ready["http"])
+                    seen[nn] = await asyncio.to_thread(zkfc_metrics, daemons[nn].ready["http_url"])
                 want = {first: "ACTIVE", second: "STANDBY"}
                 return all(seen[nn][("qjournal_zkfc_elector_state", (("state", want[nn]),))] == 1 for nn in want)
             await async_wait_until(elector_states_settled, DEADLINE_S, "the controllers' /metrics: ACTIVE, STANDBY")

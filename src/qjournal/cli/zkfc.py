@@ -85,7 +85,8 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     write_pid_file(args.pid_file)
     stop = stop_on_signals()
     ready = {"role": "zkfc", "nn_id": settings.nn_id, "nameservice": settings.nameservice,
-             "rpc": f"{settings.zkfc_host}:{settings.zkfc_port}", "http": http.url,
+             "rpc": f"{settings.zkfc_host}:{settings.zkfc_port}", "http": http.url.split("://", 1)[1],
+             "http_url": http.url,
              "namenode": f"{settings.nn_host}:{settings.nn_port}",
              "zk_session": f"{zkfc.elector.session_id:#x}" if zkfc.elector.session_id else None,
              "pid": os.getpid()}
