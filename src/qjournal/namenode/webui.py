@@ -45,10 +45,11 @@ from urllib.parse import quote, urlencode, urlsplit
 import aiohttp
 from aiohttp import web
 
-from qjournal.errors import (FileNotFoundError_, InvalidRequestError, ObserverRetryOnActiveError,
-                             PermissionDeniedError, QJournalError, StandbyError)
+from qjournal.errors import (AuthenticationError, AuthorizationError, FileNotFoundError_, InvalidRequestError,
+                             ObserverRetryOnActiveError, PermissionDeniedError, QJournalError, StandbyError)
 from qjournal.namenode.addresses import http_address_of, namenode_addresses, nameservice_of
 from qjournal.namenode.namespace import join_path, mode_string, split_path
+from qjournal.namenode.webhdfs import WebHdfsAuthError
 from qjournal.transport.http import http_client_context, https_enabled
 
 __all__ = ["WebUI", "STATIC_DIR", "human_bytes"]
@@ -356,7 +357,8 @@ class WebUI:
         except QJournalError as err:
             status = (404 if isinstance(err, FileNotFoundError_) else
                       400 if isinstance(err, InvalidRequestError) else
-                      403 if isinstance(err, PermissionDeniedError) else 503 if isinstance(
+                      403 if isinstance(err, (PermissionDeniedError, AuthorizationError, AuthenticationError)) else
+                      401 if isinstance(err, WebHdfsAuthError) else 503 if isinstance(
                           err, (StandbyError, ObserverRetryOnActiveError)) else 500)
             hint = ""
             if isinstance(err, (StandbyError, ObserverRetryOnActiveError)):
