@@ -163,3 +163,97 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
         for d in daemons.values():
             assert not d.alive()
     asyncio.run(main())
+
+
+def znode_exists(quorum: str, path: str) -> bool:
+    from kazoo.client import KazooClient  # noqa: PLC0415 - the test's own view of ZooKeeper
+
+    zk = KazooClient(hosts=quorum, timeout=10)
+    zk.start(timeout=10)
+    try:
+        return zk.exists(path) is not None
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_clean_stop_of_the_active_controller_deletes_its_breadcrumb(zookeeper, zk_parent, tmp_path):
+    """SIGTERM of the active's ZKFC: its NameNode is made standby, the lock and the breadcrumb are deleted
+    (seed 004: a clean hand-over leaves nothing to fence), the process exits 0, and the next controller
+    becomes active without fencing anybody."""
+    fence_env = tmp_path / "fence-env.json"
+
+    async def main():
+        services, servers, nn_ports = {}, {}, {}
+        for nn in ("nn1", "nn2"):
+            services[nn] = FakeHAService(nn)
+            servers[nn] = RpcServer(services[nn], name=f"fake-{nn}")
+            _, nn_ports[nn] = await servers[nn].start_tcp("127.0.0.1", 0)
+        conf_dir = str(tmp_path / "conf")
+        write_conf(conf_dir, zookeeper.connect_string, zk_parent, nn_ports, {"nn1": 0, "nn2": 0},
+                   f"shell(touch {fence_env})")
+        r = await asyncio.to_thread(subprocess.run, qjournal_argv("--conf", conf_dir, "zkfc", "-formatZK"),
+                                    capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        lock, crumb = f"{zk_parent}/ns1/ActiveStandbyElectorLock", f"{zk_parent}/ns1/ActiveBreadCrumb"
+        daemons = {}
+        try:
+            daemons["nn1"] = await asyncio.to_thread(
+                start_daemon, "zkfc-nn1", qjournal_argv("--conf", conf_dir, "zkfc", "--nn-id", "nn1"),
+                log_path=str(tmp_path / "zkfc-nn1.log"), ready_timeout_s=60)
+            await async_wait_until(lambda: services["nn1"].state == "active", DEADLINE_S, "nn1 active")
+            assert await asyncio.to_thread(znode_exists, zookeeper.connect_string, crumb)
+            rc = await asyncio.to_thread(daemons["nn1"].stop, 30)
+            assert rc == 0
+            assert services["nn1"].state == "standby" and services["nn1"].history[-1][3] == "zkfc"
+            assert not await asyncio.to_thread(znode_exists, zookeeper.connect_string, crumb)
+            assert not await asyncio.to_thread(znode_exists, zookeeper.connect_string, lock)
+            log_text = (tmp_path / "zkfc-nn1.log").read_text()
+            assert "breadcrumb_deleted" in log_text or '"breadcrumb_deleted": true' in log_text, log_text[-2000:]
+            daemons["nn2"] = await asyncio.to_thread(
+                start_daemon, "zkfc-nn2", qjournal_argv("--conf", conf_dir, "zkfc", "--nn-id", "nn2"),
+                log_path=str(tmp_path / "zkfc-nn2.log"), ready_timeout_s=60)
+            await async_wait_until(lambda: services["nn2"].state == "active", DEADLINE_S, "nn2 active")
+            port = int(daemons["nn2"].ready["rpc"].rsplit(":", 1)[1])
+            names = [e[1] for e in (await zkfc_status(port))["events"]]
+            assert "no_breadcrumb" in names and "fence_start" not in names, names
+            assert not fence_env.exists() and services["nn1"].history[-1][2] == "standby"
+        finally:
+            for d in daemons.values():
+                await asyncio.to_thread(d.stop)
+            for s in servers.values():
+                await s.stop()
+    asyncio.run(main())
+
+
+class ConfusedHAService(FakeHAService):
+    """A NameNode whose status cannot be interpreted: the health monitor fails for good."""
+
+    async def rpc_get_service_status(self) -> dict:
+        return {"state": "confused"}
+
+
+def test_controller_exits_3_when_its_health_monitor_fails(zookeeper, zk_parent, tmp_path):
+    """HEALTH_MONITOR_FAILED ends the ZKFC with exit status 3 and the reason on stderr (its service unit's
+    Restart=on-failure restarts it), after leaving the election."""
+    async def main():
+        svc = ConfusedHAService("nn1")
+        server = RpcServer(svc, name="fake-nn1")
+        _, nn_port = await server.start_tcp("127.0.0.1", 0)
+        conf_dir = str(tmp_path / "conf")
+        write_conf(conf_dir, zookeeper.connect_string, zk_parent, {"nn1": nn_port, "nn2": 1}, {"nn1": 0, "nn2": 0})
+        r = await asyncio.to_thread(subprocess.run, qjournal_argv("--conf", conf_dir, "zkfc", "-formatZK"),
+                                    capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        try:
+            r = await asyncio.to_thread(subprocess.run,
+                                        qjournal_argv("--conf", conf_dir, "zkfc", "--nn-id", "nn1"),
+                                        capture_output=True, text=True, timeout=60)
+        finally:
+            await server.stop()
+        assert r.returncode == 3, (r.returncode, r.stderr[-2000:])
+        assert "health monitor failed" in r.stderr and "confused" in r.stderr, r.stderr[-2000:]
+        assert svc.state == "standby" and svc.history == []    # never made active
+        assert not await asyncio.to_thread(znode_exists, zookeeper.connect_string,
+                                           f"{zk_parent}/ns1/ActiveStandbyElectorLock")
+    asyncio.run(main())
