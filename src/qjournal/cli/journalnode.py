@@ -12,11 +12,11 @@ directory, address in use) exits with status 1 and a message naming the cause.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 
-from qjournal.cli._daemon import host_port_arg, remove_pid_file, run_daemon, stop_on_signals, write_pid_file
+from qjournal.cli._daemon import (announce_ready, host_port_arg, remove_pid_file, run_daemon, stop_on_signals,
+                                  write_pid_file)
 from qjournal.config import Configuration
 from qjournal.errors import ConfigError, QJournalError
 from qjournal.journalnode.node import JournalNode
@@ -77,7 +77,7 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     write_pid_file(args.pid_file)
     ready = {k: ready[k] for k in ("role", "rpc", "http", "pid")}
     freeze_startup_objects()
-    print(f"READY {json.dumps(ready)}", flush=True)
+    announce_ready(ready)
     try:
         await stop.wait()
     finally:
