@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -108,6 +109,8 @@ class HostCluster:
     loads: list[_Load] = field(default_factory=list)
     #: seconds each runbook block took, in the order run
     timings: list[tuple[str, float]] = field(default_factory=list)
+    #: loads started so far (their names, hence their clients' directories, are never reused)
+    loads_started: int = 0
 
     def __post_init__(self) -> None:
         self.workdir = os.path.abspath(self.workdir)
@@ -221,7 +224,8 @@ class HostCluster:
     # -- client loads
     def start_load(self, host: str, clients: int = 2, seed: int = 0, call_mean_ms: float = 50.0) -> None:
         """Run ``python -m qjournal.hosts.load run`` on ``host`` (from the installed package)."""
-        name = f"{host}l{len(self.loads)}"
+        name = f"{host}l{self.loads_started}"
+        self.loads_started += 1
         out_inside = f"{layout.LOG_DIR}/load-{name}.jsonl"
         d = self.net.host(host).spawn(f"load-{name}", [
             f"{layout.PREFIX}/bin/python", "-m", "qjournal.hosts.load", "--conf", layout.CONF_DIR, "run",
@@ -240,7 +244,11 @@ class HostCluster:
             ld.daemon.signal(signal.SIGTERM)
         parts = []
         for ld in self.loads:
-            rc = ld.daemon.stop(90.0)
+            try:  # one SIGTERM only: a second one could land after the load's handler is gone
+                rc = ld.daemon.proc.wait(timeout=90.0)
+            except subprocess.TimeoutExpired:
+                ld.daemon.kill()
+                rc = ld.daemon.proc.returncode
             if rc != 0:
                 raise HostsError(f"load {ld.name} on {ld.host} exited with {rc}; see {ld.daemon.log_path}")
             parts.append(self._read_events(ld.host, ld.out_inside))
