@@ -21,8 +21,8 @@ How the lines run, and the only translations made (each because the test hosts h
 no ``qjournal`` account):
 
 * ``systemctl start|stop|restart UNIT...``: the host's :class:`~qjournal.hosts.services.ServiceManager`
-  (the unit file the host installed, as systemd would run it); ``systemctl daemon-reload`` and
-  ``systemctl enable UNIT...``: nothing (units are read at each start);
+  (the unit file the host installed, as systemd would run it); ``systemctl daemon-reload``,
+  ``enable`` and ``disable``: nothing (units are read at each start; nothing boots);
 * a leading ``sudo -u qjournal``: dropped (the test's daemons run as root, so root is the
   NameNodes' superuser);
 * every other run of lines: ``bash -euo pipefail -c`` inside the host (or on the build machine),
@@ -226,11 +226,11 @@ class Runbook:
     def _systemctl(self, host: str, block: Block, step: Step) -> None:
         action, *units = step.words or ("",)
         mgr = self.services[host]
-        if action == "daemon-reload" or action == "enable":
+        if action in ("daemon-reload", "enable", "disable"):
             return
         fn = {"start": mgr.start, "stop": mgr.stop, "restart": mgr.restart}.get(action)
         if fn is None or not units:
             raise HostsError(f"block {block.id} (line {block.line}): `{step.text}`: the hosts run systemctl "
-                             "start|stop|restart UNIT..., daemon-reload and enable")
+                             "start|stop|restart UNIT..., daemon-reload, enable and disable")
         for u in units:
             fn(u if "." in u else f"{u}.service")  # systemctl's own default suffix
