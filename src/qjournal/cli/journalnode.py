@@ -20,6 +20,7 @@ from qjournal.cli._daemon import (announce_ready, host_port_arg, remove_pid_file
 from qjournal.config import Configuration
 from qjournal.errors import ConfigError, QJournalError
 from qjournal.journalnode.node import JournalNode
+from qjournal.transport.http import scheme as http_scheme
 from qjournal.util.logs import setup_logging
 from qjournal.util.proc import freeze_startup_objects
 
@@ -76,6 +77,8 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     write_pid_file(args.pid_file)
     ready = {k: ready[k] for k in ("role", "rpc", "http", "pid")}
+    # as the NameNode's and the ZKFC's READY lines: the web server's URL, scheme included
+    ready["http_url"] = f"{http_scheme(conf)}://{ready['http']}" if ready["http"] else None
     freeze_startup_objects()
     announce_ready(ready)
     try:

@@ -33,7 +33,13 @@ SUBCOMMANDS: dict[str, str] = {
     "zookeeper": "start/stop a local ZooKeeper (standalone or 3 servers); run or check a deployed server",
     "deploy": "render a host's configuration and systemd units from the cluster description",
     "rpc": "call one RPC of a running daemon and print the result as JSON",
+    "monitoring": "the Grafana dashboard, Prometheus alert rules and scrape configuration that ship",
 }
+
+#: what ``qjournal --help`` says first (the module docstring above is for the code's readers)
+DESCRIPTION = ("qjournal: HDFS-grade high availability for metadata services. JournalNodes keep a quorum "
+               "journal, NameNodes serve the namespace with automatic failover through ZooKeeper, and a Spark "
+               "pipeline reads the edit log. Run 'qjournal COMMAND --help' for one command's options.")
 
 
 def _global_options(p: argparse.ArgumentParser) -> None:
@@ -65,7 +71,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     Raises:
         MissingExtraError: ``command`` needs the ``pipeline`` extra and it is not installed.
     """
-    p = argparse.ArgumentParser(prog="qjournal", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="qjournal", description=DESCRIPTION)
     _global_options(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_ in SUBCOMMANDS.items():
