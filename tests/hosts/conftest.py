@@ -45,16 +45,21 @@ def deploy(workdir: str, extra_hosts: tuple[str, ...] = ()) -> HostCluster:
     return cluster
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def deployed(tmp_path_factory, name: str):
+    """A module's deployment (skipped without root), closed after the module: yield from it in a fixture."""
     why = unavailable_reason()
     if why is not None:
         pytest.skip(f"hosts tests skipped: {why}")
-    c = deploy(str(tmp_path_factory.mktemp("hosts")))
+    c = deploy(str(tmp_path_factory.mktemp(name)))
     try:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    yield from deployed(tmp_path_factory, "hosts")
 
 
 def heavy() -> bool:

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from qjournal.deploy.description import parse_description
-from qjournal.hosts.netns import unavailable_reason, wait_until
+from qjournal.hosts.netns import wait_until
 
-from .conftest import deploy, heavy
+from .conftest import deployed, heavy
 from .test_deploy_on_hosts import LOAD_HOSTS, _judge
 
 pytestmark = [pytest.mark.slow, pytest.mark.hosts, pytest.mark.xdist_group("hosts")]
@@ -23,14 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.hosts, pytest.mark.xdist_group("host
 def cluster(tmp_path_factory):
     if not heavy():
         pytest.skip("the heavy hosts runs: QJOURNAL_HOSTS_HEAVY=1 (make hosts-soak)")
-    why = unavailable_reason()
-    if why is not None:
-        pytest.skip(f"hosts tests skipped: {why}")
-    c = deploy(str(tmp_path_factory.mktemp("hosts-heavy")))
-    try:
-        yield c
-    finally:
-        c.close()
+    yield from deployed(tmp_path_factory, "hosts-heavy")
 
 
 def _load(cluster, seed: int, seconds_s: float = 2.0) -> None:
