@@ -29,10 +29,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("client",),
     ("namenode",),
     ("ha",),
-    ("localcluster", "pipeline", "monitoring"),
+    ("localcluster", "pipeline", "deploy", "monitoring"),
     ("sim",),
     ("cli",),
-    ("chaos",),          # runs the shipped programs (the cli's record format) and the sim's checker
+    ("chaos", "hosts"),  # run the shipped programs (the cli's record format, the units) and the sim's checker
     ("__main__", "__init__"),
 ]
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}

@@ -12,11 +12,11 @@ directory, address in use) exits with status 1 and a message naming the cause.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 
-from qjournal.cli._daemon import host_port_arg, remove_pid_file, run_daemon, stop_on_signals, write_pid_file
+from qjournal.cli._daemon import (announce_ready, host_port_arg, remove_pid_file, run_daemon, stop_on_signals,
+                                  write_pid_file)
 from qjournal.config import Configuration
 from qjournal.errors import ConfigError, QJournalError
 from qjournal.journalnode.node import JournalNode
@@ -80,7 +80,7 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     # as the NameNode's and the ZKFC's READY lines: the web server's URL, scheme included
     ready["http_url"] = f"{http_scheme(conf)}://{ready['http']}" if ready["http"] else None
     freeze_startup_objects()
-    print(f"READY {json.dumps(ready)}", flush=True)
+    announce_ready(ready)
     try:
         await stop.wait()
     finally:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 
-from qjournal.cli._daemon import remove_pid_file, run_daemon, stop_on_signals, write_pid_file
+from qjournal.cli._daemon import announce_ready, remove_pid_file, run_daemon, stop_on_signals, write_pid_file
 from qjournal.config.conf import Configuration
 from qjournal.errors import ConfigError, ElectorError, QJournalError
 from qjournal.ha.elector import ElectorSettings
@@ -90,7 +89,7 @@ async def _serve(conf, args: argparse.Namespace) -> int:
              "namenode": f"{settings.nn_host}:{settings.nn_port}",
              "zk_session": f"{zkfc.elector.session_id:#x}" if zkfc.elector.session_id else None,
              "pid": os.getpid()}
-    print("READY " + json.dumps(ready), flush=True)
+    announce_ready(ready)
     failed = asyncio.ensure_future(zkfc.failed.wait())
     stopped = asyncio.ensure_future(stop.wait())
     await asyncio.wait([failed, stopped], return_when=asyncio.FIRST_COMPLETED)
