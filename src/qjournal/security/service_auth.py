@@ -63,7 +63,7 @@ from qjournal.security.acl import AccessControlList
 from qjournal.security.identity import Authenticator, Caller, principal_of
 from qjournal.transport.http import https_enabled, peer_cert, remote_exception
 
-__all__ = ["ServiceAuthorization", "PROTOCOL_NAMES", "HTTP_JOURNALNODE", "HTTP_NAMENODE", "ADMIN",
+__all__ = ["ServiceAuthorization", "PROTOCOL_NAMES", "HTTP_JOURNALNODE", "HTTP_NAMENODE", "HTTP_ZKFC", "ADMIN",
            "AUTHENTICATED"]
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,11 @@ AUTHENTICATED = "authenticated"
 HTTP_JOURNALNODE: dict[str, Any] = {"/getJournal": (ACL_QJOURNAL, ACL_INTERQJOURNAL), "/jmx": ADMIN,
                                     "/metrics": ADMIN, "/": ADMIN}
 HTTP_NAMENODE: dict[str, Any] = {"/webhdfs/": (ACL_CLIENT,), "/jmx": ADMIN, "/metrics": ADMIN, "/": ADMIN,
-                                 "/index.html": ADMIN, "/isActive": AUTHENTICATED}
+                                 "/index.html": ADMIN, "/dfshealth.html": ADMIN, "/overview.json": ADMIN,
+                                 "/isActive": AUTHENTICATED, "/static/": AUTHENTICATED,
+                                 # the namespace browser lists what the caller's ClientProtocol calls may
+                                 "/explorer.html": (ACL_CLIENT,)}
+HTTP_ZKFC: dict[str, Any] = {"/jmx": ADMIN, "/metrics": ADMIN, "/": ADMIN}
 
 
 def _load_acls(conf: Any) -> dict[str, AccessControlList]:
