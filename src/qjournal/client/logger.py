@@ -374,7 +374,8 @@ class AsyncLogger:
             self._direct = None
             if not self._closed:
                 self._start_worker()
-        done.set_result(err)
+        if not done.done():  # (the worker awaiting it was cancelled: the logger closes)
+            done.set_result(err)
 
     def _submit(self, method: RpcMethod, **kwargs: Any) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
