@@ -85,6 +85,9 @@ class QJournal:
         self.daemons: list[Any] = []
         self.clients: list[DFSClient] = []
         self.addr: tuple[str, int] = ("", 0)
+        #: extra ``-D`` options of the NameNode, and a step run on its formatted name dir before it starts
+        self.nn_opts: list[str] = []
+        self.before_nn_start: Any = None
 
     async def start(self) -> None:
         from qjournal.config import Configuration
@@ -103,8 +106,10 @@ class QJournal:
         conf.set("dfs.namenode.name.dir", f"file://{self.root}/nn")
         conf.set("dfs.namenode.edits.dir", uri)
         await format_namenode(conf, cluster_id="CID-peers", namespace_id=17, format_shared=False)
-        nn = start_daemon("nn", qjournal_argv(*opts, "namenode", "--rpc-address", "127.0.0.1:0"),
-                          log_path=f"{self.root}/nn.log")
+        if self.before_nn_start is not None:
+            self.before_nn_start(f"{self.root}/nn")
+        nn = start_daemon("nn", qjournal_argv(*opts, *self.nn_opts, "namenode", "--rpc-address", "127.0.0.1:0"),
+                          log_path=f"{self.root}/nn.log", ready_timeout_s=600.0)
         self.daemons.append(nn)
         host, port = nn.ready["rpc"].rsplit(":", 1)
         self.addr = (host, int(port))

@@ -35,6 +35,7 @@ from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.format import bootstrap_standby, format_namenode, initialize_shared_edits
 from qjournal.namenode.http import NameNodeHttpServer, http_address_of
 from qjournal.util.logs import setup_logging
+from qjournal.util.pause_monitor import PauseMonitor
 from qjournal.util.proc import freeze_startup_objects
 
 log = logging.getLogger("qjournal.namenode")
@@ -171,11 +172,15 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     ready = {"role": "namenode", "rpc": f"{addr[0]}:{addr[1]}", "http": f"{hbound[0]}:{hbound[1]}",
              "http_url": http.url, "pid": os.getpid(), "nn_id": nn.nn_id, "state": nn.state.value}
     freeze_startup_objects()
+    nn.pause_monitor = PauseMonitor(conf.get_duration_ms("jvm.pause.info-threshold.ms") or 0,
+                                    conf.get_duration_ms("jvm.pause.warn-threshold.ms") or 0)
+    nn.pause_monitor.start()
     announce_ready(ready)
     try:
         await stop.wait()
     finally:
         log.info("NameNode stopping", extra={"exit_status": status["code"]})
+        nn.pause_monitor.stop()
         await http.stop()
         try:
             await asyncio.wait_for(nn.stop(), 30)

@@ -218,6 +218,11 @@ define("dfs.cluster.administrators", "",
            "hadoop.security.instrumentation.requires.admin is true")
 define("qjournal.log.level", "INFO", doc="log level of daemons (DEBUG, INFO, WARNING, ERROR)")
 define("qjournal.log.json", True, "bool", "structured JSON-lines logs on stderr (false: plain text)")
+define("jvm.pause.info-threshold.ms", 1000, "duration",
+       "a daemon logs an event-loop stall or garbage-collector pause at least this long (util/pause_monitor.py)",
+       unit="ms")
+define("jvm.pause.warn-threshold.ms", 10000, "duration",
+       "... and logs it as a warning from this long", unit="ms")
 define("qjournal.event-loop", "auto",
        doc="event loop of the daemons (journalnode, namenode, zkfc): asyncio (the standard library's), uvloop "
            "(pip install 'qjournal[fast]'; about a tenth less CPU per call) or auto (uvloop when installed)")

@@ -97,6 +97,7 @@ from qjournal.namenode.journal_registry import JournalOpener, open_journal
 from qjournal.transport.memory import MemoryNetwork
 from qjournal.transport import RpcConnector, RpcHandlers, RpcServer, current_peer, tcp_connector
 from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
+from qjournal.util.pause_monitor import PauseMonitor
 from qjournal.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,10 @@ class NameNode:
         self.address: tuple[str, int] | None = None
         self._roll_task: asyncio.Task | None = None
         self.fatal_error: BaseException | None = None
+        #: the process's pause monitor, when its command started one (``util/pause_monitor.py``; /jmx JvmMetrics)
+        self.pause_monitor: PauseMonitor | None = None
+        #: the phases of the last start-up (Hadoop's StartupProgress): image load and edits replay, ms and counts
+        self.startup_progress: dict[str, int] = {}
 
     # ------------------------------------------------------------ properties
     @property
@@ -213,6 +218,7 @@ class NameNode:
             raise JournalNotFormattedError(
                 f"{self.name_dir}: NameNode storage is not formatted (run qjournal namenode -format)",
                 path=self.name_dir)
+        t0 = self.clock_ms()
         loaded = await asyncio.to_thread(img.newest_valid_image, self.name_dir)
         if loaded is None:
             raise CorruptSegmentError(f"{self.name_dir}: no valid fsimage found", path=self.name_dir)
@@ -225,13 +231,17 @@ class NameNode:
             cols, info.last_inode_id, superuser=self.superuser, supergroup=self.supergroup,
             permissions_enabled=self.permissions_enabled, where=path)
         self.last_checkpoint_txid = info.txid
+        t1 = self.clock_ms()
+        self.startup_progress = {"LoadingFsImageElapsedTime": t1 - t0, "LoadingFsImageCount": len(self.namespace),
+                                 "LoadingEditsElapsedTime": 0, "LoadingEditsCount": 0}
         self.tailer = EditLogTailer(self.namespace, self.retry_cache, self.ns_lock, info.txid,
                                     self.clock_ms, self.tail_period_ms,
                                     in_progress_ok=self.tail_in_progress, on_crash=self._on_fatal,
                                     backoff_max_ms=self.tail_backoff_max_ms,
                                     on_applied=self.applied_waiters.notify)
         self.applied_waiters.notify(info.txid)
-        log.info("loaded image", extra={"path": path, "txid": info.txid, "inodes": len(self.namespace)})
+        log.info("loaded image", extra={"path": path, "txid": info.txid, "inodes": len(self.namespace),
+                                        "load_ms": t1 - t0})
         if self.ha_enabled:
             _local, self.shared_reader = open_journals(self.conf, self.ns_info, self.journal_opener)
             for j in _local:
@@ -244,6 +254,11 @@ class NameNode:
             self.start_standby_services()
         else:
             await self._become_active_non_ha()
+        t2 = self.clock_ms()
+        replayed = self.last_applied_txid - info.txid
+        self.startup_progress.update(LoadingEditsElapsedTime=t2 - t1, LoadingEditsCount=replayed,
+                                     ElapsedTime=t2 - t0)
+        log.info("replayed edits", extra={"txns": replayed, "replay_ms": t2 - t1, "startup_ms": t2 - t0})
         self.checkpointer = Checkpointer(self, self.conf, nn_id=self.nn_id, name_dir=self.name_dir,
                                          clock_ms=self.clock_ms, ha_enabled=self.ha_enabled,
                                          connect=self.connect, on_crash=self._on_fatal)

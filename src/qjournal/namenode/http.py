@@ -208,7 +208,12 @@ class NameNodeHttpServer:
             {"name": "Hadoop:service=NameNode,name=RetryCache.NameNodeRetryCache",
              "modelerType": "RetryCache.NameNodeRetryCache", "CacheHit": v["retry_cache_hits"],
              "CacheEntries": v["retry_cache_entries"]},
+            {"name": "Hadoop:service=NameNode,name=StartupProgress", "modelerType": "StartupProgress",
+             **self.nn.startup_progress},
         ]
+        if self.nn.pause_monitor is not None:  # started by the daemon's command
+            beans.append({"name": "Hadoop:service=NameNode,name=JvmMetrics", "modelerType": "JvmMetrics",
+                          "tag.ProcessName": "NameNode", **self.nn.pause_monitor.stats()})
         return beans
 
     # --- handlers ------------------------------------------------------------------------------
