@@ -114,7 +114,7 @@ def child_replay(n: int, out_dir: str, trace: bool) -> dict:
     rss1 = rss_bytes()
     res = {"inodes": len(ns), "build_s": build_s, "rss_per_inode": (rss1 - rss0) / n, "load": load()}
     t0 = time.perf_counter()
-    cols = ns.to_image_columns()
+    cols = ns.image_snapshot() if hasattr(ns, "image_snapshot") else ns.to_image_columns()  # as the checkpointer
     info = img.ImageInfo(n, 1, 7, "CID-memory", ns.last_inode_id)
     path = img.save_image(out_dir, cols, info)
     res["save_s"] = time.perf_counter() - t0
@@ -127,11 +127,16 @@ def child_load(n: int, out_dir: str) -> dict:
     gc.collect()
     rss0 = rss_bytes()
     t0 = time.perf_counter()
-    info, table, path = img.newest_valid_image(out_dir)  # type: ignore[misc]
-    cols = table.to_pydict()
-    del table
-    ns = Namespace.from_image_columns(cols, info.last_inode_id, superuser="hdfs", where=path)
-    del cols
+    if hasattr(img, "iter_image_batches"):  # the NameNode's start-up since issue 30: streamed record batches
+        path = img.list_images(out_dir)[-1][1]
+        info, batches = img.iter_image_batches(path)
+        ns = Namespace.from_image_batches(batches, info.last_inode_id, superuser="hdfs", where=path)
+    else:  # a tree before it (--src): the whole table as Python lists
+        info, table, path = img.newest_valid_image(out_dir)  # type: ignore[misc]
+        cols = table.to_pydict()
+        del table
+        ns = Namespace.from_image_columns(cols, info.last_inode_id, superuser="hdfs", where=path)
+        del cols
     load_s = time.perf_counter() - t0
     gc.collect()
     rss1 = rss_bytes()

@@ -159,7 +159,8 @@ def test_traverse_owner_sticky_and_disabled_permissions():
 def test_reads_list_sorted_and_content_summary():
     ns = fresh()
     ns.create(SU, "/d/sub/big", replication=2)
-    ns.inodes[ns.get_file_info(SU, "/d/sub/big")["inode_id"]].length = 10  # metadata only
+    # metadata only: no op changes a length; the inode table's row does (an INode is a read-only value)
+    ns._table.set_length(ns.get_file_info(SU, "/d/sub/big")["inode_id"], 10)
     assert [s["name"] for s in ns.list_status(SU, "/d")] == ["f", "sub"]
     assert ns.list_status(SU, "/g")[0]["path"] == "/g"
     cs = ns.get_content_summary(SU, "/d")

@@ -25,8 +25,8 @@ def _build(tmp_path) -> tuple[Namespace, str]:
     ns.create(SU, f"/user/{ODD}", 0o600)
     ns.set_owner(SU, "/user/alice", "alice", "staff")
     ns.set_times(SU, "/user/alice/data/part-0", 1_700_000_100_000, 1_700_000_200_000)
-    f = ns.inodes[max(ns.inodes)]
-    f.length = 12345   # files carry a length (no client op sets one: the pipeline's images do)
+    # files carry a length (no client op sets one: the pipeline's images do; an INode is a read-only value)
+    ns._table.set_length(max(ns.inodes), 12345)
     info = img.ImageInfo(txid=42, layout_version=1, namespace_id=77, cluster_id="CID-oiv",
                          last_inode_id=ns.last_inode_id)
     path = img.save_image(str(tmp_path / "name"), ns.to_image_columns(), info)

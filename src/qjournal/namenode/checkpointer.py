@@ -45,8 +45,8 @@ Invariants:
    whole-cluster simulator, seed 4090, found a standby-in-name still leaving
    active: its namespace held txids 249-289 while ``last_applied_txid`` said
    248, and the image it saved as 248 broke the next start-up.)
-2. A checkpoint never blocks the RPC server's event loop on disk I/O (step 2
-   runs in a thread).
+2. A checkpoint never blocks the RPC server's event loop on disk I/O or on the image's encoding: step 1 is a
+   copy-on-write snapshot of the inode table (O(chunks), ``inode_table.py``), step 2 runs in a thread.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from qjournal.config import Configuration
 from qjournal.errors import QJournalError, StandbyError
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import namenode_ids, rpc_address_of
+from qjournal.namenode.inode_table import TableSnapshot
 from qjournal.transport import RpcConnector
 from qjournal.util.tasks import cancel_and_wait, spawn
 from qjournal.protocol.protocols import NAMENODE
@@ -88,8 +89,9 @@ class CheckpointSource(Protocol):
     def last_applied_txid(self) -> int:
         """The txid of the namespace state (the daemon's invariant 3)."""
 
-    def snapshot_image(self) -> tuple[dict[str, list], img.ImageInfo]:
-        """The image columns and their ``ImageInfo`` at ``last_applied_txid``, in one synchronous step."""
+    def snapshot_image(self) -> tuple[TableSnapshot, img.ImageInfo]:
+        """The image rows (a copy-on-write snapshot of the inode table) and their ``ImageInfo`` at
+        ``last_applied_txid``, in one synchronous step."""
 
     async def purge_old_storage(self) -> None:
         """Apply the retention keys to images (and, on the active, edits)."""

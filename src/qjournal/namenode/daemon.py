@@ -83,6 +83,7 @@ from qjournal.namenode.editlog import FSEditLog
 from qjournal.namenode.ha_service import HAService
 from qjournal.namenode.ha_state import HAState, OpCategory, check_operation
 from qjournal.namenode.namenode_protocol import NamenodeProtocolHandler
+from qjournal.namenode.inode_table import TableSnapshot
 from qjournal.namenode.namespace import Namespace
 from qjournal.namenode.retry_cache import RetryCache
 from qjournal.namenode.state_id import AppliedTxidWaiters
@@ -219,17 +220,7 @@ class NameNode:
                 f"{self.name_dir}: NameNode storage is not formatted (run qjournal namenode -format)",
                 path=self.name_dir)
         t0 = self.clock_ms()
-        loaded = await asyncio.to_thread(img.newest_valid_image, self.name_dir)
-        if loaded is None:
-            raise CorruptSegmentError(f"{self.name_dir}: no valid fsimage found", path=self.name_dir)
-        info, table, path = loaded
-        if info.namespace_id != self.ns_info.namespace_id:
-            raise NamespaceMismatchError(f"{path}: image namespace {info.namespace_id} does not match "
-                                         f"{self.ns_info.namespace_id}")
-        cols = table.to_pydict()
-        self.namespace = Namespace.from_image_columns(
-            cols, info.last_inode_id, superuser=self.superuser, supergroup=self.supergroup,
-            permissions_enabled=self.permissions_enabled, where=path)
+        info, self.namespace, path = await asyncio.to_thread(self._load_newest_image)
         self.last_checkpoint_txid = info.txid
         t1 = self.clock_ms()
         self.startup_progress = {"LoadingFsImageElapsedTime": t1 - t0, "LoadingFsImageCount": len(self.namespace),
@@ -266,6 +257,32 @@ class NameNode:
         if serve:
             return await self._serve(host, port, network)
         return None
+
+    def _load_newest_image(self) -> tuple[img.ImageInfo, Namespace, str]:
+        """The namespace of the newest image that loads, streamed from the file into the inode table
+        (``image.iter_image_batches``); an image that fails its checks is skipped for the one before it,
+        logged, as Hadoop's ``FSImage`` does (the edits since the older image replay after it).
+
+        Raises:
+            CorruptSegmentError: no image loads. NamespaceMismatchError: the newest loadable image belongs to
+                another namespace.
+        """
+        assert self.ns_info is not None
+        for _txid, path in reversed(img.list_images(self.name_dir)):
+            try:
+                info, batches = img.iter_image_batches(path)
+                if info.namespace_id != self.ns_info.namespace_id:
+                    raise NamespaceMismatchError(f"{path}: image namespace {info.namespace_id} does not match "
+                                                 f"{self.ns_info.namespace_id}")
+                ns = Namespace.from_image_batches(batches, info.last_inode_id, superuser=self.superuser,
+                                                  supergroup=self.supergroup,
+                                                  permissions_enabled=self.permissions_enabled, where=path)
+            except CorruptSegmentError as e:
+                log.warning("skipping invalid image %s: %s", path, e.message)
+                continue
+            img.release_unused_memory()  # the load's Arrow buffers, back to the system
+            return info, ns, path
+        raise CorruptSegmentError(f"{self.name_dir}: no valid fsimage found", path=self.name_dir)
 
     async def _serve(self, host: str | None, port: int | None,
                      network: MemoryNetwork | None = None) -> tuple[str, int]:
@@ -493,12 +510,13 @@ class NameNode:
         if self.editlog is not None:
             await self.editlog.log_sync(txid)
 
-    def snapshot_image(self) -> tuple[dict[str, list], img.ImageInfo]:
-        """The image columns and their info at ``last_applied_txid``, in one synchronous step
-        (no op can be applied in between: checkpointer invariant 1)."""
+    def snapshot_image(self) -> tuple[TableSnapshot, img.ImageInfo]:
+        """The image rows and their info at ``last_applied_txid``, in one synchronous step (no op can be
+        applied in between: checkpointer invariant 1): the inode table's copy-on-write snapshot, O(chunks) on
+        the event loop, which the checkpointer's thread writes while ops go on being applied."""
         assert self.namespace is not None and self.ns_info is not None
         txid = self.last_applied_txid
-        cols = self.namespace.to_image_columns()
+        cols = self.namespace.image_snapshot()
         info = img.ImageInfo(txid, self.ns_info.layout_version, self.ns_info.namespace_id,
                              self.ns_info.cluster_id, self.namespace.last_inode_id)
         return cols, info

@@ -29,18 +29,30 @@ Invariants:
    raises :class:`~qjournal.errors.InvariantViolation` for an op that does not
    fit the tree (a replayed log that disagrees with the state it is applied to).
 4. Children are listed in byte order of their names (as HDFS does).
+5. Every inode but the root is in exactly one directory's children, under its own name, and its parent
+   chain reaches the root (an image whose rows break this is refused when loaded).
+
+Storage (memory: ~200 B per file, no object per inode for the garbage collector): every inode's fields are a
+row of the :class:`~qjournal.namenode.inode_table.InodeTable` (flat arrays in inode-id order, shared
+copy-on-write with a checkpoint's snapshot); a directory's children are a dict ``name -> inode id`` in
+``_children``, whose keys are the row names' own str objects. :attr:`Namespace.inodes` is a read-only view
+that builds an :class:`INode` value per lookup (tools and tests).
 """
 
 from __future__ import annotations
 
 import bisect
+from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator
+from types import MappingProxyType
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from qjournal.errors import (CorruptSegmentError, DirectoryNotEmptyError, FileAlreadyExistsError,
                              FileNotFoundError_, InvalidRequestError, InvariantViolation, NotADirectoryError_,
                              PermissionDeniedError)
 from qjournal.namenode.image_schema import IMAGE_COLUMNS
+from qjournal.namenode.inode_table import DEAD, Attrs, InodeTable, TableSnapshot
 from qjournal.namenode.ops import (FIRST_INODE_ID, NO_CALL_ID, NO_CLIENT_ID, ROOT_INODE_ID,
                                    CreateOp, DeleteOp, EditOp, EndLogSegmentOp, MkdirOp,
                                    RenameOp, SetOwnerOp, SetPermissionOp, SetReplicationOp,
@@ -105,34 +117,50 @@ class CallContext:
     ts: int = 0
 
 
-class INode:
-    """One file or directory (metadata only)."""
+class INode(NamedTuple):
+    """One file or directory (metadata only), as read from the namespace: a value, not the storage
+    (``Namespace.inodes``; the namespace changes only through its mutations and ``apply``)."""
 
-    __slots__ = ("id", "parent", "name", "is_dir", "perm", "owner", "group", "mtime", "atime",
-                 "replication", "block_size", "length", "children")
-
-    def __init__(self, id: int, parent: int, name: str, is_dir: bool, perm: int, owner: str,
-                 group: str, mtime: int, atime: int = 0, replication: int = 0,
-                 block_size: int = 0, length: int = 0) -> None:
-        self.id = id
-        self.parent = parent
-        self.name = name
-        self.is_dir = is_dir
-        self.perm = perm
-        self.owner = owner
-        self.group = group
-        self.mtime = mtime
-        self.atime = atime
-        self.replication = replication
-        self.block_size = block_size
-        self.length = length
-        #: name -> inode id, directories only
-        self.children: dict[str, int] | None = {} if is_dir else None
+    id: int
+    parent: int
+    name: str
+    is_dir: bool
+    perm: int
+    owner: str
+    group: str
+    mtime: int
+    atime: int = 0
+    replication: int = 0
+    block_size: int = 0
+    length: int = 0
+    #: name -> inode id (read-only), directories only
+    children: Mapping[str, int] | None = None
 
     def row(self) -> tuple:
+        """The image row (``image_schema.IMAGE_COLUMNS`` order)."""
         return (self.id, self.parent, self.name, "d" if self.is_dir else "f", self.perm,
                 self.owner, self.group, self.mtime, self.atime, self.replication,
                 self.block_size, self.length)
+
+
+class ImageBatch(NamedTuple):
+    """Image rows in inode-id order, as the image loader hands them to :meth:`Namespace.from_image_batches`.
+
+    Attributes:
+        ids, parents, mtimes, atimes, lengths: ``array('q')`` columns.
+        names: the names (str).
+        attr_keys: ``array('I')``: each row's index into ``attr_values``.
+        attr_values: the distinct ``(type, permission, owner, group, replication, block_size)`` of the rows.
+    """
+
+    ids: array
+    parents: array
+    names: list
+    attr_keys: array
+    attr_values: list
+    mtimes: array
+    atimes: array
+    lengths: array
 
 
 def split_path(path: Any) -> list[str]:
@@ -196,32 +224,52 @@ class Namespace:
         self.superuser = superuser
         self.supergroup = supergroup
         self.permissions_enabled = permissions_enabled
-        self.inodes: dict[int, INode] = {
-            ROOT_INODE_ID: INode(ROOT_INODE_ID, 0, "", True, 0o755, superuser, supergroup, root_mtime)}
+        #: every inode's row (module docstring, "Storage")
+        self._table = InodeTable()
+        #: directory id -> its children (name -> inode id)
+        self._children: dict[int, dict[str, int]] = {ROOT_INODE_ID: {}}
+        self._table.add(ROOT_INODE_ID, 0, "", Attrs(True, 0o755, superuser, supergroup, 0, 0), root_mtime, 0, 0)
         self.last_inode_id = ROOT_INODE_ID
-        #: one object per distinct owner, group, permission, replication and block size (memory:
-        #: a decoded edit or image row brings its own copy of each; an inode keeps the shared one)
-        self._shared: dict[Any, Any] = {}
 
     # ------------------------------------------------------------------ state
     @property
+    def inodes(self) -> "InodesView":
+        """A read-only mapping ``inode id -> INode`` (each lookup builds the value)."""
+        return InodesView(self)
+
+    def inode(self, inode_id: int) -> INode | None:
+        """The inode ``inode_id`` as a value, or None."""
+        got = self._table.get(inode_id)
+        if got is None:
+            return None
+        parent, name, a, mtime, atime, length = got
+        ch = self._children.get(inode_id)
+        return INode(inode_id, parent, name, a.is_dir, a.perm, a.owner, a.group, mtime, atime, a.replication,
+                     a.block_size, length, None if ch is None else MappingProxyType(ch))
+
+    @property
     def root(self) -> INode:
-        return self.inodes[ROOT_INODE_ID]
+        return self.inode(ROOT_INODE_ID)  # type: ignore[return-value]
 
     def snapshot(self) -> tuple:
         """A comparable value of the whole state (tests: replay equality)."""
-        return (self.last_inode_id, tuple(self.inodes[i].row() for i in sorted(self.inodes)))
+        return (self.last_inode_id, tuple(_row(r) for r in self._table.rows()))
 
     def __len__(self) -> int:
-        return len(self.inodes)
+        return len(self._table)
 
     def path_of(self, inode_id: int) -> str:
         parts = []
-        n = self.inodes[inode_id]
-        while n.id != ROOT_INODE_ID:
-            parts.append(n.name)
-            n = self.inodes[n.parent]
+        table = self._table
+        n = inode_id
+        while n != ROOT_INODE_ID:
+            parent, name, *_rest = table.get(n)  # type: ignore[misc]
+            parts.append(name)
+            n = parent
         return "/" + "/".join(reversed(parts))
+
+    def _attrs(self, inode_id: int) -> Attrs:
+        return self._table.attrs(inode_id)  # type: ignore[return-value]
 
     # ----------------------------------------------------------- permissions
     def _is_super(self, ctx: CallContext) -> bool:
@@ -240,30 +288,31 @@ class Namespace:
                                         f"for operation {operation}", user=ctx.user, operation=operation)
 
     @staticmethod
-    def _allows(ctx: CallContext, node: INode, access: int) -> bool:
-        """The owner, group or other bits of ``node`` grant ``access`` to ``ctx`` (no superuser rule)."""
-        if ctx.user == node.owner:
-            bits = (node.perm >> 6) & 7
-        elif node.group in ctx.groups:
-            bits = (node.perm >> 3) & 7
+    def _allows(ctx: CallContext, a: Attrs, access: int) -> bool:
+        """The owner, group or other bits of an inode's attrs ``a`` grant ``access`` to ``ctx`` (no superuser
+        rule)."""
+        if ctx.user == a.owner:
+            bits = (a.perm >> 6) & 7
+        elif a.group in ctx.groups:
+            bits = (a.perm >> 3) & 7
         else:
-            bits = node.perm & 7
+            bits = a.perm & 7
         return bits & access == access
 
-    def _check(self, ctx: CallContext, node: INode, access: int, path: str) -> None:
-        if not self._is_super(ctx) and not self._allows(ctx, node, access):
-            self._refuse(ctx, node, access, path)
+    def _check(self, ctx: CallContext, a: Attrs, access: int, path: str) -> None:
+        if not self._is_super(ctx) and not self._allows(ctx, a, access):
+            self._refuse(ctx, a, access, path)
 
     @staticmethod
-    def _refuse(ctx: CallContext, node: INode, access: int, path: str) -> None:
-        """Raise HDFS's permission-denied error for ``access`` to ``node`` (at ``path``)."""
+    def _refuse(ctx: CallContext, a: Attrs, access: int, path: str) -> None:
+        """Raise HDFS's permission-denied error for ``access`` to the inode of attrs ``a`` (at ``path``)."""
         raise PermissionDeniedError(
                 f"Permission denied: user={ctx.user}, access={_ACCESS_NAMES.get(access, access)}, "
-                f"inode=\"{path}\":{node.owner}:{node.group}:{mode_string(node.is_dir, node.perm)}",
+                f"inode=\"{path}\":{a.owner}:{a.group}:{mode_string(a.is_dir, a.perm)}",
                 path=path, user=ctx.user)
 
-    def _check_owner(self, ctx: CallContext, node: INode, path: str) -> None:
-        if self._is_super(ctx) or ctx.user == node.owner:
+    def _check_owner(self, ctx: CallContext, a: Attrs, path: str) -> None:
+        if self._is_super(ctx) or ctx.user == a.owner:
             return
         raise PermissionDeniedError(
             f"Permission denied. user={ctx.user} is not the owner of inode={path}",
@@ -271,8 +320,8 @@ class Namespace:
 
     # ------------------------------------------------------------ resolution
     def _resolve(self, ctx: CallContext | None, path: str,
-                 parts: list[str] | None = None) -> tuple[list[INode], list[str]]:
-        """Walk ``path``; returns (existing inodes from the root, components).
+                 parts: list[str] | None = None) -> tuple[list[int], list[str]]:
+        """Walk ``path``; returns (ids of the existing inodes from the root, components).
 
         The list is shorter than ``parts`` + 1 when the path does not fully exist.
         Traverse (EXECUTE) permission is checked on every directory passed through.
@@ -283,29 +332,32 @@ class Namespace:
         """
         if parts is None:
             parts = split_path(path)
-        inodes = self.inodes
-        cur = inodes[ROOT_INODE_ID]
-        nodes = [cur]
+        children = self._children
+        cur = ROOT_INODE_ID
+        ids = [cur]
         check = ctx is not None and not self._is_super(ctx)
         for i, p in enumerate(parts):
-            if not cur.is_dir:
+            ch = children.get(cur)
+            if ch is None:
                 raise NotADirectoryError_(
                     f"{join_path(parts[:i])} (is not a directory) in path {path}",
                     path=join_path(parts[:i]))
-            if check and not self._allows(ctx, cur, EXECUTE):  # type: ignore[arg-type]
-                self._refuse(ctx, cur, EXECUTE, join_path(parts[:i]))  # type: ignore[arg-type]
-            cid = cur.children.get(p)  # type: ignore[union-attr]
+            if check:
+                a = self._attrs(cur)
+                if not self._allows(ctx, a, EXECUTE):  # type: ignore[arg-type]
+                    self._refuse(ctx, a, EXECUTE, join_path(parts[:i]))  # type: ignore[arg-type]
+            cid = ch.get(p)
             if cid is None:
                 break
-            cur = inodes[cid]
-            nodes.append(cur)
-        return nodes, parts
+            cur = cid
+            ids.append(cid)
+        return ids, parts
 
-    def _get(self, ctx: CallContext | None, path: str) -> tuple[INode, list[INode], list[str]]:
-        nodes, parts = self._resolve(ctx, path)
-        if len(nodes) != len(parts) + 1:
+    def _get(self, ctx: CallContext | None, path: str) -> tuple[int, list[int], list[str]]:
+        ids, parts = self._resolve(ctx, path)
+        if len(ids) != len(parts) + 1:
             raise FileNotFoundError_(f"{path}: No such file or directory", path=path)
-        return nodes[-1], nodes, parts
+        return ids[-1], ids, parts
 
     def exists(self, path: str) -> bool:
         try:
@@ -327,27 +379,26 @@ class Namespace:
             PermissionDeniedError: no WRITE|EXECUTE on the deepest existing ancestor.
         """
         _check_perm(perm, path, "mkdir")
-        nodes, parts = self._resolve(ctx, path)
-        if len(nodes) == len(parts) + 1:
-            last = nodes[-1]
-            if not last.is_dir:
+        ids, parts = self._resolve(ctx, path)
+        if len(ids) == len(parts) + 1:
+            if ids[-1] not in self._children:
                 raise FileAlreadyExistsError(f"{path}: File exists (is not a directory)", path=path)
             if not create_parent:
                 raise FileAlreadyExistsError(f"{path}: File exists", path=path)
             return []
-        existing = len(nodes) - 1
-        if not nodes[-1].is_dir:
+        existing = len(ids) - 1
+        pid = ids[-1]
+        if pid not in self._children:
             raise NotADirectoryError_(f"{join_path(parts[:existing])} (is not a directory) in path {path}",
                                       path=join_path(parts[:existing]))
         if not create_parent and existing != len(parts) - 1:
             raise FileNotFoundError_(f"{join_path(parts[:-1])}: No such file or directory "
                                      f"(parent of {path})", path=join_path(parts[:-1]))
-        self._check(ctx, nodes[-1], WRITE | EXECUTE, join_path(parts[:existing]))
+        pa = self._attrs(pid)
+        self._check(ctx, pa, WRITE | EXECUTE, join_path(parts[:existing]))
         ops: list[EditOp] = []
-        parent = nodes[-1]
-        group = parent.group
+        group = pa.group
         next_id = self.last_inode_id
-        pid = parent.id
         for i in range(existing, len(parts)):
             next_id += 1
             # HDFS gives implicitly created parents u+wx on top of the mode
@@ -381,31 +432,33 @@ class Namespace:
         _check_replication(replication, path)
         _check_perm(perm, path, "create")
         check_int(block_size, "block size", path, 1)
-        nodes, parts = self._resolve(ctx, path)
+        ids, parts = self._resolve(ctx, path)
         if not parts:
             raise FileAlreadyExistsError(f"{path}: File exists (is a directory)", path=path)
         overwrite_id = 0
-        if len(nodes) == len(parts) + 1:
-            cur = nodes[-1]
-            if cur.is_dir:
+        children = self._children
+        if len(ids) == len(parts) + 1:
+            cur = ids[-1]
+            if cur in children:
                 raise FileAlreadyExistsError(f"{path}: File exists (is a directory)", path=path)
             if not overwrite:
                 raise FileAlreadyExistsError(f"{path}: File exists", path=path)
-            overwrite_id = cur.id
-            parent = nodes[-2]
-        elif len(nodes) == len(parts):
-            parent = nodes[-1]
-            if not parent.is_dir:
+            overwrite_id = cur
+            parent = ids[-2]
+        elif len(ids) == len(parts):
+            parent = ids[-1]
+            if parent not in children:
                 raise NotADirectoryError_(f"{join_path(parts[:-1])} (is not a directory) in path {path}",
                                           path=join_path(parts[:-1]))
         else:
             raise FileNotFoundError_(f"{join_path(parts[:-1])}: No such file or directory "
                                      f"(parent of {path})", path=join_path(parts[:-1]))
-        if not self._is_super(ctx) and not self._allows(ctx, parent, WRITE | EXECUTE):
-            self._refuse(ctx, parent, WRITE | EXECUTE, join_path(parts[:-1]))  # the path built only here
+        pa = self._attrs(parent)
+        if not self._is_super(ctx) and not self._allows(ctx, pa, WRITE | EXECUTE):
+            self._refuse(ctx, pa, WRITE | EXECUTE, join_path(parts[:-1]))  # the path built only here
         op = CreateOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=self.last_inode_id + 1,
-                      parent=parent.id, name=parts[-1], path=join_path(parts), perm=perm & 0o1777,
-                      owner=ctx.user, group=parent.group, mtime=ctx.ts, atime=ctx.ts,
+                      parent=parent, name=parts[-1], path=join_path(parts), perm=perm & 0o1777,
+                      owner=ctx.user, group=pa.group, mtime=ctx.ts, atime=ctx.ts,
                       replication=replication, block_size=block_size, length=0,
                       overwrite_inode=overwrite_id)
         self.apply(op)
@@ -421,25 +474,27 @@ class Namespace:
             PermissionDeniedError: no WRITE|EXECUTE on the parent, or (recursive)
                 no full access to a directory of the subtree.
         """
-        node, nodes, parts = self._get(ctx, path)
+        node, ids, parts = self._get(ctx, path)
         if not parts:
             raise InvalidRequestError("Cannot delete the root directory /", path="/")
-        if node.is_dir and node.children and not recursive:
+        children = self._children
+        ch = children.get(node)
+        if ch and not recursive:
             raise DirectoryNotEmptyError(f"{path}: Directory is not empty", path=path)
-        parent = nodes[-2]
-        self._check(ctx, parent, WRITE | EXECUTE, join_path(parts[:-1]))
-        self._check_sticky(ctx, parent, node, path)
-        if node.is_dir and node.children and not self._is_super(ctx):
-            for sub_id in self._subtree(node.id):
-                sub = self.inodes[sub_id]
-                if sub.is_dir and sub.children:
-                    self._check(ctx, sub, READ | WRITE | EXECUTE, self.path_of(sub_id))
-        op = DeleteOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=node.id,
-                      parent=parent.id, path=join_path(parts), mtime=ctx.ts)
+        parent = ids[-2]
+        pa = self._attrs(parent)
+        self._check(ctx, pa, WRITE | EXECUTE, join_path(parts[:-1]))
+        self._check_sticky(ctx, pa, self._attrs(node), path)
+        if ch and not self._is_super(ctx):
+            for sub_id in self._subtree(node):
+                if children.get(sub_id):
+                    self._check(ctx, self._attrs(sub_id), READ | WRITE | EXECUTE, self.path_of(sub_id))
+        op = DeleteOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=node,
+                      parent=parent, path=join_path(parts), mtime=ctx.ts)
         self.apply(op)
         return [op]
 
-    def _check_sticky(self, ctx: CallContext, parent: INode, node: INode, path: str) -> None:
+    def _check_sticky(self, ctx: CallContext, parent: Attrs, node: Attrs, path: str) -> None:
         if (parent.perm & 0o1000) and not self._is_super(ctx) and ctx.user not in (parent.owner,
                                                                                    node.owner):
             raise PermissionDeniedError(
@@ -460,14 +515,15 @@ class Namespace:
             NotADirectoryError_: the destination's parent is a file.
             PermissionDeniedError: no WRITE|EXECUTE on either parent.
         """
-        node, snodes, sparts = self._get(ctx, src)
+        node, sids, sparts = self._get(ctx, src)
         if not sparts:
             raise InvalidRequestError("Cannot rename the root directory /", path="/")
-        dnodes, dparts = self._resolve(ctx, dst)
-        if len(dnodes) == len(dparts) + 1 and dnodes[-1].is_dir and dnodes[-1].id != node.id:
+        children = self._children
+        dids, dparts = self._resolve(ctx, dst)
+        if len(dids) == len(dparts) + 1 and dids[-1] in children and dids[-1] != node:
             # into an existing directory: move inside it
             dparts = dparts + [sparts[-1]]
-            dnodes, dparts = self._resolve(ctx, join_path(dparts), dparts)
+            dids, dparts = self._resolve(ctx, join_path(dparts), dparts)
         dst_path = join_path(dparts)
         src_path = join_path(sparts)
         if dparts == sparts:
@@ -477,34 +533,37 @@ class Namespace:
                 f"rename {src_path} to {dst_path}: a directory cannot be moved into its own subtree",
                 path=src_path)
         overwrite_id = 0
-        if len(dnodes) == len(dparts) + 1:
-            target = dnodes[-1]
+        node_is_dir = node in children
+        if len(dids) == len(dparts) + 1:
+            target = dids[-1]
             if not overwrite:
                 raise FileAlreadyExistsError(f"rename destination {dst_path}: File exists", path=dst_path)
-            if target.is_dir and target.children:
+            target_is_dir = target in children
+            if target_is_dir and children[target]:
                 raise DirectoryNotEmptyError(f"rename destination {dst_path}: Directory is not empty",
                                              path=dst_path)
-            if target.is_dir != node.is_dir:
+            if target_is_dir != node_is_dir:
                 raise FileAlreadyExistsError(
                     f"rename destination {dst_path}: cannot overwrite a "
-                    f"{'directory' if target.is_dir else 'file'} with a "
-                    f"{'directory' if node.is_dir else 'file'}", path=dst_path)
-            overwrite_id = target.id
-            dparent = dnodes[-2]
-        elif len(dnodes) == len(dparts):
-            dparent = dnodes[-1]
-            if not dparent.is_dir:
+                    f"{'directory' if target_is_dir else 'file'} with a "
+                    f"{'directory' if node_is_dir else 'file'}", path=dst_path)
+            overwrite_id = target
+            dparent = dids[-2]
+        elif len(dids) == len(dparts):
+            dparent = dids[-1]
+            if dparent not in children:
                 raise NotADirectoryError_(f"{join_path(dparts[:-1])} (is not a directory) in path {dst_path}",
                                           path=join_path(dparts[:-1]))
         else:
             raise FileNotFoundError_(f"rename destination parent {join_path(dparts[:-1])}: "
                                      f"No such file or directory", path=join_path(dparts[:-1]))
-        sparent = snodes[-2]
-        self._check(ctx, sparent, WRITE | EXECUTE, join_path(sparts[:-1]))
-        self._check_sticky(ctx, sparent, node, src_path)
-        self._check(ctx, dparent, WRITE | EXECUTE, join_path(dparts[:-1]))
-        op = RenameOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=node.id,
-                      src_parent=sparent.id, dst_parent=dparent.id, dst_name=dparts[-1],
+        sparent = sids[-2]
+        spa = self._attrs(sparent)
+        self._check(ctx, spa, WRITE | EXECUTE, join_path(sparts[:-1]))
+        self._check_sticky(ctx, spa, self._attrs(node), src_path)
+        self._check(ctx, self._attrs(dparent), WRITE | EXECUTE, join_path(dparts[:-1]))
+        op = RenameOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=node,
+                      src_parent=sparent, dst_parent=dparent, dst_name=dparts[-1],
                       src_path=src_path, dst_path=dst_path, mtime=ctx.ts, overwrite_inode=overwrite_id)
         self.apply(op)
         return [op]
@@ -513,9 +572,9 @@ class Namespace:
         """chmod. Raises FileNotFoundError_, PermissionDeniedError (not the owner), InvalidRequestError."""
         if not isinstance(perm, int) or isinstance(perm, bool) or not 0 <= perm <= 0o1777:
             raise InvalidRequestError(f"chmod {path}: invalid permission {perm!r}", path=str(path))
-        node, _nodes, parts = self._get(ctx, path)
-        self._check_owner(ctx, node, join_path(parts))
-        op = SetPermissionOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=node.id,
+        node, _ids, parts = self._get(ctx, path)
+        self._check_owner(ctx, self._attrs(node), join_path(parts))
+        op = SetPermissionOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=node,
                              path=join_path(parts), perm=perm)
         self.apply(op)
         return [op]
@@ -532,17 +591,18 @@ class Namespace:
         for v, what in ((owner, "owner"), (group, "group")):
             if v is not None:
                 check_name(v, what, path)
-        node, _nodes, parts = self._get(ctx, path)
+        node, _ids, parts = self._get(ctx, path)
         p = join_path(parts)
         if not self._is_super(ctx):
-            if owner is not None and owner != node.owner:
+            a = self._attrs(node)
+            if owner is not None and owner != a.owner:
                 raise PermissionDeniedError(f"Permission denied: user={ctx.user} is not a superuser "
                                             f"and cannot change the owner of {p}", path=p, user=ctx.user)
-            self._check_owner(ctx, node, p)
+            self._check_owner(ctx, a, p)
             if group is not None and group not in ctx.groups:
                 raise PermissionDeniedError(f"Permission denied: user={ctx.user} does not belong to "
                                             f"group {group} (path {p})", path=p, user=ctx.user)
-        op = SetOwnerOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=node.id, path=p,
+        op = SetOwnerOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=node, path=p,
                         owner=owner, group=group)
         self.apply(op)
         return [op]
@@ -551,11 +611,12 @@ class Namespace:
         """Set mtime / atime (-1 = unchanged). Needs WRITE on the inode (or ownership)."""
         for v, what in ((mtime, "mtime"), (atime, "atime")):
             check_int(v, what, path, -1)
-        node, _nodes, parts = self._get(ctx, path)
+        node, _ids, parts = self._get(ctx, path)
         p = join_path(parts)
-        if ctx.user != node.owner:
-            self._check(ctx, node, WRITE, p)
-        op = SetTimesOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=node.id, path=p,
+        a = self._attrs(node)
+        if ctx.user != a.owner:
+            self._check(ctx, a, WRITE, p)
+        op = SetTimesOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=node, path=p,
                         mtime=mtime, atime=atime)
         self.apply(op)
         return [op]
@@ -563,24 +624,27 @@ class Namespace:
     def set_replication(self, ctx: CallContext, path: str, replication: int) -> list[EditOp]:
         """setrep on a file. Raises FileNotFoundError_, PermissionDeniedError, InvalidRequestError (a directory)."""
         _check_replication(replication, path)
-        node, _nodes, parts = self._get(ctx, path)
+        node, _ids, parts = self._get(ctx, path)
         p = join_path(parts)
-        if node.is_dir:
+        a = self._attrs(node)
+        if a.is_dir:
             raise InvalidRequestError(f"setReplication {p}: is a directory", path=p)
-        self._check(ctx, node, WRITE, p)
-        op = SetReplicationOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=node.id, path=p,
+        self._check(ctx, a, WRITE, p)
+        op = SetReplicationOp(ctx.user, ctx.client_id, ctx.call_id, ctx.ts, inode=node, path=p,
                               replication=replication)
         self.apply(op)
         return [op]
 
     # ----------------------------------------------------------------- reads
-    def status(self, node: INode, path: str) -> dict:
-        """A FileStatus dict for ``node`` at ``path``."""
-        return {"path": path, "name": node.name, "type": "d" if node.is_dir else "f",
-                "permission": node.perm, "owner": node.owner, "group": node.group,
-                "mtime": node.mtime, "atime": node.atime, "replication": node.replication,
-                "block_size": node.block_size, "length": node.length, "inode_id": node.id,
-                "children_num": len(node.children) if node.is_dir else 0}  # type: ignore[arg-type]
+    def status_of(self, inode_id: int, path: str) -> dict:
+        """A FileStatus dict for the inode ``inode_id`` at ``path``."""
+        parent, name, a, mtime, atime, length = self._table.get(inode_id)  # type: ignore[misc]
+        ch = self._children.get(inode_id)
+        return {"path": path, "name": name, "type": "d" if a.is_dir else "f",
+                "permission": a.perm, "owner": a.owner, "group": a.group,
+                "mtime": mtime, "atime": atime, "replication": a.replication,
+                "block_size": a.block_size, "length": length, "inode_id": inode_id,
+                "children_num": len(ch) if ch is not None else 0}
 
     def check_access(self, ctx: CallContext, path: str, access: int) -> None:
         """HDFS ``checkAccess`` (``FileSystem.access``): may the caller ``access`` the path?
@@ -592,15 +656,15 @@ class Namespace:
             FileNotFoundError_, PermissionDeniedError (naming the access), InvalidRequestError (bad ``access``).
         """
         check_int(access, "access", path, 0, 7)
-        node, _nodes, parts = self._get(ctx, path)
-        self._check(ctx, node, access, join_path(parts))
+        node, _ids, parts = self._get(ctx, path)
+        self._check(ctx, self._attrs(node), access, join_path(parts))
 
     def get_file_info(self, ctx: CallContext, path: str) -> dict | None:
         """stat; None when the path does not exist (as HDFS getFileInfo)."""
-        nodes, parts = self._resolve(ctx, path)
-        if len(nodes) != len(parts) + 1:
+        ids, parts = self._resolve(ctx, path)
+        if len(ids) != len(parts) + 1:
             return None
-        return self.status(nodes[-1], join_path(parts))
+        return self.status_of(ids[-1], join_path(parts))
 
     def list_status(self, ctx: CallContext, path: str) -> list[dict]:
         """ls: children sorted by name (invariant 4); a file lists itself.
@@ -626,17 +690,17 @@ class Namespace:
             raise InvalidRequestError(f"ls {path}: invalid start_after {start_after!r}", path=str(path))
         if limit is not None:
             check_int(limit, "listing limit", path, 1)
-        node, _nodes, parts = self._get(ctx, path)
+        node, _ids, parts = self._get(ctx, path)
         p = join_path(parts)
-        if not node.is_dir:
-            return {"entries": [self.status(node, p)], "remaining": 0}
-        self._check(ctx, node, READ | EXECUTE, p)
+        ch = self._children.get(node)
+        if ch is None:
+            return {"entries": [self.status_of(node, p)], "remaining": 0}
+        self._check(ctx, self._attrs(node), READ | EXECUTE, p)
         base = p.rstrip("/")
-        names = sorted(node.children)  # type: ignore[arg-type]
+        names = sorted(ch)
         first = bisect.bisect_right(names, start_after) if start_after else 0
         last = len(names) if limit is None else min(len(names), first + limit)
-        return {"entries": [self.status(self.inodes[node.children[n]], f"{base}/{n}")  # type: ignore[index]
-                            for n in names[first:last]],
+        return {"entries": [self.status_of(ch[n], f"{base}/{n}") for n in names[first:last]],
                 "remaining": len(names) - last}
 
     def get_content_summary(self, ctx: CallContext, path: str) -> dict:
@@ -645,27 +709,29 @@ class Namespace:
         Raises:
             FileNotFoundError_, PermissionDeniedError (no READ|EXECUTE on a directory of the subtree).
         """
-        node, _nodes, parts = self._get(ctx, path)
+        node, _ids, parts = self._get(ctx, path)
         length = files = dirs = space = 0
-        for nid in self._subtree(node.id):
-            n = self.inodes[nid]
-            if n.is_dir:
+        get = self._table.get
+        for nid in self._subtree(node):
+            _parent, _name, a, _m, _t, ln = get(nid)  # type: ignore[misc]
+            if a.is_dir:
                 dirs += 1
-                self._check(ctx, n, READ | EXECUTE, self.path_of(nid))
+                self._check(ctx, a, READ | EXECUTE, self.path_of(nid))
             else:
                 files += 1
-                length += n.length
-                space += n.length * n.replication
+                length += ln
+                space += ln * a.replication
         return {"path": join_path(parts), "length": length, "file_count": files,
                 "directory_count": dirs, "quota": -1, "space_consumed": space,
                 "space_quota": -1}
 
     def _subtree(self, root_id: int) -> Iterator[int]:
         stack = [root_id]
+        children = self._children
         while stack:
             nid = stack.pop()
             yield nid
-            ch = self.inodes[nid].children
+            ch = children.get(nid)
             if ch:
                 stack.extend(ch[k] for k in sorted(ch, reverse=True))
 
@@ -682,123 +748,136 @@ class Namespace:
             raise InvariantViolation(f"no apply rule for {type(op).__name__}")
         fn(self, op)
 
-    def _node(self, inode_id: int, op: EditOp, want_dir: bool | None = None) -> INode:
-        n = self.inodes.get(inode_id)
+    def _node(self, inode_id: int, op: EditOp, want_dir: bool | None = None) -> tuple:
+        """The row ``(parent, name, attrs, mtime, atime, length)`` of an inode an op names.
+
+        Raises:
+            InvariantViolation: it does not exist, or is not (or is) a directory as ``want_dir`` says.
+        """
+        n = self._table.get(inode_id)
         if n is None:
             raise InvariantViolation(f"{op.NAME}: inode {inode_id} does not exist")
-        if want_dir is not None and n.is_dir != want_dir:
-            raise InvariantViolation(f"{op.NAME}: inode {inode_id} is_dir={n.is_dir}, expected {want_dir}")
+        if want_dir is not None and n[2].is_dir != want_dir:
+            raise InvariantViolation(f"{op.NAME}: inode {inode_id} is_dir={n[2].is_dir}, expected {want_dir}")
         return n
 
-    def _add(self, op: EditOp, node: INode) -> None:
-        inodes, nid = self.inodes, node.id
-        if nid in inodes or nid <= ROOT_INODE_ID:
+    def _add(self, op: EditOp, nid: int, parent: int, name: str, attrs: tuple, mtime: int, atime: int,
+             length: int) -> None:
+        table = self._table
+        if nid <= ROOT_INODE_ID or (nid <= table.max_id() and nid in table):
             raise InvariantViolation(f"{op.NAME}: inode id {nid} is already used")
-        parent = inodes.get(node.parent)
-        if parent is None or not parent.is_dir:
-            parent = self._node(node.parent, op, True)  # raises, naming what is wrong
-        children = parent.children
-        if node.name in children:  # type: ignore[operator]
-            raise InvariantViolation(f"{op.NAME}: {node.name!r} already exists in inode {parent.id}")
-        children[node.name] = nid  # type: ignore[index]
-        node.parent = parent.id  # the parent's own id object (memory: one int fewer per inode)
-        parent.mtime = op.mtime  # type: ignore[attr-defined]
-        inodes[nid] = node
+        children = self._children.get(parent)
+        if children is None:
+            self._node(parent, op, True)  # raises, naming what is wrong
+            raise AssertionError("unreachable: a directory without children")  # pragma: no cover
+        if name in children:
+            raise InvariantViolation(f"{op.NAME}: {name!r} already exists in inode {parent}")
+        table.add(nid, parent, name, attrs, mtime, atime, length)  # type: ignore[arg-type]
+        children[name] = nid
+        if attrs[0]:
+            self._children[nid] = {}
+        table.set_mtime(parent, op.mtime)  # type: ignore[attr-defined]
         if nid > self.last_inode_id:
             self.last_inode_id = nid
 
     def _remove_subtree(self, op: EditOp, inode_id: int) -> None:
-        n = self._node(inode_id, op)
-        parent = self._node(n.parent, op, True)
-        if parent.children.get(n.name) != inode_id:  # type: ignore[union-attr]
-            raise InvariantViolation(f"{op.NAME}: inode {inode_id} is not a child of {parent.id}")
-        del parent.children[n.name]  # type: ignore[union-attr]
+        parent, name, *_rest = self._node(inode_id, op)
+        pch = self._children.get(parent)
+        if pch is None:
+            self._node(parent, op, True)  # raises
+        if pch.get(name) != inode_id:  # type: ignore[union-attr]
+            raise InvariantViolation(f"{op.NAME}: inode {inode_id} is not a child of {parent}")
+        del pch[name]  # type: ignore[union-attr]
+        table, children = self._table, self._children
         for sid in list(self._subtree(inode_id)):
-            del self.inodes[sid]
+            table.delete(sid)
+            children.pop(sid, None)
 
     def _apply_mkdir(self, op: MkdirOp) -> None:
-        share = self._shared.setdefault
-        self._add(op, INode(op.inode, op.parent, op.name, True, share(op.perm, op.perm), share(op.owner, op.owner),
-                            share(op.group, op.group), op.mtime))
+        self._add(op, op.inode, op.parent, op.name, (True, op.perm, op.owner, op.group, 0, 0), op.mtime, 0, 0)
 
     def _apply_create(self, op: CreateOp) -> None:
         if op.overwrite_inode:
-            old = self._node(op.overwrite_inode, op, False)
-            if old.parent != op.parent or old.name != op.name:
-                raise InvariantViolation(f"{op.NAME}: overwrite_inode {old.id} is not {op.path}")
-            self._remove_subtree(op, old.id)
-        share = self._shared.setdefault
-        mtime, atime = op.mtime, op.atime
-        self._add(op, INode(op.inode, op.parent, op.name, False, share(op.perm, op.perm), share(op.owner, op.owner),
-                            share(op.group, op.group), mtime, mtime if atime == mtime else atime,
-                            share(op.replication, op.replication), share(op.block_size, op.block_size), op.length))
+            old_parent, old_name, *_rest = self._node(op.overwrite_inode, op, False)
+            if old_parent != op.parent or old_name != op.name:
+                raise InvariantViolation(f"{op.NAME}: overwrite_inode {op.overwrite_inode} is not {op.path}")
+            self._remove_subtree(op, op.overwrite_inode)
+        self._add(op, op.inode, op.parent, op.name,
+                  (False, op.perm, op.owner, op.group, op.replication, op.block_size), op.mtime, op.atime, op.length)
 
     def _apply_delete(self, op: DeleteOp) -> None:
-        n = self._node(op.inode, op)
-        if n.parent != op.parent:
-            raise InvariantViolation(f"{op.NAME}: inode {op.inode} has parent {n.parent}, op says {op.parent}")
+        parent, *_rest = self._node(op.inode, op)
+        if parent != op.parent:
+            raise InvariantViolation(f"{op.NAME}: inode {op.inode} has parent {parent}, op says {op.parent}")
         self._remove_subtree(op, op.inode)
-        self.inodes[op.parent].mtime = op.mtime
+        self._table.set_mtime(op.parent, op.mtime)
 
     def _apply_rename(self, op: RenameOp) -> None:
-        n = self._node(op.inode, op)
-        if n.parent != op.src_parent:
-            raise InvariantViolation(f"{op.NAME}: inode {op.inode} has parent {n.parent}, "
+        parent, name, *_rest = self._node(op.inode, op)
+        if parent != op.src_parent:
+            raise InvariantViolation(f"{op.NAME}: inode {op.inode} has parent {parent}, "
                                      f"op says {op.src_parent}")
-        dparent = self._node(op.dst_parent, op, True)
+        self._node(op.dst_parent, op, True)
+        dch = self._children[op.dst_parent]
         if op.overwrite_inode:
-            old = self._node(op.overwrite_inode, op)
-            if old.parent != op.dst_parent or old.name != op.dst_name:
-                raise InvariantViolation(f"{op.NAME}: overwrite_inode {old.id} is not {op.dst_path}")
-            self._remove_subtree(op, old.id)
-        if op.dst_name in dparent.children:  # type: ignore[operator]
-            raise InvariantViolation(f"{op.NAME}: {op.dst_name!r} already exists in inode {dparent.id}")
+            old_parent, old_name, *_rest = self._node(op.overwrite_inode, op)
+            if old_parent != op.dst_parent or old_name != op.dst_name:
+                raise InvariantViolation(f"{op.NAME}: overwrite_inode {op.overwrite_inode} is not {op.dst_path}")
+            self._remove_subtree(op, op.overwrite_inode)
+        if op.dst_name in dch:
+            raise InvariantViolation(f"{op.NAME}: {op.dst_name!r} already exists in inode {op.dst_parent}")
         # the destination parent must not be inside the moved subtree
-        a = dparent
-        while a.id != ROOT_INODE_ID:
-            if a.id == n.id:
-                raise InvariantViolation(f"{op.NAME}: inode {n.id} moved into its own subtree")
-            a = self.inodes[a.parent]
-        sparent = self.inodes[n.parent]
-        del sparent.children[n.name]  # type: ignore[union-attr]
-        n.parent = dparent.id
-        n.name = op.dst_name
-        dparent.children[n.name] = n.id  # type: ignore[index]
-        sparent.mtime = op.mtime
-        dparent.mtime = op.mtime
+        table = self._table
+        a = op.dst_parent
+        while a != ROOT_INODE_ID:
+            if a == op.inode:
+                raise InvariantViolation(f"{op.NAME}: inode {op.inode} moved into its own subtree")
+            a = table.parent(a)  # type: ignore[assignment]
+        del self._children[parent][name]
+        table.move(op.inode, op.dst_parent, op.dst_name)
+        dch[op.dst_name] = op.inode
+        table.set_mtime(parent, op.mtime)
+        table.set_mtime(op.dst_parent, op.mtime)
 
     def _apply_set_permission(self, op: SetPermissionOp) -> None:
-        self._node(op.inode, op).perm = self._shared.setdefault(op.perm, op.perm)
+        a = self._node(op.inode, op)[2]
+        self._table.set_attrs(op.inode, a._replace(perm=op.perm))
 
     def _apply_set_owner(self, op: SetOwnerOp) -> None:
-        n = self._node(op.inode, op)
-        share = self._shared.setdefault
+        a = self._node(op.inode, op)[2]
         if op.owner is not None:
-            n.owner = share(op.owner, op.owner)
+            a = a._replace(owner=op.owner)
         if op.group is not None:
-            n.group = share(op.group, op.group)
+            a = a._replace(group=op.group)
+        self._table.set_attrs(op.inode, a)
 
     def _apply_set_times(self, op: SetTimesOp) -> None:
-        n = self._node(op.inode, op)
+        self._node(op.inode, op)
         if op.mtime != -1:
-            n.mtime = op.mtime
+            self._table.set_mtime(op.inode, op.mtime)
         if op.atime != -1:
-            n.atime = op.atime
+            self._table.set_atime(op.inode, op.atime)
 
     def _apply_set_replication(self, op: SetReplicationOp) -> None:
-        self._node(op.inode, op, False).replication = self._shared.setdefault(op.replication, op.replication)
+        a = self._node(op.inode, op, False)[2]
+        self._table.set_attrs(op.inode, a._replace(replication=op.replication))
 
     def _apply_segment_marker(self, op: EditOp) -> None:
         return None
 
     # ----------------------------------------------------------------- image
+    def image_snapshot(self) -> TableSnapshot:
+        """The rows as they are now, for the checkpoint's thread (copy on write: O(chunks), and the rows it
+        holds never change; ``image.save_image`` writes it)."""
+        return self._table.snapshot()
+
     def to_image_columns(self) -> dict[str, list]:
         """Rows for :func:`qjournal.namenode.image.save_image`, sorted by inode id (``INode.row``
         gives the values in :data:`~qjournal.namenode.image_schema.IMAGE_COLUMNS` order)."""
         cols: dict[str, list] = {c: [] for c in IMAGE_COLUMNS}
         apps = [cols[c].append for c in cols]
-        for i in sorted(self.inodes):
-            for app, v in zip(apps, self.inodes[i].row()):
+        for r in self._table.rows():
+            for app, v in zip(apps, _row(r)):
                 app(v)
         return cols
 
@@ -806,45 +885,114 @@ class Namespace:
     def from_image_columns(cls, cols: dict[str, list], last_inode_id: int, *,
                            superuser: str = "root", supergroup: str = "supergroup",
                            permissions_enabled: bool = True, where: str = "image") -> "Namespace":
-        """Rebuild a namespace from image rows (``{column: list}``).
+        """Rebuild a namespace from image rows (``{column: list}``, in any order).
 
         Raises:
             CorruptSegmentError: no root, a dangling parent, a duplicate name or id (naming ``where``).
         """
+        rows = sorted(zip(*(cols[c] for c in IMAGE_COLUMNS)), key=lambda r: r[0])
+        values: dict[tuple, int] = {}
+        keys = array("I", (values.setdefault(tuple(r[3:7]) + (r[9], r[10]), len(values)) for r in rows))
+        batch = ImageBatch(array("q", (r[0] for r in rows)), array("q", (r[1] for r in rows)),
+                           [r[2] for r in rows], keys, list(values), array("q", (r[7] for r in rows)),
+                           array("q", (r[8] for r in rows)), array("q", (r[11] for r in rows)))
+        return cls.from_image_batches([batch], last_inode_id, superuser=superuser, supergroup=supergroup,
+                                      permissions_enabled=permissions_enabled, where=where)
+
+    @classmethod
+    def from_image_batches(cls, batches: Iterable[ImageBatch], last_inode_id: int, *,
+                           superuser: str = "root", supergroup: str = "supergroup",
+                           permissions_enabled: bool = True, where: str = "image") -> "Namespace":
+        """Rebuild a namespace from image rows in inode-id order, batch after batch (the NameNode's start-up:
+        ``image.iter_image_batches`` streams them from the file; no whole-table copy is ever made).
+
+        Raises:
+            CorruptSegmentError: rows out of order or a duplicate id, a bad type, no root, a dangling
+                parent, a duplicate name, an inode not reachable from the root (invariant 5), naming ``where``.
+        """
         ns = cls(superuser, supergroup, permissions_enabled)
-        ns.inodes.clear()
-        n = len(cols["inode_id"])
-        rows = zip(*(cols[c] for c in IMAGE_COLUMNS))
-        share = ns._shared.setdefault  # one object per distinct value, as apply keeps them
-        for (iid, pid, name, typ, perm, owner, group, mtime, atime, rep, bs, length) in rows:
-            if iid in ns.inodes:
-                raise CorruptSegmentError(f"{where}: duplicate inode id {iid}", path=where)
-            if typ not in ("d", "f"):
-                raise CorruptSegmentError(f"{where}: inode {iid} has type {typ!r}", path=where)
-            ns.inodes[iid] = INode(iid, pid, name, typ == "d", share(perm, perm), share(owner, owner),
-                                   share(group, group), mtime, mtime if atime == mtime else atime,
-                                   share(rep, rep), share(bs, bs), length)
-        if ROOT_INODE_ID not in ns.inodes or not ns.inodes[ROOT_INODE_ID].is_dir:
+        table = ns._table = InodeTable()
+        children: dict[int, dict[str, int]] = {}
+        ns._children = children
+        dir_parents: dict[int, int] = {}
+        pending: list[tuple[int, int, str]] = []
+        prev = 0
+        for b in batches:
+            keymap, isdir = [], []
+            for k, (typ, perm, owner, group, rep, bs) in enumerate(b.attr_values):
+                if typ not in ("d", "f"):
+                    bad = next(i for i, key in zip(b.ids, b.attr_keys) if key == k)
+                    raise CorruptSegmentError(f"{where}: inode {bad} has type {typ!r}", path=where)
+                isdir.append(typ == "d")
+                keymap.append(table.attrs_index(Attrs(typ == "d", perm, owner, group, rep, bs)))
+            for iid, pid, name, k in zip(b.ids, b.parents, b.names, b.attr_keys):
+                if iid <= prev:
+                    what = f"duplicate inode id {iid}" if iid == prev else f"inode id {iid} after {prev}"
+                    raise CorruptSegmentError(f"{where}: {what}: rows are not sorted by unique inode_id", path=where)
+                prev = iid
+                if isdir[k]:
+                    children[iid] = {}
+                    dir_parents[iid] = pid
+                if iid == ROOT_INODE_ID:
+                    continue
+                ch = children.get(pid)
+                if ch is None:  # a parent with a higher id (a rename moved it there), or none
+                    pending.append((iid, pid, name))
+                elif ch.setdefault(name, iid) is not iid:
+                    raise CorruptSegmentError(f"{where}: duplicate name {name!r} in inode {pid}", path=where)
+            table.load_rows(b.ids, b.parents, b.names, array("I", map(keymap.__getitem__, b.attr_keys)),
+                            b.mtimes, b.atimes, b.lengths)
+        if ROOT_INODE_ID not in children:
             raise CorruptSegmentError(f"{where}: the root directory (inode {ROOT_INODE_ID}) is missing",
                                       path=where)
-        for iid in sorted(ns.inodes):
-            if iid == ROOT_INODE_ID:
-                continue
-            node = ns.inodes[iid]
-            parent = ns.inodes.get(node.parent)
-            if parent is None or not parent.is_dir:
-                raise CorruptSegmentError(f"{where}: inode {iid} has no parent directory {node.parent}",
-                                          path=where)
-            if node.name in parent.children:  # type: ignore[operator]
-                raise CorruptSegmentError(f"{where}: duplicate name {node.name!r} in inode {parent.id}",
-                                          path=where)
-            parent.children[node.name] = iid  # type: ignore[index]
-            node.parent = parent.id  # the parent's own id object
-        # every inode must be reachable from the root (no cycles)
-        if sum(1 for _ in ns._subtree(ROOT_INODE_ID)) != n:
-            raise CorruptSegmentError(f"{where}: some inodes are not reachable from the root", path=where)
-        ns.last_inode_id = max(last_inode_id, max(ns.inodes))
+        for iid, pid, name in pending:
+            ch = children.get(pid)
+            if ch is None:
+                raise CorruptSegmentError(f"{where}: inode {iid} has no parent directory {pid}", path=where)
+            if ch.setdefault(name, iid) is not iid:
+                raise CorruptSegmentError(f"{where}: duplicate name {name!r} in inode {pid}", path=where)
+        # every directory's parent chain reaches the root (then so does every file's: its parent is one)
+        reachable = {ROOT_INODE_ID}
+        for d in dir_parents:
+            chain: list[int] = []
+            x = d
+            while x not in reachable:
+                if x in chain or x not in dir_parents:
+                    raise CorruptSegmentError(f"{where}: some inodes are not reachable from the root", path=where)
+                chain.append(x)
+                x = dir_parents[x]
+            reachable.update(chain)
+        ns.last_inode_id = max(last_inode_id, table.max_id())
         return ns
+
+
+class InodesView(Mapping):
+    """``Namespace.inodes``: inode id -> :class:`INode`, read-only, ids in increasing order."""
+
+    def __init__(self, ns: Namespace) -> None:
+        self._ns = ns
+
+    def __getitem__(self, inode_id: int) -> INode:
+        n = self._ns.inode(inode_id) if type(inode_id) is int else None
+        if n is None:
+            raise KeyError(inode_id)
+        return n
+
+    def __contains__(self, inode_id: object) -> bool:
+        return inode_id in self._ns._table
+
+    def __iter__(self) -> Iterator[int]:
+        return self._ns._table.ids()
+
+    def __len__(self) -> int:
+        return len(self._ns._table)
+
+
+def _row(r: tuple) -> tuple:
+    """An image row (``INode.row``) of an inode table row."""
+    iid, parent, name, a, mtime, atime, length = r
+    return (iid, parent, name, "d" if a.is_dir else "f", a.perm, a.owner, a.group, mtime, atime,
+            a.replication, a.block_size, length)
 
 
 def _check_perm(perm: Any, path: Any, what: str) -> None:
@@ -865,5 +1013,5 @@ _APPLY = {
     StartLogSegmentOp: Namespace._apply_segment_marker, EndLogSegmentOp: Namespace._apply_segment_marker,
 }
 
-__all__ = ["CallContext", "INode", "Namespace", "split_path", "join_path", "mode_string",
+__all__ = ["CallContext", "INode", "ImageBatch", "Namespace", "split_path", "join_path", "mode_string",
            "READ", "WRITE", "EXECUTE", "FIRST_INODE_ID", "DEFAULT_BLOCK_SIZE", "DEFAULT_REPLICATION"]
