@@ -61,3 +61,27 @@ def test_any_client_id_length_and_call_id_are_keys_of_their_own():
     for i, (cid, call) in enumerate(calls):
         assert rc.lookup(cid, call, "delete", 1) == (True, i == 0)
     assert len(rc) == len(calls)
+
+
+def test_a_packed_create_answers_its_first_status_and_the_first_entry_stays():
+    """The active records a create's entry from its op (``record_ops``): the answer it gives back equals the
+    answer the call got, for any path (unicode included), owner and group."""
+    rc = RetryCache(expiry_ms=1000, max_entries=10)
+    ns = Namespace(superuser="nn")
+    ns.mkdirs(CallContext("nn", (), C1, 1, ts=1), "/d/é 日本")
+    ctx = CallContext("nn", (), C1, 2, ts=5)
+    ops = ns.create(ctx, "/d/é 日本/f\\x", perm=0o640, replication=5, block_size=1 << 20)
+    key = rc.key(C1, 2)
+    rc.record_ops(key, "create", ops, 5)
+    assert rc.lookup(C1, 2, "create", 6) == (True, answer_from_ops("create", ops))
+    assert rc.lookup(C1, 2, "mkdirs", 6) == (False, None)
+    ns.set_permission(ctx, "/d/é 日本/f\\x", 0o600)  # the file changes: the retry still gets the first answer
+    rc.record_ops(key, "create", ns.create(CallContext("nn", (), C1, 3, ts=7), "/other"), 7)  # the same key
+    first = rc.lookup(C1, 2, "create", 8)[1]
+    assert first["permission"] == 0o640 and first["path"] == "/d/é 日本/f\\x"
+    rc.record_ops(rc.key(C2, 1), "mkdirs", ns.mkdirs(CallContext("nn", (), C2, 1, ts=7), "/a/b"), 7)
+    rc.record_ops(rc.key(C2, 2), "delete", [], 7)
+    assert rc.lookup(C2, 1, "mkdirs", 8) == (True, True) and rc.lookup(C2, 2, "delete", 8) == (True, True)
+    assert rc.lookup(C1, 2, "create", 1005) == (False, None)  # expired, in recording order
+    assert rc.lookup(C2, 1, "mkdirs", 1006) == (True, True)
+    assert rc.lookup(C2, 1, "mkdirs", 1007) == (False, None) and len(rc) == 0

@@ -228,7 +228,7 @@ class ClientProtocolHandler:
                 if nn.fatal_error is not None:  # invariant 1
                     raise EditLogFatalError(f"{nn.label}: journal failed: {nn.fatal_error}")
                 answer = answer_from_ops(method, ops)
-                retry_cache.record_key(key, method, answer, ctx.ts)
+                retry_cache.record_ops(key, method, ops, ctx.ts)
             except BaseException as e:
                 fut = self._inflight.pop(key, None) if key is not None else None
                 if fut is not None and not fut.done():
