@@ -5,10 +5,10 @@ with a large namespace replays on top of millions of inodes, and the same code r
 10^7 edits (issue 30). This bench shows where the rate goes as the namespace grows: the edits/s of each window of
 ``--window`` edits, the time the collector took (``gc.callbacks``), and the RSS.
 
-The edits: ``--edits`` creates with a client id each (so each also rebuilds a retry-cache entry), in directories
-of 1,000 files (an ``OP_MKDIR`` before each), names like ``part-000001234.snappy.parquet``, written once as
-finalized segments of a ``file://`` journal under ``--work`` (kept: 10^7 edits take about a minute to write and
-2 GB). The replay is ``EditLogTailer.catch_up`` into an empty namespace, in a fresh child process (a
+The edits: ``bench/replay_bench.py``'s mix (mkdir, create, rename in turn, 1,000 per directory, every op with a
+client id, so every edit also rebuilds a retry-cache entry; 10^7 edits leave ~6.7 million inodes), made by the
+real namespace and written once as finalized segments of 100,000 txns of a ``file://`` journal under ``--work``
+(kept: 10^7 edits take a few minutes to make and ~1.5 GB). The replay is ``EditLogTailer.catch_up`` into an empty namespace, in a fresh child process (a
 ``--baseline-src`` tree alternates with this one, each in its own child).
 
 Usage: ``.venv/bin/python bench/replay_scale_bench.py [--edits 10000000] [--window 1000000] [--rounds 1]
@@ -30,9 +30,7 @@ if "--child" not in sys.argv:
     sys.path.insert(0, SRC)
 
 TARGET_EDITS_PER_S = 200_000
-FILES_PER_DIR = 1000
 SEGMENT_TXNS = 100_000
-CLIENT_ID = b"\x09" * 16
 
 
 def log(msg: str) -> None:
@@ -44,18 +42,42 @@ def load() -> str:
 
 
 def journal_dir(work: str, edits: int) -> str:
-    return os.path.join(work, f"replay-scale-{edits}")
+    return os.path.join(work, f"replay-mix-{edits}")
+
+
+def edit_stream():
+    """``replay_bench.make_edits``'s mix, without end: mkdir, create, rename in turn, 1,000 per directory, each
+    op made by the real namespace (so every one is an op the NameNode could have logged)."""
+    from qjournal.namenode.namespace import CallContext, Namespace
+    from qjournal.namenode.ops import encode_op
+    ns = Namespace(superuser="bench")
+    client_id = b"\x07" * 16
+    i = 0
+    while True:
+        ctx = CallContext("bench", ("bench",), client_id, i, i)
+        d, k = divmod(i, 1000)
+        if k == 0:
+            ops = ns.mkdirs(ctx, f"/r/{d}")
+        elif k % 3 == 1:
+            ops = ns.mkdirs(ctx, f"/r/{d}/d{k}")
+        elif k % 3 == 2:
+            ops = ns.create(ctx, f"/r/{d}/f{k}")
+        else:
+            ops = ns.rename(ctx, f"/r/{d}/f{k - 1}", f"/r/{d}/g{k}")
+        for op in ops:
+            yield encode_op(op)
+        i += 1
 
 
 def generate(work: str, edits: int) -> str:
-    """Finalized segments of ``edits`` txids (markers included) in a formatted ``file://`` journal."""
+    """Finalized segments of ``edits`` txids (segment markers included) in a formatted ``file://`` journal."""
+    import asyncio
+
     from qjournal.config import Configuration
     from qjournal.namenode.journal_registry import open_journal
-    from qjournal.namenode.ops import (FIRST_INODE_ID, NO_CALL_ID, NO_CLIENT_ID, ROOT_INODE_ID, CreateOp,
-                                       EndLogSegmentOp, MkdirOp, StartLogSegmentOp, encode_op)
+    from qjournal.namenode.ops import NO_CALL_ID, NO_CLIENT_ID, EndLogSegmentOp, StartLogSegmentOp, encode_op
     from qjournal.protocol import segment as seg
     from qjournal.protocol.messages import NamespaceInfo
-    import asyncio
 
     d = journal_dir(work, edits)
     done = os.path.join(d, "generated.json")
@@ -70,36 +92,24 @@ def generate(work: str, edits: int) -> str:
     asyncio.run(fmt())
     cur = os.path.join(d, "current")
     t0 = time.monotonic()
-    txid, inode, made, call = 1, FIRST_INODE_ID, 0, 0
-    parent = ROOT_INODE_ID
-    ts = 1_790_000_000_000
+    stream = edit_stream()
+    txid = 1
     while txid <= edits:
         start = txid
         end = min(edits, start + SEGMENT_TXNS - 1)
         parts = [seg.encode_header()]
         for t in range(start, end + 1):
             if t == start or t == end:
-                cls = StartLogSegmentOp if t == start else EndLogSegmentOp
-                op = cls("bench", NO_CLIENT_ID, NO_CALL_ID, ts)
-            elif made % (FILES_PER_DIR + 1) == 0:
-                op = MkdirOp("bench", CLIENT_ID, call, ts, inode=inode, parent=ROOT_INODE_ID,
-                             name=f"dir-{inode:09d}", path=f"/dir-{inode:09d}", perm=0o755, owner="bench",
-                             group="supergroup", mtime=ts)
-                parent = inode
-                inode, made, call = inode + 1, made + 1, call + 1
+                opcode, body = encode_op((StartLogSegmentOp if t == start else EndLogSegmentOp)(
+                    "bench", NO_CLIENT_ID, NO_CALL_ID, 0))
             else:
-                op = CreateOp("bench", CLIENT_ID, call, ts, inode=inode, parent=parent,
-                              name=f"part-{inode:09d}.snappy.parquet", path=f"/dir-{parent:09d}/part-{inode:09d}",
-                              perm=0o644, owner="bench", group="supergroup", mtime=ts, atime=ts)
-                inode, made, call = inode + 1, made + 1, call + 1
-            ts += 1
-            opcode, body = encode_op(op)
+                opcode, body = next(stream)
             parts.append(seg.encode_record(t, opcode, body))
         with open(os.path.join(cur, seg.segment_file_name(start, end)), "wb") as f:
             f.write(b"".join(parts))
         txid = end + 1
     with open(done, "w") as f:
-        json.dump({"edits": edits, "inodes": inode - FIRST_INODE_ID, "seconds": time.monotonic() - t0}, f)
+        json.dump({"edits": edits, "seconds": time.monotonic() - t0}, f)
     log(f"  generated {edits:,} edits in {time.monotonic() - t0:.0f} s")
     return d
 

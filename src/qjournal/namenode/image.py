@@ -185,7 +185,7 @@ def _snapshot_batches(snap: TableSnapshot) -> Iterator[pa.RecordBatch]:
     pending: list[pa.RecordBatch] = []
     rows = 0
     for ids, parents, names, attr_idx, mtimes, atimes, lengths in snap.chunks:
-        idx = _int_column(attr_idx, pa.uint32())
+        idx = _int_column(attr_idx, pa.int64())
         cols = {"inode_id": _int_column(ids, pa.int64()), "parent_id": _int_column(parents, pa.int64()),
                 "name": pa.array(names, pa.string()),
                 **{c: by_index[c].take(idx) for c in by_index},

@@ -763,8 +763,7 @@ class Namespace:
 
     def _add(self, op: EditOp, nid: int, parent: int, name: str, attrs: tuple, mtime: int, atime: int,
              length: int) -> None:
-        table = self._table
-        if nid <= ROOT_INODE_ID or (nid <= table.max_id() and nid in table):
+        if nid <= ROOT_INODE_ID or (nid <= self.last_inode_id and nid in self._table):
             raise InvariantViolation(f"{op.NAME}: inode id {nid} is already used")
         children = self._children.get(parent)
         if children is None:
@@ -772,11 +771,10 @@ class Namespace:
             raise AssertionError("unreachable: a directory without children")  # pragma: no cover
         if name in children:
             raise InvariantViolation(f"{op.NAME}: {name!r} already exists in inode {parent}")
-        table.add(nid, parent, name, attrs, mtime, atime, length)  # type: ignore[arg-type]
+        self._table.add(nid, parent, name, attrs, mtime, atime, length, op.mtime)  # type: ignore[attr-defined]
         children[name] = nid
         if attrs[0]:
             self._children[nid] = {}
-        table.set_mtime(parent, op.mtime)  # type: ignore[attr-defined]
         if nid > self.last_inode_id:
             self.last_inode_id = nid
 
@@ -794,7 +792,15 @@ class Namespace:
             children.pop(sid, None)
 
     def _apply_mkdir(self, op: MkdirOp) -> None:
-        self._add(op, op.inode, op.parent, op.name, (True, op.perm, op.owner, op.group, 0, 0), op.mtime, 0, 0)
+        nid, name = op.inode, op.name
+        children = self._children.get(op.parent)
+        if nid <= self.last_inode_id or children is None or name in children:  # _add raises or inserts
+            self._add(op, nid, op.parent, name, (True, op.perm, op.owner, op.group, 0, 0), op.mtime, 0, 0)
+            return
+        self._table.add(nid, op.parent, name, (True, op.perm, op.owner, op.group, 0, 0), op.mtime, 0, 0, op.mtime)
+        children[name] = nid
+        self._children[nid] = {}
+        self.last_inode_id = nid
 
     def _apply_create(self, op: CreateOp) -> None:
         if op.overwrite_inode:
@@ -802,8 +808,16 @@ class Namespace:
             if old_parent != op.parent or old_name != op.name:
                 raise InvariantViolation(f"{op.NAME}: overwrite_inode {op.overwrite_inode} is not {op.path}")
             self._remove_subtree(op, op.overwrite_inode)
-        self._add(op, op.inode, op.parent, op.name,
-                  (False, op.perm, op.owner, op.group, op.replication, op.block_size), op.mtime, op.atime, op.length)
+        nid, name = op.inode, op.name
+        children = self._children.get(op.parent)
+        attrs = (False, op.perm, op.owner, op.group, op.replication, op.block_size)
+        if nid <= self.last_inode_id or children is None or name in children:  # _add raises or inserts
+            self._add(op, nid, op.parent, name, attrs, op.mtime, op.atime, op.length)
+            return
+        # the common case, inline (the replay's hot path): a new id above every one, a free name
+        self._table.add(nid, op.parent, name, attrs, op.mtime, op.atime, op.length, op.mtime)
+        children[name] = nid
+        self.last_inode_id = nid
 
     def _apply_delete(self, op: DeleteOp) -> None:
         parent, *_rest = self._node(op.inode, op)

@@ -110,6 +110,9 @@ def unpack_create(v: bytes, names: list[str]) -> dict:
             "replication": rep, "block_size": bs, "length": length, "inode_id": inode, "children_num": 0}
 
 
+_CREATE_METHOD = CLIENT.create
+
+
 def _entry_time(v: Any) -> int:
     return _CREATE.unpack_from(v)[0] if type(v) is bytes else v[0]
 
@@ -247,13 +250,24 @@ class RetryCache:
         method = _METHOD_BY_CLASS.get(type(op))
         if method is None:
             return
-        key = self.key(op.client_id, op.call_id)
-        if key is None:
-            return
-        if method == CLIENT.create:
-            self._store(key, pack_create(now_ms, op, self._name_index, self._names))  # type: ignore[arg-type]
+        cid, call = op.client_id, op.call_id
+        if len(cid) == 16 and 0 <= call < _CALL_ID_LIMIT and cid != NO_CLIENT_ID:  # key(), inline: the replay
+            key: Any = cid + call.to_bytes(8, "big")
         else:
-            self._store(key, self._constant(method, now_ms))
+            key = self.key(cid, call)
+            if key is None:
+                return
+        entries = self._entries
+        if key in entries:  # invariant 4
+            return
+        if method is _CREATE_METHOD:
+            entries[key] = pack_create(now_ms, op, self._name_index, self._names)  # type: ignore[arg-type]
+        else:
+            entries[key] = self._constant(method, now_ms)
+        order = self._order
+        order.append(key)
+        if len(entries) > self.max_entries:
+            del entries[order.popleft()]
 
     def expire(self, now_ms: int) -> None:
         """Drop entries recorded more than ``expiry_ms`` before ``now_ms`` (invariant 2)."""
