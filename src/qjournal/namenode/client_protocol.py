@@ -199,17 +199,19 @@ class ClientProtocolHandler:
                 el = nn.editlog
                 if el is None:
                     raise StandbyError(f"{nn.label}: not active", state=nn.state.value)
-                refused: list[QJournalError] = []
+                refused = False
                 where = str(target)
 
                 def attempt() -> list:
-                    nonlocal sid
+                    nonlocal sid, refused
                     try:
                         # invariant 6: under the namespace lock, where the op is applied
                         check_safe_mode(nn.safe_mode, OpCategory.WRITE, method, where, nn.label)
                         return mutation(ctx)
-                    except QJournalError as e:  # the namespace refused: nothing was applied
-                        refused.append(e)
+                    except QJournalError:  # the namespace refused: nothing was applied
+                        # a flag, not the error: a frame of this call holding the error its traceback holds
+                        # would be a reference cycle, garbage only the cyclic collector frees
+                        refused = True
                         sid = el.last_written_txid  # the state the refusal was read from
                         raise
 

@@ -831,8 +831,9 @@ class Namespace:
         if parent != op.src_parent:
             raise InvariantViolation(f"{op.NAME}: inode {op.inode} has parent {parent}, "
                                      f"op says {op.src_parent}")
-        self._node(op.dst_parent, op, True)
-        dch = self._children[op.dst_parent]
+        dch = self._children.get(op.dst_parent)  # every directory has its children dict
+        if dch is None:
+            self._node(op.dst_parent, op, True)  # raises, naming what is wrong
         if op.overwrite_inode:
             old_parent, old_name, *_rest = self._node(op.overwrite_inode, op)
             if old_parent != op.dst_parent or old_name != op.dst_name:
@@ -840,16 +841,17 @@ class Namespace:
             self._remove_subtree(op, op.overwrite_inode)
         if op.dst_name in dch:
             raise InvariantViolation(f"{op.NAME}: {op.dst_name!r} already exists in inode {op.dst_parent}")
-        # the destination parent must not be inside the moved subtree
+        # the destination parent must not be inside the moved subtree (only a directory has one)
         table = self._table
-        a = op.dst_parent
-        while a != ROOT_INODE_ID:
-            if a == op.inode:
-                raise InvariantViolation(f"{op.NAME}: inode {op.inode} moved into its own subtree")
-            a = table.parent(a)  # type: ignore[assignment]
+        if op.inode in self._children:
+            a = op.dst_parent
+            while a != ROOT_INODE_ID:
+                if a == op.inode:
+                    raise InvariantViolation(f"{op.NAME}: inode {op.inode} moved into its own subtree")
+                a = table.parent(a)  # type: ignore[assignment]
         del self._children[parent][name]
         table.move(op.inode, op.dst_parent, op.dst_name)
-        dch[op.dst_name] = op.inode
+        dch[op.dst_name] = op.inode  # type: ignore[index]
         table.set_mtime(parent, op.mtime)
         table.set_mtime(op.dst_parent, op.mtime)
 

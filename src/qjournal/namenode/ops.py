@@ -365,7 +365,7 @@ def decode_op(opcode: int, body: bytes, txid: int | None = None) -> EditOp:
                                  + (f" at txid {txid}" if txid is not None else ""),
                                  opcode=opcode, txid=txid)
     try:
-        d = _unpackb(body, raw=False, strict_map_key=True)
+        d = _unpackb(body)  # msgpack >= 1.0's defaults: raw=False, strict_map_key=True (no keyword parsing per edit)
     except Exception as e:  # msgpack raises several types for bad input
         raise CorruptRecordError(f"{_where(opcode, txid)}: body is not valid msgpack: {e}",
                                  opcode=opcode, txid=txid) from None
