@@ -197,6 +197,14 @@ class InodeTable:
         parent, a, mtime, atime, length = ch.vals[pos * W:pos * W + W]
         return parent, ch.names[pos], self.attr_list[a], mtime, atime, length
 
+    def parent_name(self, iid: int) -> tuple[int, str] | None:
+        """``(parent, name)`` of a live inode, or None."""
+        ci, pos = self._find(iid)
+        if ci < 0:
+            return None
+        ch = self._chunks[ci]
+        return ch.vals[pos * W + PARENT], ch.names[pos]
+
     def parent(self, iid: int) -> int | None:
         ci, pos = self._find(iid)
         return None if ci < 0 else self._chunks[ci].vals[pos * W + PARENT]

@@ -827,7 +827,10 @@ class Namespace:
         self._table.set_mtime(op.parent, op.mtime)
 
     def _apply_rename(self, op: RenameOp) -> None:
-        parent, name, *_rest = self._node(op.inode, op)
+        got = self._table.parent_name(op.inode)
+        if got is None:
+            self._node(op.inode, op)  # raises
+        parent, name = got  # type: ignore[misc]
         if parent != op.src_parent:
             raise InvariantViolation(f"{op.NAME}: inode {op.inode} has parent {parent}, "
                                      f"op says {op.src_parent}")
@@ -853,7 +856,8 @@ class Namespace:
         table.move(op.inode, op.dst_parent, op.dst_name)
         dch[op.dst_name] = op.inode  # type: ignore[index]
         table.set_mtime(parent, op.mtime)
-        table.set_mtime(op.dst_parent, op.mtime)
+        if op.dst_parent != parent:
+            table.set_mtime(op.dst_parent, op.mtime)
 
     def _apply_set_permission(self, op: SetPermissionOp) -> None:
         a = self._node(op.inode, op)[2]
