@@ -348,10 +348,15 @@ def _batch(rb: pa.RecordBatch, where: str) -> ImageBatch:
         keys = pa.array([index.setdefault(t, len(index)) for t in zip(*(c.to_pylist() for c in attr_cols))],
                         pa.uint32())
         values = list(index)
-    return ImageBatch(_int_array(cols["inode_id"].cast(pa.int64())), _int_array(cols["parent_id"].cast(pa.int64())),
+    parents = cols["parent_id"].cast(pa.int64())
+    by_parent = pc.sort_indices(parents)  # stable: a directory's rows stay in id order
+    runs = pc.run_end_encode(parents.take(by_parent), run_end_type=pa.int64())
+    dir_rows = pc.indices_nonzero(pc.equal(cols["type"], "d"))
+    return ImageBatch(_int_array(cols["inode_id"].cast(pa.int64())), _int_array(parents),
                       cols["name"].to_pylist(), _int_array(keys, "I"), values,
                       _int_array(cols["mtime"].cast(pa.int64())), _int_array(cols["atime"].cast(pa.int64())),
-                      _int_array(cols["length"].cast(pa.int64())))
+                      _int_array(cols["length"].cast(pa.int64())), _int_array(by_parent.cast(pa.int64())),
+                      _int_array(runs.values), _int_array(runs.run_ends), _int_array(dir_rows.cast(pa.int64())))
 
 
 def iter_image_batches(path: str, batch_rows: int = LOAD_BATCH_ROWS) -> tuple[ImageInfo, Iterator[ImageBatch]]:

@@ -42,9 +42,12 @@ that builds an :class:`INode` value per lookup (tools and tests).
 from __future__ import annotations
 
 import bisect
+import operator
 from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain, islice
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, Iterable, Iterator, NamedTuple
 
@@ -151,6 +154,11 @@ class ImageBatch(NamedTuple):
         names: the names (str).
         attr_keys: ``array('I')``: each row's index into ``attr_values``.
         attr_values: the distinct ``(type, permission, owner, group, replication, block_size)`` of the rows.
+        by_parent: the row indexes ordered by parent id (``array('q')``): the rows of one directory together,
+            so that its children dict is filled by one ``update`` (no Python step per row).
+        run_parents, run_ends: the runs of ``by_parent``: run i holds the rows ``by_parent[run_ends[i-1]:
+            run_ends[i]]``, all children of ``run_parents[i]``.
+        dir_rows: the indexes of the directory rows (``array('q')``).
     """
 
     ids: array
@@ -161,6 +169,30 @@ class ImageBatch(NamedTuple):
     mtimes: array
     atimes: array
     lengths: array
+    by_parent: array
+    run_parents: array
+    run_ends: array
+    dir_rows: array
+
+    @classmethod
+    def of_rows(cls, rows: list[tuple]) -> "ImageBatch":
+        """A batch of image rows (``INode.row`` tuples, in id order), its groups found in Python (small
+        inputs: ``from_image_columns``; the image loader finds them with Arrow)."""
+        values: dict[tuple, int] = {}
+        keys = array("I", (values.setdefault(tuple(r[3:7]) + (r[9], r[10]), len(values)) for r in rows))
+        parents = array("q", (r[1] for r in rows))
+        by_parent = array("q", sorted(range(len(rows)), key=parents.__getitem__))
+        run_parents, run_ends = array("q"), array("q")
+        for i, k in enumerate(by_parent):
+            if run_parents and run_parents[-1] == parents[k]:
+                run_ends[-1] = i + 1
+            else:
+                run_parents.append(parents[k])
+                run_ends.append(i + 1)
+        return cls(array("q", (r[0] for r in rows)), parents, [r[2] for r in rows], keys, list(values),
+                   array("q", (r[7] for r in rows)), array("q", (r[8] for r in rows)),
+                   array("q", (r[11] for r in rows)), by_parent, run_parents, run_ends,
+                   array("q", (k for k, r in enumerate(rows) if r[3] == "d")))
 
 
 def split_path(path: Any) -> list[str]:
@@ -911,11 +943,7 @@ class Namespace:
             CorruptSegmentError: no root, a dangling parent, a duplicate name or id (naming ``where``).
         """
         rows = sorted(zip(*(cols[c] for c in IMAGE_COLUMNS)), key=lambda r: r[0])
-        values: dict[tuple, int] = {}
-        keys = array("I", (values.setdefault(tuple(r[3:7]) + (r[9], r[10]), len(values)) for r in rows))
-        batch = ImageBatch(array("q", (r[0] for r in rows)), array("q", (r[1] for r in rows)),
-                           [r[2] for r in rows], keys, list(values), array("q", (r[7] for r in rows)),
-                           array("q", (r[8] for r in rows)), array("q", (r[11] for r in rows)))
+        batch = ImageBatch.of_rows(rows)
         return cls.from_image_batches([batch], last_inode_id, superuser=superuser, supergroup=supergroup,
                                       permissions_enabled=permissions_enabled, where=where)
 
@@ -935,55 +963,91 @@ class Namespace:
         children: dict[int, dict[str, int]] = {}
         ns._children = children
         dir_parents: dict[int, int] = {}
-        pending: list[tuple[int, int, str]] = []
+        pending: list[tuple[int, list]] = []  # children of a directory not met yet (a rename moved them there)
         prev = 0
         for b in batches:
-            keymap, isdir = [], []
+            n = len(b.ids)
+            if n == 0:
+                continue
+            keymap = []
             for k, (typ, perm, owner, group, rep, bs) in enumerate(b.attr_values):
                 if typ not in ("d", "f"):
                     bad = next(i for i, key in zip(b.ids, b.attr_keys) if key == k)
                     raise CorruptSegmentError(f"{where}: inode {bad} has type {typ!r}", path=where)
-                isdir.append(typ == "d")
                 keymap.append(table.attrs_index(Attrs(typ == "d", perm, owner, group, rep, bs)))
-            for iid, pid, name, k in zip(b.ids, b.parents, b.names, b.attr_keys):
-                if iid <= prev:
-                    what = f"duplicate inode id {iid}" if iid == prev else f"inode id {iid} after {prev}"
-                    raise CorruptSegmentError(f"{where}: {what}: rows are not sorted by unique inode_id", path=where)
-                prev = iid
-                if isdir[k]:
-                    children[iid] = {}
-                    dir_parents[iid] = pid
-                if iid == ROOT_INODE_ID:
+            ids = b.ids
+            if ids[0] <= prev or not all(map(operator.lt, ids, islice(ids, 1, None))):
+                a, c = next((a, c) for a, c in zip(chain((prev,), ids), ids) if c <= a)
+                what = f"duplicate inode id {c}" if c == a else f"inode id {c} after {a}"
+                raise CorruptSegmentError(f"{where}: {what}: rows are not sorted by unique inode_id", path=where)
+            root_parent = b.parents[0] if prev == 0 and ids[0] == ROOT_INODE_ID else None
+            prev = ids[-1]
+            idl = ids.tolist()  # the id objects the children dicts keep
+            names, parents = b.names, b.parents
+            for k in b.dir_rows:
+                children[idl[k]] = {}
+                dir_parents[idl[k]] = parents[k]
+            start = 0
+            order = b.by_parent
+            for p, end in zip(b.run_parents, b.run_ends):
+                rows = order[start:end]
+                start, size = end, end - start
+                if size == 1:
+                    items: Any = ((names[rows[0]], idl[rows[0]]),)
+                else:
+                    get = itemgetter(*rows)
+                    items = zip(get(names), get(idl))
+                if p == root_parent:  # the root's own row: in no directory (its parent, 0, is none)
+                    items = [(nm, i) for nm, i in items if i != ROOT_INODE_ID]
+                    size = len(items)
+                    if not size:
+                        continue
+                ch = children.get(p)
+                if ch is None:
+                    pending.append((p, list(items)))
                     continue
-                ch = children.get(pid)
-                if ch is None:  # a parent with a higher id (a rename moved it there), or none
-                    pending.append((iid, pid, name))
-                elif ch.setdefault(name, iid) is not iid:
-                    raise CorruptSegmentError(f"{where}: duplicate name {name!r} in inode {pid}", path=where)
-            table.load_rows(b.ids, b.parents, b.names, array("I", map(keymap.__getitem__, b.attr_keys)),
+                before = len(ch)
+                ch.update(items)
+                if len(ch) - before != size:
+                    _raise_duplicate(where, p, ch, [names[k] for k in rows])
+            table.load_rows(ids, parents, names, array("q", map(keymap.__getitem__, b.attr_keys)),
                             b.mtimes, b.atimes, b.lengths)
         if ROOT_INODE_ID not in children:
             raise CorruptSegmentError(f"{where}: the root directory (inode {ROOT_INODE_ID}) is missing",
                                       path=where)
-        for iid, pid, name in pending:
-            ch = children.get(pid)
+        for p, items in pending:
+            ch = children.get(p)
             if ch is None:
-                raise CorruptSegmentError(f"{where}: inode {iid} has no parent directory {pid}", path=where)
-            if ch.setdefault(name, iid) is not iid:
-                raise CorruptSegmentError(f"{where}: duplicate name {name!r} in inode {pid}", path=where)
+                raise CorruptSegmentError(f"{where}: inode {items[0][1]} has no parent directory {p}", path=where)
+            before = len(ch)
+            ch.update(items)
+            if len(ch) - before != len(items):
+                _raise_duplicate(where, p, ch, [nm for nm, _i in items])
         # every directory's parent chain reaches the root (then so does every file's: its parent is one)
         reachable = {ROOT_INODE_ID}
         for d in dir_parents:
-            chain: list[int] = []
+            chain_: list[int] = []
             x = d
             while x not in reachable:
-                if x in chain or x not in dir_parents:
+                if x in chain_ or x not in dir_parents:
                     raise CorruptSegmentError(f"{where}: some inodes are not reachable from the root", path=where)
-                chain.append(x)
+                chain_.append(x)
                 x = dir_parents[x]
-            reachable.update(chain)
+            reachable.update(chain_)
         ns.last_inode_id = max(last_inode_id, table.max_id())
         return ns
+
+
+def _raise_duplicate(where: str, parent: int, children: dict, names: list[str]) -> None:
+    """Raise for the name of ``names`` that was already in ``children`` or is twice in ``names``."""
+    seen: set[str] = set()
+    for nm in names:
+        if nm in seen:
+            break
+        seen.add(nm)
+    else:
+        nm = names[0]
+    raise CorruptSegmentError(f"{where}: duplicate name {nm!r} in inode {parent}", path=where)
 
 
 class InodesView(Mapping):
