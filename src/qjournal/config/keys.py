@@ -216,8 +216,11 @@ define("hadoop.security.instrumentation.requires.admin", False, "bool",
 define("dfs.cluster.administrators", "",
        doc="ACL of the HTTP admin endpoints (/jmx, /metrics, status pages) when "
            "hadoop.security.instrumentation.requires.admin is true")
-define("qjournal.log.level", "INFO", doc="log level of daemons (DEBUG, INFO, WARNING, ERROR)")
+define("qjournal.log.level", "INFO", doc="log level of daemons (TRACE, DEBUG, INFO, WARNING, ERROR)")
 define("qjournal.log.json", True, "bool", "structured JSON-lines logs on stderr (false: plain text)")
+define("qjournal.log.levels", "", "list",
+       "levels of single loggers, logger=LEVEL (log4j's log4j.logger.<name>): qjournal.ipc=TRACE writes one line per "
+       "RPC call and answer (method, peer, epoch, txids, bytes, latency) on clients and servers; off by default")
 define("qjournal.event-loop", "auto",
        doc="event loop of the daemons (journalnode, namenode, zkfc): asyncio (the standard library's), uvloop "
            "(pip install 'qjournal[fast]'; about a tenth less CPU per call) or auto (uvloop when installed)")
