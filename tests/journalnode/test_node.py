@@ -393,3 +393,39 @@ def test_a_throttled_download_never_runs_ahead_of_its_rate(tmp_path):
     assert elapsed >= len(body) / 100_000 - 0.2
     got, data, elapsed = run_simulation(main(0), 0)
     assert data == body and elapsed == 0
+
+
+def test_get_journal_sends_the_file_by_sendfile_unless_throttled(tmp_path):
+    """The body of ``/getJournal`` is the file itself handed to the kernel (``sendfile``: the segment's bytes never
+    pass through the JournalNode's process; seed 003's raw byte stream without a copy), for a finalized segment and
+    for the acknowledged prefix of an in-progress one (never the preallocated tail); a throttled transfer
+    (``dfs.edit.log.transfer.bandwidthPerSec``) reads chunks instead. Same bytes, same CRC32C header either way."""
+    async def fetch(node, segment_txid):
+        async with aiohttp.ClientSession() as s:
+            async with s.get(f"http://{node.http_bound}/getJournal?jid={JID}&segmentTxId={segment_txid}") as r:
+                assert r.status == 200
+                body = await r.read()
+                assert int(r.headers["X-Qjournal-Crc32c"], 16) == crc32c(body)
+                return body
+
+    async def main(throttled: bool):
+        conf = Configuration({"dfs.edit.log.transfer.bandwidthPerSec": "100000000" if throttled else "0"})
+        node, c = await start_node(tmp_path / ("slow" if throttled else "fast"), conf=conf)
+        try:
+            await c.call("format", jid=JID, ns_info=NS.to_wire(), force=False)
+            w = await write_epoch(c, 1, 1, 300)
+            await c.call("start_log_segment", req=w.req().to_wire(), txid=301, layout_version=1)
+            await c.call("journal", req=w.req().to_wire(), segment_txid=301, first_txid=301, num_txns=2,
+                         records=batch(301, 2))
+            finalized = await fetch(node, 1)
+            in_progress = await fetch(node, 301)
+            assert finalized == encode_header(1) + batch(1, 300)
+            assert in_progress == encode_header(1) + batch(301, 2)
+            sent = node.http_server.sendfile_bytes
+            assert sent == (0 if throttled else len(finalized) + len(in_progress)), sent
+        finally:
+            await c.close()
+            await node.stop()
+
+    run(main(False))
+    run(main(True))

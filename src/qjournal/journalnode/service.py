@@ -58,6 +58,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import io
 import functools
 import logging
 from dataclasses import dataclass, replace
@@ -629,7 +630,8 @@ class JournalNodeService:
         except BaseException:
             rs.stream.close()
             raise
-        return rs.file_name, SegmentDownload(self._chunks(rs, n), crc, length=rs.length, on_close=rs.stream.close)
+        return rs.file_name, SegmentDownload(self._chunks(rs, n), crc, length=rs.length, on_close=rs.stream.close,
+                                             local_file=rs.stream if _has_fd(rs.stream) else None)
 
     async def _chunks(self, rs: ReadableSegment, n: int) -> AsyncIterator[bytes]:
         try:
@@ -687,6 +689,15 @@ def _name(fn: Callable[..., Any]) -> str:
 
 def _status_and_metrics(journal: Journal) -> tuple[dict, dict]:
     return journal.status(), journal.metrics_snapshot()
+
+
+def _has_fd(stream: Any) -> bool:
+    """Whether ``stream`` is an OS file (the daemon's disk), not a simulated one: only those go to ``sendfile``."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return False
+    return True
 
 
 def _crc_of_prefix(stream: Any, length: int, chunk_bytes: int) -> int:

@@ -51,9 +51,13 @@ class SegmentDownload:
     """
 
     def __init__(self, chunks: AsyncIterator[bytes], crc: int | None, *, length: int | None = None,
-                 on_close: Callable[[], Any] | None = None) -> None:
+                 on_close: Callable[[], Any] | None = None, local_file: Any = None) -> None:
         self.crc = crc
         self.length = length
+        #: a body that is the first ``length`` bytes of this open file (an OS file with a descriptor): a server
+        #: may hand it to the kernel (``sendfile``) instead of reading the chunks, so the bytes never pass
+        #: through the process (seed 003: the input stream as a plain byte stream, without a copy)
+        self.local_file = local_file
         self._chunks = chunks
         self._on_close = on_close
         self._closed = False
