@@ -40,6 +40,7 @@ from qjournal.transport import ipc_trace
 from qjournal.transport.alloc import tune_allocator
 from qjournal.transport.frames import DEFAULT_MAX_FRAME_BYTES, KIND_RESPONSE, FrameDecoder, encode_request
 from qjournal.transport.memory import MemoryNetwork
+from qjournal.transport.tls import REFUSED_CERTIFICATE_HINT
 from qjournal.transport.wire import Coalescer, rebuild_error, set_nodelay
 from qjournal.util.futures import ListenedFuture
 from qjournal.util.logs import TRACE
@@ -400,8 +401,7 @@ class RpcClient:
                 self._transport.get_extra_info("sslcontext") is not None:
             # TLS 1.3: the server checks our certificate after our handshake ended, and asyncio
             # drops its alert; a close before any answer is how a refusal looks from here.
-            reason += (" before answering: a TLS server does so when it refuses this client's certificate "
-                       "(none, expired, or not signed by its CA); the server's log says why")
+            reason += f" before answering: {REFUSED_CERTIFICATE_HINT}"
         if self._closed_error is None:
             self._fail_all(TransportError(f"connection to {self.peer} lost ({reason})", peer=self.peer))
         if self._lost is not None and not self._lost.done():

@@ -30,6 +30,7 @@ import asyncio
 from typing import Any, AsyncIterator, Callable
 
 from qjournal.errors import TransportError
+from qjournal.transport.tls import REFUSED_CERTIFICATE_HINT
 
 __all__ = ["SegmentDownload", "http_download", "memory_download", "CRC_HEADER"]
 
@@ -135,7 +136,10 @@ async def http_download(session: Any, url: str, *, chunk_bytes: int, connect_tim
     try:
         resp = await session.get(url, timeout=timeout)
     except aiohttp.ClientError as e:
-        raise TransportError(f"fetch of {url} failed: {type(e).__name__}: {e}", url=url) from e
+        hint = ""
+        if url.startswith("https://") and isinstance(e, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)):
+            hint = f"; the server closed the connection before answering: {REFUSED_CERTIFICATE_HINT}"
+        raise TransportError(f"fetch of {url} failed: {type(e).__name__}: {e}{hint}", url=url) from e
     except asyncio.TimeoutError as e:
         raise TransportError(f"fetch of {url} timed out", url=url) from e
     try:
