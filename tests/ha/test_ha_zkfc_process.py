@@ -20,7 +20,7 @@ from qjournal.transport import RpcClient, RpcServer
 from qjournal.util.proc import qjournal_argv, start_daemon
 
 from .fake_ha import FakeHAService
-from .zk_fixtures import async_wait_until
+from tests.waiting import async_wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 DEADLINE_S = 30.0
@@ -95,7 +95,7 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
 
             def actives():
                 return sorted(n for n, s in services.items() if s.state == "active")
-            await async_wait_until(lambda: len(actives()) == 1, DEADLINE_S, "one active")
+            await async_wait_until(lambda: len(actives()) == 1, "one active", DEADLINE_S)
             first = actives()[0]
             second = "nn2" if first == "nn1" else "nn1"
             st = await zkfc_status(zkfc_ports[first])
@@ -103,8 +103,8 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
 
             # 1. kill -9 the active's ZKFC: its session expires, the other fences nn gracefully
             await asyncio.to_thread(daemons[first].kill)
-            await async_wait_until(lambda: services[second].state == "active", DEADLINE_S,
-                                   f"{second} active after kill -9 of zkfc-{first}")
+            await async_wait_until(lambda: services[second].state == "active",
+                                   f"{second} active after kill -9 of zkfc-{first}", DEADLINE_S)
             assert services[first].state == "standby"   # graceful fence made it standby
             assert services[first].history[-1][3] == "zkfc"
             st2 = await zkfc_status(zkfc_ports[second])
@@ -117,13 +117,13 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
                 start_daemon, f"zkfc-{first}", qjournal_argv("--conf", conf_dir, "zkfc", "--nn-id", first),
                 log_path=str(tmp_path / f"zkfc-{first}.log"), ready_timeout_s=60)
             zkfc_ports[first] = int(daemons[first].ready["rpc"].rsplit(":", 1)[1])
-            await async_wait_until(lambda: services[first].state == "standby", DEADLINE_S, "standby")
+            await async_wait_until(lambda: services[first].state == "standby", "standby", DEADLINE_S)
 
             # 2. the active NameNode stops answering (its server goes away): the other side
             #    takes over and fences it with the shell method
             await servers[second].stop()
-            await async_wait_until(lambda: services[first].state == "active", DEADLINE_S,
-                                   f"{first} active after {second} stopped answering")
+            await async_wait_until(lambda: services[first].state == "active",
+                                   f"{first} active after {second} stopped answering", DEADLINE_S)
             env = json.loads(fence_env.read_text())
             assert env["target_namenodeid"] == second and env["target_nameserviceid"] == "ns1"
             assert env["target_port"] == str(nn_ports[second])

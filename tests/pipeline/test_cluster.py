@@ -35,7 +35,7 @@ from qjournal.pipeline import ingest as ing
 from qjournal.pipeline import run as runner
 from qjournal.protocol import segment as seg
 from qjournal.util.proc import qjournal_argv
-from tests.ha.zk_fixtures import wait_until
+from tests.waiting import wait_until
 from tests.pipeline.live_journal import JournalWriter, journal_uri, start_journalnodes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -146,14 +146,14 @@ def test_pipeline_on_a_standalone_cluster_that_cannot_see_the_driver(spark, tmp_
             return apps if len(apps) == 2 else None
 
         # the master and the worker learn of an application's end asynchronously after its driver exits
-        apps = wait_until(both_completed, 60, "both applications in the master's completed list")
+        apps = wait_until(both_completed, "both applications in the master's completed list", 60)
         assert all(a["state"] == "FINISHED" and a["cores"] > 0 for a in apps), apps
 
         def ran_both():
             ran = {e["appid"] for e in (cluster.worker_json("worker1") or {}).get("finishedexecutors", [])}
             return ran if {a["id"] for a in apps} <= ran else None
 
-        ran = wait_until(ran_both, 60, "the worker's finished executors of both applications")
+        ran = wait_until(ran_both, "the worker's finished executors of both applications", 60)
         assert {a["id"] for a in apps} <= ran, (apps, ran)
         status = _cli(*qjournal_argv("spark", "status", "--run-dir", str(run_dir)))
         assert status.returncode == 0 and "workers alive: 1" in status.stdout, status.stdout + status.stderr

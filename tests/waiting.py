@@ -1,0 +1,85 @@
+"""The suite's one way to wait for something: a condition polled until it holds, with a deadline.
+
+Why one helper: a sleep is not synchronisation (it is too short on a loaded machine and too long
+everywhere else), and every hand-written polling loop picks its own deadline, clock and failure
+message. Here the deadline is on the wall clock (``time.monotonic``), so a wait is bounded in real
+time even on the simulator's virtual-time loop, and a timeout fails the test with a message naming
+what was waited for and the last value the condition returned.
+
+* :func:`wait_until` polls a plain callable from synchronous code (real processes, ZooKeeper).
+* :func:`async_wait_until` polls from a coroutine; the condition may be a plain callable or return
+  an awaitable (an RPC, a manifest query). ``poll_s=0`` only yields to the event loop between polls,
+  for conditions that other tasks of the same loop make true (no timer needed).
+
+Both return the condition's last (truthy) value, so a test can wait for something and use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from typing import Any, Awaitable, Callable
+
+__all__ = ["WaitTimeout", "wait_until", "async_wait_until"]
+
+
+class WaitTimeout(AssertionError):
+    """The condition did not hold before the deadline (a test failure, never caught by a test)."""
+
+
+def _timed_out(what: str, timeout_s: float, last: Any) -> WaitTimeout:
+    return WaitTimeout(f"timed out after {timeout_s}s waiting for {what} (last value: {last!r})")
+
+
+def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = 30.0, poll_s: float = 0.02) -> Any:
+    """Poll ``cond()`` until it returns a truthy value.
+
+    Args:
+        cond: the condition; called at least once, then every ``poll_s`` seconds.
+        what: what is waited for, in words (the failure message names it).
+        timeout_s: the deadline, in seconds of wall-clock time from the call.
+        poll_s: the pause between two polls.
+
+    Returns:
+        the condition's first truthy value.
+
+    Raises:
+        WaitTimeout: the deadline passed with the condition still false.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise _timed_out(what, timeout_s, v)
+        time.sleep(poll_s)
+
+
+async def async_wait_until(cond: Callable[[], Any | Awaitable[Any]], what: str, timeout_s: float = 30.0,
+                           poll_s: float = 0.01) -> Any:
+    """Poll ``cond()`` from a coroutine until it returns (or its awaitable resolves to) a truthy value.
+
+    Args:
+        cond: the condition; a plain callable or one returning an awaitable.
+        what: what is waited for, in words (the failure message names it).
+        timeout_s: the deadline, in seconds of wall-clock time from the call.
+        poll_s: the pause between two polls; 0 only yields to the event loop.
+
+    Returns:
+        the condition's first truthy value.
+
+    Raises:
+        WaitTimeout: the deadline passed with the condition still false.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        v = cond()
+        if inspect.isawaitable(v):
+            v = await v
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise _timed_out(what, timeout_s, v)
+        await asyncio.sleep(poll_s)
