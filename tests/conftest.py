@@ -1,15 +1,58 @@
-"""Test-run wide policy: a process-ending failure inside a test fails that test instead.
+"""Test-run wide policy.
 
-``qjournal.util.tasks.fatal`` ends the process (a broken invariant, a background task
-nobody can restart). In-process daemons share the pytest process, so for the test run the
-fatal handler records the failure, and every test checks afterwards that none was recorded.
+* A process-ending failure inside a test fails that test instead: ``qjournal.util.tasks.fatal``
+  ends the process (a broken invariant, a background task nobody can restart). In-process daemons
+  share the pytest process, so for the test run the fatal handler records the failure, and every
+  test checks afterwards that none was recorded.
+* Parallel runs (``make test``: pytest-xdist, ``-n N --dist loadgroup``): the unit of work is an
+  ``xdist_group`` or a file, Spark tests share one group, long units start first
+  (``tests/parallel.py``; the isolation rules a test follows are in docs/testing.md).
 """
 
 import pytest
 
 from qjournal.util import tasks
 
+from tests import parallel
+
 _FATAL: list = []
+
+
+def pytest_configure(config):
+    # registered here too, so that the marks below are known with or without the xdist plugin
+    config.addinivalue_line("markers", "xdist_group(name): run in one unit of work with the group's other tests")
+
+
+def _group(item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return None
+    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+
+def _unit(item) -> str:
+    """The test's unit of work: its group, else its file (tests/parallel.py, ``unit_of``)."""
+    return _group(item) or item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()) and _group(item) is None:
+            item.add_marker(pytest.mark.xdist_group("spark"))   # one SparkSession per run
+        group = _group(item)
+        if group is not None and group not in parallel.GROUPS:
+            raise pytest.UsageError(f"{item.nodeid}: xdist_group {group!r} is not one of tests/parallel.py GROUPS "
+                                    f"{parallel.GROUPS}")
+    if hasattr(config, "workerinput"):   # an xdist worker: the scheduler hands units out in this order
+        items[:] = parallel.longest_first(items, _unit, lambda it: it.get_closest_marker("slow") is not None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "loadgroup":
+        return parallel.make_scheduler(config, log)
+    return None
 
 
 def pytest_addoption(parser):
