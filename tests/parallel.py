@@ -27,7 +27,8 @@ GROUPS = ("spark",)
 
 #: serial seconds of the long units (measured on the 2-core machine, rounded); the rest are short
 UNIT_SECONDS: dict[str, float] = {
-    "spark": 180,
+    "tests/pipeline/test_cluster.py": 110,
+    "spark": 70,
     "tests/sim/test_cluster_sim.py": 55,
     "tests/sim/test_crash_points.py": 45,
     "tests/cluster/test_webhdfs_hadoop.py": 30,
