@@ -59,20 +59,8 @@ def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = 30.0, poll
 
 async def async_wait_until(cond: Callable[[], Any | Awaitable[Any]], what: str, timeout_s: float = 30.0,
                            poll_s: float = 0.01) -> Any:
-    """Poll ``cond()`` from a coroutine until it returns (or its awaitable resolves to) a truthy value.
-
-    Args:
-        cond: the condition; a plain callable or one returning an awaitable.
-        what: what is waited for, in words (the failure message names it).
-        timeout_s: the deadline, in seconds of wall-clock time from the call.
-        poll_s: the pause between two polls; 0 only yields to the event loop.
-
-    Returns:
-        the condition's first truthy value.
-
-    Raises:
-        WaitTimeout: the deadline passed with the condition still false.
-    """
+    """:func:`wait_until` from a coroutine: ``cond()`` may return an awaitable (awaited before the test), and
+    ``poll_s=0`` only yields to the event loop between polls. Same arguments, result and ``WaitTimeout``."""
     deadline = time.monotonic() + timeout_s
     while True:
         v = cond()
