@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # processes and timeouts, so one worker more than the cores keeps both busy; TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
-.PHONY: setup test demo demo-secure soak bench bench-peers clean
+.PHONY: setup test demo demo-secure soak hosts-soak bench bench-peers clean
 
 setup:
 	@bash scripts/setup.sh
@@ -30,6 +30,11 @@ soak: setup
 	if [ "$${CHAOS_S:-120}" != 0 ]; then $(PY) -m qjournal.chaos --duration-s $${CHAOS_S:-120} --seed $${CHAOS_SEED:-0}; fi
 	if [ "$${CLUSTER_CHAOS_S:-1800}" != 0 ]; then $(PY) -m qjournal.chaos cluster --duration-s $${CLUSTER_CHAOS_S:-1800} --seed $${CHAOS_SEED:-0}; fi
 	if [ "$${SECURE_CHAOS_S:-300}" != 0 ]; then $(PY) -m qjournal.chaos cluster --secure --duration-s $${SECURE_CHAOS_S:-300} --seed $${CHAOS_SEED:-0}; fi
+
+# The heavier runs on test hosts (network namespaces, root; docs/deploy.md): the deployment, the rolling restart and
+# the failover of make test, then a JournalNode host that lost its disk healing and a JournalNode replaced by a new host.
+hosts-soak: setup
+	QJOURNAL_HOSTS_HEAVY=1 $(PY) -m pytest tests/hosts -m hosts -p no:randomly -q -s
 
 bench: setup
 	$(PY) bench/run_all.py $(BENCH_ARGS)

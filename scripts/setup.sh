@@ -12,6 +12,8 @@ command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 # sshfence's tests run a real OpenSSH server on loopback (installed, never started as a service) and fuser.
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 command -v fuser >/dev/null 2>&1 || need_apt+=(psmisc)
+# the NameNode web UI's tests run in a real browser: Debian's headless chromium, driven by Playwright
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing system packages: ${need_apt[*]}"
   bash scripts/apt-install.sh "${need_apt[@]}"
@@ -26,6 +28,6 @@ stamp=.venv/.qjournal-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing qjournal and its dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  .venv/bin/python -m pip install -q -e '.[dev,pipeline]'
   touch "$stamp"
 fi

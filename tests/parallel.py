@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Iterable
 
 #: the groups the suite uses; a test naming another group is refused at collection (a typo would split a group)
-GROUPS = ("spark",)
+GROUPS = ("spark", "hosts")
 
 #: serial seconds of the long units (measured on the 2-core machine, rounded); the rest are short
 UNIT_SECONDS: dict[str, float] = {

@@ -29,16 +29,18 @@ LAYERS: list[tuple[str, ...]] = [
     ("client",),
     ("namenode",),
     ("ha",),
-    ("localcluster", "pipeline"),
+    ("localcluster", "pipeline", "deploy", "monitoring"),
     ("sim",),
     ("cli",),
-    ("chaos",),          # runs the shipped programs (the cli's record format) and the sim's checker
+    ("chaos", "hosts"),  # run the shipped programs (the cli's record format, the units) and the sim's checker
     ("__main__", "__init__"),
 ]
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 
 #: optional heavy dependencies that a light module may import inside the function that needs them
-LAZY_ALLOWED = {"pyspark", "aiohttp", "prometheus_client", "matplotlib", "pandas", "pyarrow"}
+LAZY_ALLOWED = {"pyspark", "aiohttp", "prometheus_client", "matplotlib", "pandas", "pyarrow",
+                # development-only: the generator of the shipped monitoring files (qjournal.monitoring.build)
+                "grafana_foundation_sdk", "yaml"}
 
 
 def _modules() -> dict[str, ast.Module]:

@@ -259,3 +259,15 @@ def test_stat_default_format_directory_and_recursion(tree, capsys):
     assert dfs(tree, capsys, "-stat", "%F %a %b", "/t") == (0, "directory 755 0\n", "")
     rc, out, _ = dfs(tree, capsys, "-stat", "-R", "%n", "/t/a")
     assert (rc, out.split()) == (0, ["a", "sub", "Y.TXT", "x.txt"])
+
+
+def test_msync_prints_the_active_state_id(namenode, capsys):
+    """``-msync`` (HDFS-13688 for scripts): the state id after the client's msync, which moves with each write."""
+    rc, out, err = dfs(namenode, capsys, "-msync")
+    assert rc == 0 and err == "", err
+    before = int(out)
+    assert dfs(namenode, capsys, "-mkdir", "/after-msync")[0] == 0
+    rc, out, _ = dfs(namenode, capsys, "-msync")
+    assert rc == 0 and int(out) > before
+    rc, out, err = dfs(namenode, capsys, "-msync", "/extra")
+    assert rc == 1 and "takes no arguments" in err

@@ -188,3 +188,45 @@ def test_a_cancelled_syncer_never_makes_log_sync_spin(tmp_path):
     r = subprocess.run([sys.executable, str(script), root], capture_output=True, text=True, timeout=20,
                        cwd=root)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_rolls_by_transaction_count():
+    """``roll_txns`` (``dfs.namenode.checkpoint.txns`` x ``dfs.namenode.edit.log.autoroll.multiplier.threshold``,
+    HDFS's autoroll): a segment is rolled once it holds that many txns, so no segment grows without bound while
+    writes go on; every segment is well formed and the log replays to the same namespace."""
+    async def main():
+        j = MemoryJournal()
+        el = FSEditLog(j, clock_ms=lambda: 1, user="nn", roll_txns=5, on_fatal=[].append)
+        ns = Namespace(superuser="nn")
+        await el.open_for_write(1)
+        ctx = CallContext("nn", ts=5)
+        for i in range(23):
+            txid, _ = await el.log_edit(lambda: ns.mkdirs(ctx, f"/d{i}"))
+            await el.log_sync(txid)
+        await wait_for(lambda: el._roll_task is None or el._roll_task.done(), "the last scheduled roll")
+        await el.close()
+        segments = sorted(j.finalized.items())
+        assert len(segments) >= 4, segments
+        for (start, end), (next_start, _) in zip(segments, segments[1:]):
+            assert next_start == end + 1
+            assert end - start + 1 >= 5 + 1, segments          # rolled only once 5 txns were in, plus END
+        for start, end in segments:
+            recs = j.durable[start]
+            assert recs[0].opcode == OP_START_LOG_SEGMENT and recs[-1].opcode == OP_END_LOG_SEGMENT
+        replay = Namespace(superuser="nn")
+        for r in j.all_records():
+            replay.apply(decode_op(r.opcode, r.body, r.txid))
+        assert replay.snapshot() == ns.snapshot()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("txns, mult, expect", [(20, "0.5", 10), (1000000, "0.5", 500000), (20, "0", 0)])
+def test_roll_txns_comes_from_the_checkpoint_keys(tmp_path, txns, mult, expect):
+    from qjournal.config import Configuration
+    from qjournal.namenode.daemon import NameNode
+
+    conf = Configuration({"dfs.namenode.name.dir": f"file://{tmp_path}/name",
+                          "dfs.namenode.checkpoint.txns": str(txns),
+                          "dfs.namenode.edit.log.autoroll.multiplier.threshold": mult})
+    assert NameNode(conf).roll_txns == expect

@@ -106,7 +106,8 @@ def test_jmx_metrics_status_page_non_ha(tmp_path):
                 status, text = await fetch(s, f"{base}/")
                 assert status == 200
                 assert "NameNode" in text and "active" in text and f"txid {ck_txid}" in text
-                assert f"file://{tmp_path}/name" in text and "(0 files, 5 directories)" in text
+                assert f"file://{tmp_path}/name" in text, text
+                assert "Files and directories</div><div class='value'>5</div>" in text, text
                 assert (await fetch(s, f"{base}/isActive")) == (200, "I am Active!")
         finally:
             await client.close()

@@ -115,7 +115,7 @@ def test_plan_on_metadata_then_executor_reads_verify_and_fail_over(tmp_path):
         p1, p2, p3 = serving.ports
         uri = f"qjournal://127.0.0.1:{p1};127.0.0.1:{p2};127.0.0.1:{p3}/qjournal"
         plan = fe.plan_copies(uri)
-        good, liar, dead = (fe.node_dir_name("127.0.0.1", p) for p in (p1, p2, p3))
+        good, liar, dead = (f"127.0.0.1:{p}" for p in (p1, p2, p3))
         assert plan.nodes == [good, liar, dead] and plan.jid == "qjournal"
         assert len(plan.errors) == 1 and plan.errors[0].startswith(dead)
         assert [(t.segment_start, t.segment_end, t.node) for t in plan.tasks] == \

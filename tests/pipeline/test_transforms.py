@@ -118,3 +118,20 @@ def test_audit_divergent_records_compares_checksums(spark):
     got = au.divergent_records(m, e).collect()
     assert [(r["kind"], r["txid"]) for r in got] == [("divergent-records", 2)]
     assert "n3=" in got[0]["detail"] and "n1=" in got[0]["detail"]
+
+
+def test_ingest_refuses_tables_with_the_old_node_spelling(spark, tmp_path):
+    """Nodes are ``host:port`` in the tables (as ``qjournal log status`` prints them); an output written when they
+    were ``host_port`` is refused with what to do, rather than counted twice by the audit."""
+    from qjournal.errors import JournalError
+    from qjournal.pipeline.store import OutputStore
+
+    layout = ing.OutputLayout(str(tmp_path / "out"))
+    nodes = ["127.0.0.1:8485", "127.0.0.1:8486"]
+    with OutputStore(spark, layout.root) as store:
+        ing._refuse_old_node_names(store, layout, nodes)          # a new output: nothing to refuse
+        store.write_bytes(layout.nodes_file, b'{"nodes": ["127.0.0.1:8485", "127.0.0.1:8486"]}')
+        ing._refuse_old_node_names(store, layout, nodes)          # written by this version
+        store.write_bytes(layout.nodes_file, b'{"nodes": ["127.0.0.1_8485", "127.0.0.1_8486"]}')
+        with pytest.raises(JournalError, match="host_port .*127.0.0.1_8485.*new --out"):
+            ing._refuse_old_node_names(store, layout, nodes)

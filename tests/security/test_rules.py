@@ -4,6 +4,10 @@ group mapping file, and the protocol tables against the handlers they guard."""
 from __future__ import annotations
 
 import inspect
+import socket
+import ssl
+import subprocess
+import threading
 
 import pytest
 
@@ -19,6 +23,7 @@ from qjournal.security.acl import AccessControlList
 from qjournal.security.auth_to_local import parse_principal, parse_rules, short_name
 from qjournal.security.groups import GroupMapping, parse_mapping_file
 from qjournal.security.identity import principal_of
+from qjournal.transport import pki
 from qjournal.security.service_auth import (PROTOCOLS_JOURNALNODE, PROTOCOLS_NAMENODE, PROTOCOLS_ZKFC,
                                             REFRESH_METHODS, ServiceAuthorization)
 
@@ -110,6 +115,44 @@ def test_principal_of_certificates():
     for bad in (None, {}, {"subject": (), "subjectAltName": (("DNS", "h"), ("IP Address", "1.2.3.4"))}):
         with pytest.raises(AuthenticationError):
             principal_of(bad)
+    # two common names: refused, naming both (docs/security.md: neither the first nor the last is guessed)
+    two = {"subject": ((("commonName", "alice"),), (("organizationName", "x"),), (("commonName", "hdfs"),))}
+    with pytest.raises(AuthenticationError, match=r"2 common names \(alice, hdfs\)"):
+        principal_of(two)
+    two_in_one_rdn = {"subject": ((("commonName", "alice"), ("commonName", "hdfs")),)}
+    with pytest.raises(AuthenticationError, match="common names"):
+        principal_of(two_in_one_rdn)
+
+
+def test_two_common_names_refused_over_a_real_handshake(tmp_path):
+    """What ``getpeercert`` gives for a subject ``/CN=alice/CN=hdfs`` signed by the cluster CA: refused."""
+    ca = pki.make_ca(str(tmp_path), "ca")
+    srv = pki.make_cert(str(tmp_path), ca, "srv")
+    key, csr, crt = (str(tmp_path / f"two.{x}") for x in ("key", "csr", "crt"))
+    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", key, "-out", csr, "-subj", "/CN=alice/CN=hdfs"], check=True, capture_output=True)
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca.cert, "-CAkey", ca.key, "-CAcreateserial",
+                    "-out", crt, "-days", "1"], check=True, capture_output=True, cwd=tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=ca.cert)
+    server_ctx.load_cert_chain(srv.cert, srv.key)
+    server_ctx.verify_mode = ssl.CERT_REQUIRED
+    client_ctx = ssl.create_default_context(cafile=ca.cert)
+    client_ctx.check_hostname = False
+    client_ctx.load_cert_chain(crt, key)
+    a, b = socket.socketpair()
+    seen = {}
+
+    def serve():
+        with server_ctx.wrap_socket(a, server_side=True) as s:
+            seen["cert"] = s.getpeercert()
+            s.recv(1)
+    t = threading.Thread(target=serve)
+    t.start()
+    with client_ctx.wrap_socket(b) as c:
+        c.sendall(b"x")
+    t.join(10)
+    with pytest.raises(AuthenticationError, match=r"2 common names \(alice, hdfs\)"):
+        principal_of(seen["cert"])
 
 
 def test_group_mapping_file_then_refresh(tmp_path):

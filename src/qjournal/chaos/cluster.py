@@ -57,7 +57,7 @@ from qjournal.namenode.dfs_client import DFSClient
 from qjournal.sim.checker import Violation
 from qjournal.sim.cluster_checker import check_cluster
 from qjournal.sim.ha_cluster import ClusterTimeouts
-from qjournal.sim.ha_workload import NamespaceClient
+from qjournal.sim.ha_workload import NamespaceClient, namespace_paths
 from qjournal.sim.history import (ControllerState, Fault, Healed, History, NamespaceState, NsRead, OpAcked,
                                   OpFailed, Progress)
 from qjournal.transport.rpc import RpcClient
@@ -315,18 +315,10 @@ class _ClusterChaos:
                 await self._call_nn(active, "roll_edits", **self.admin)
             except QJournalError as e:
                 self.notes.append(f"final roll failed: {e}")
-            paths: list[str] = []
-            stack = ["/"]
             try:
-                while stack:
-                    d = stack.pop()
-                    for st in await client.call("list_status", path=d):
-                        paths.append(st["path"])
-                        if st["type"] == "d":
-                            stack.append(st["path"])
+                paths = await namespace_paths(client)
                 report = await self._call_nn(active, "get_report", **self.admin)
-                self.history.add(NamespaceState(active, "active", int(report["last_txid"]),
-                                                tuple(sorted(paths))))
+                self.history.add(NamespaceState(active, "active", int(report["last_txid"]), paths))
             except QJournalError as e:
                 self.notes.append(f"final namespace not read: {e}")
         # liveness: by the bound after the heal, every controller of a healthy NameNode is in

@@ -11,15 +11,22 @@ The event loop: :func:`run_daemon` runs a daemon's main coroutine on the loop
 (libuv's, the optional ``qjournal[fast]`` extra), or ``auto`` (the default:
 uvloop when it is installed, as uvicorn chooses). Measured in
 docs/performance.md ("Commit path"): about a tenth less NameNode CPU per call.
+
+Readiness: :func:`announce_ready` prints the ``READY {json}`` line the launchers and tests wait
+for and, under a service manager that asked for it (``$NOTIFY_SOCKET``: systemd's ``Type=notify``
+units of docs/deploy.md), sends ``READY=1`` there: ``systemctl start`` then returns once the daemon
+serves, and units ordered after it start only then.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import signal
+import socket
 import sys
 from typing import Any, Callable, Coroutine
 
@@ -31,7 +38,7 @@ try:  # optional: pip install 'qjournal[fast]'
 except ImportError:  # pragma: no cover - depends on the installation
     uvloop = None
 
-__all__ = ["event_loop_factory", "guarded", "host_port_arg", "remove_pid_file", "run_daemon",
+__all__ = ["announce_ready", "event_loop_factory", "guarded", "notify_service_manager", "host_port_arg", "remove_pid_file", "run_daemon",
            "stop_on_signals", "write_pid_file"]
 
 log = logging.getLogger(__name__)
@@ -145,3 +152,33 @@ def stop_on_signals(stop: asyncio.Event | None = None) -> asyncio.Event:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     return stop
+
+
+def notify_service_manager(state: str) -> bool:
+    """Send ``state`` (e.g. ``READY=1``) to the service manager's ``$NOTIFY_SOCKET`` (sd_notify(3)).
+
+    Returns:
+        False when no service manager asked (no ``$NOTIFY_SOCKET``); True once sent.
+
+    Raises:
+        OSError: the socket named in ``$NOTIFY_SOCKET`` cannot be reached.
+    """
+    path = os.environ.get("NOTIFY_SOCKET")
+    if not path:
+        return False
+    if path.startswith("@"):  # an abstract socket
+        path = "\0" + path[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
+        s.connect(path)
+        s.sendall(state.encode())
+    return True
+
+
+def announce_ready(ready: dict) -> None:
+    """The daemon serves: print ``READY {json}`` on stdout and tell the service manager (module
+    docstring). A service manager that cannot be reached is logged, not fatal: the daemon serves."""
+    print(f"READY {json.dumps(ready)}", flush=True)
+    try:
+        notify_service_manager(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving {ready.get('rpc', '')}")
+    except OSError as e:
+        log.warning("could not notify the service manager at %s: %s", os.environ.get("NOTIFY_SOCKET"), e)

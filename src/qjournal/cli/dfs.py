@@ -8,7 +8,7 @@ Commands: ``-ls [-d] [-R] PATH...``, ``-mkdir [-p] PATH...``, ``-touchz PATH...`
 ``-rm [-r|-R] [-f] PATH...``, ``-mv SRC... DST``, ``-chmod [-R] OCTAL PATH...``,
 ``-chown [-R] OWNER[:GROUP] PATH...``, ``-stat [-R] [FORMAT] PATH...``,
 ``-du [-s] PATH...``, ``-count PATH...``, ``-setrep N PATH...``,
-``-test -e|-d|-f|-s|-z PATH``, ``-find PATH... [-name|-iname PATTERN] [-print|-print0]``.
+``-test -e|-d|-f|-s|-z PATH``, ``-find PATH... [-name|-iname PATTERN] [-print|-print0]``, ``-msync``.
 Errors print ``<cmd>: `<path>': <message>`` on stderr; the exit status is 1
 when any path failed. Options: ``--user``, ``--groups`` (simple authentication).
 
@@ -495,6 +495,23 @@ async def count(c: DFSClient, flags: set[str], args: list[str]) -> int:
     return await _for_each("-count", args, show)
 
 
+async def msync(c: DFSClient, flags: set[str], args: list[str]) -> int:
+    """``-msync``: ask the active NameNode for its latest state id (HDFS-13688's msync) and print it.
+
+    A client reading from observers waits, before its next read, until the observer has applied that state.
+    ``qjournal dfs`` already msyncs before the first call of each run (one process, one client), so ``-msync``
+    is for scripts that need the point itself, e.g. to wait until an observer's ``/jmx`` shows it."""
+    if args:
+        print(f"-msync: takes no arguments (got {' '.join(args)})", file=sys.stderr)
+        return 1
+    try:
+        print(await c.msync())
+    except QJournalError as e:
+        print(f"-msync: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 @dataclass(frozen=True)
 class Command:
     """One dfs command.
@@ -523,4 +540,5 @@ COMMANDS: dict[str, Command] = {
     "-setrep": Command(setrep, "Rw"),
     "-test": Command(path_test, "edfsz"),
     "-find": Command(find),
+    "-msync": Command(msync),
 }

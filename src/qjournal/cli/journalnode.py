@@ -12,14 +12,15 @@ directory, address in use) exits with status 1 and a message naming the cause.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 
-from qjournal.cli._daemon import host_port_arg, remove_pid_file, run_daemon, stop_on_signals, write_pid_file
+from qjournal.cli._daemon import (announce_ready, host_port_arg, remove_pid_file, run_daemon, stop_on_signals,
+                                  write_pid_file)
 from qjournal.config import Configuration
 from qjournal.errors import ConfigError, QJournalError
 from qjournal.journalnode.node import JournalNode
+from qjournal.transport.http import scheme as http_scheme
 from qjournal.util.logs import setup_logging
 from qjournal.util.proc import freeze_startup_objects
 
@@ -76,8 +77,10 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     write_pid_file(args.pid_file)
     ready = {k: ready[k] for k in ("role", "rpc", "http", "pid")}
+    # as the NameNode's and the ZKFC's READY lines: the web server's URL, scheme included
+    ready["http_url"] = f"{http_scheme(conf)}://{ready['http']}" if ready["http"] else None
     freeze_startup_objects()
-    print(f"READY {json.dumps(ready)}", flush=True)
+    announce_ready(ready)
     try:
         await stop.wait()
     finally:

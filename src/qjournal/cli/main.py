@@ -30,9 +30,16 @@ SUBCOMMANDS: dict[str, str] = {
     "spark": "local Spark standalone cluster from the pyspark package: up, down, status",
     "bench": "benchmark helpers (gen-edits)",
     "demo": "end-to-end automatic failover demo on a local HA cluster",
-    "zookeeper": "start/stop a local ZooKeeper (standalone or 3 servers)",
+    "zookeeper": "start/stop a local ZooKeeper (standalone or 3 servers); run or check a deployed server",
+    "deploy": "render a host's configuration and systemd units from the cluster description",
     "rpc": "call one RPC of a running daemon and print the result as JSON",
+    "monitoring": "the Grafana dashboard, Prometheus alert rules and scrape configuration that ship",
 }
+
+#: what ``qjournal --help`` says first (the module docstring above is for the code's readers)
+DESCRIPTION = ("qjournal: HDFS-grade high availability for metadata services. JournalNodes keep a quorum "
+               "journal, NameNodes serve the namespace with automatic failover through ZooKeeper, and a Spark "
+               "pipeline reads the edit log. Run 'qjournal COMMAND --help' for one command's options.")
 
 
 def _global_options(p: argparse.ArgumentParser) -> None:
@@ -50,14 +57,34 @@ def command_of(argv: list[str]) -> str | None:
     return rest[0] if rest and rest[0] in SUBCOMMANDS else None
 
 
+#: modules of the ``pipeline`` extra (``pip install 'qjournal[pipeline]'``), which a daemon host lacks
+PIPELINE_EXTRA = ("pyspark", "pandas", "numba", "matplotlib")
+
+
+class MissingExtraError(SystemExit):
+    """A subcommand needs an optional extra that is not installed (exit status 2, message on stderr)."""
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; only ``command``'s module is imported to register its full arguments."""
-    p = argparse.ArgumentParser(prog="qjournal", description=__doc__.splitlines()[0])
+    """The parser; only ``command``'s module is imported to register its full arguments.
+
+    Raises:
+        MissingExtraError: ``command`` needs the ``pipeline`` extra and it is not installed.
+    """
+    p = argparse.ArgumentParser(prog="qjournal", description=DESCRIPTION)
     _global_options(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_ in SUBCOMMANDS.items():
         if name == command:
-            importlib.import_module(f"qjournal.cli.{name}").register(sub)
+            try:
+                module = importlib.import_module(f"qjournal.cli.{name}")
+            except ModuleNotFoundError as e:
+                if (e.name or "").split(".")[0] not in PIPELINE_EXTRA:
+                    raise
+                print(f"qjournal {name}: needs {e.name}, which is in the pipeline extra: "
+                      "pip install 'qjournal[pipeline]'", file=sys.stderr)
+                raise MissingExtraError(2) from e
+            module.register(sub)
         else:
             sub.add_parser(name, help=help_, add_help=False)
     return p

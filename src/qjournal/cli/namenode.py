@@ -9,6 +9,8 @@ Why a separate module: each role owns its CLI (``cli/main.py``). Modes, as
   the other NameNode of the nameservice (it must be running).
 * ``-initializeSharedEdits``: format the shared edits dir and copy the local
   edits after the newest image into it (turning a non-HA NameNode into HA).
+* ``-observer``: run the daemon and make it an observer (HDFS-12943) before it announces READY, as
+  ``hdfs namenode -observer`` does: an observer's service unit needs no ``haadmin`` after each start.
 * no mode: run the daemon in the foreground. It prints ``READY {json}`` once
   serving, writes ``--pid-file``, stops cleanly on SIGTERM/SIGINT (status 0)
   and exits with status 1 when its required journal fails (fenced). It also
@@ -21,12 +23,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import sys
 
-from qjournal.cli._daemon import host_port_arg, remove_pid_file, run_daemon, stop_on_signals, write_pid_file
+from qjournal.cli._daemon import (announce_ready, host_port_arg, remove_pid_file, run_daemon, stop_on_signals,
+                                  write_pid_file)
 from qjournal.config import Configuration
 from qjournal.errors import ConfigError, QJournalError
 from qjournal.namenode.daemon import NameNode
@@ -48,6 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="copy the namespace and newest image from the other NameNode")
     mode.add_argument("-initializeSharedEdits", action="store_true",
                       help="format the shared edits dir and copy the local edits into it")
+    mode.add_argument("-observer", action="store_true",
+                      help="run as an observer (serves reads, takes no part in the election)")
     p.add_argument("-force", action="store_true", help="re-format even if data exists")
     p.add_argument("-clusterid", help="cluster id for -format")
     p.add_argument("--nn-id", help="this NameNode's id in the nameservice (dfs.ha.namenode.id)")
@@ -135,6 +139,14 @@ async def _serve(conf, args: argparse.Namespace) -> int:
         print(f"namenode: failed to start: {e}", file=sys.stderr)
         await nn.stop()
         return 1
+    if args.observer:
+        try:
+            await nn.ha_service.transition_to_observer("user")
+        except QJournalError as e:
+            log.error("NameNode could not become an observer: %s", e)
+            print(f"namenode -observer: {e}", file=sys.stderr)
+            await nn.stop()
+            return 1
     stop_on_signals(stop)
     write_pid_file(args.pid_file)
     assert addr is not None
@@ -159,7 +171,7 @@ async def _serve(conf, args: argparse.Namespace) -> int:
     ready = {"role": "namenode", "rpc": f"{addr[0]}:{addr[1]}", "http": f"{hbound[0]}:{hbound[1]}",
              "http_url": http.url, "pid": os.getpid(), "nn_id": nn.nn_id, "state": nn.state.value}
     freeze_startup_objects()
-    print(f"READY {json.dumps(ready)}", flush=True)
+    announce_ready(ready)
     try:
         await stop.wait()
     finally:

@@ -3,7 +3,8 @@
 Why a subcommand: one controller process runs beside each NameNode
 (seed 004). It prints ``READY {json}`` once it is connected to ZooKeeper and
 serving its RPC port, exits 0 on SIGTERM/SIGINT after a clean stop, and exits
-non-zero if its health monitor fails. ``-formatZK`` creates the nameservice's
+non-zero if its health monitor fails. Its HTTP server (``/metrics``, ``/jmx``, a status page:
+:mod:`qjournal.ha.http`) listens on ``qjournal.zkfc.http.port``. ``-formatZK`` creates the nameservice's
 parent znode (refusing to clobber an existing one unless ``-force``).
 """
 
@@ -11,14 +12,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 
-from qjournal.cli._daemon import remove_pid_file, run_daemon, stop_on_signals, write_pid_file
+from qjournal.cli._daemon import announce_ready, remove_pid_file, run_daemon, stop_on_signals, write_pid_file
 from qjournal.config.conf import Configuration
-from qjournal.errors import ElectorError, QJournalError
+from qjournal.errors import ConfigError, ElectorError, QJournalError
 from qjournal.ha.elector import ElectorSettings
+from qjournal.ha.http import ZKFCHttpServer, zkfc_http_address_of
 from qjournal.ha.zkfc import ZKFCSettings, ZKFailoverController, format_zk, resolve_ha_addresses
 from qjournal.util.logs import setup_logging
 
@@ -67,22 +68,35 @@ def _format_zk(conf, args: argparse.Namespace) -> int:
 
 async def _serve(conf, args: argparse.Namespace) -> int:
     settings = ZKFCSettings.from_conf(conf, args.nn_id, args.nameservice)
+    http_host, http_port = zkfc_http_address_of(conf, settings.nameservice, settings.nn_id, settings.zkfc_host)
     zkfc = ZKFailoverController(settings)
-    await zkfc.start(serve_rpc=True)
+    http = ZKFCHttpServer(zkfc, conf)
+    try:
+        await http.start(http_host, http_port)
+    except OSError as e:
+        raise ConfigError(f"zkfc {settings.nn_id}: cannot serve HTTP on {http_host}:{http_port}: {e}",
+                          key="qjournal.zkfc.http.port") from None
+    try:
+        await zkfc.start(serve_rpc=True)
+    except BaseException:
+        await http.stop()
+        raise
     write_pid_file(args.pid_file)
     stop = stop_on_signals()
     ready = {"role": "zkfc", "nn_id": settings.nn_id, "nameservice": settings.nameservice,
-             "rpc": f"{settings.zkfc_host}:{settings.zkfc_port}",
+             "rpc": f"{settings.zkfc_host}:{settings.zkfc_port}", "http": http.url.split("://", 1)[1],
+             "http_url": http.url,
              "namenode": f"{settings.nn_host}:{settings.nn_port}",
              "zk_session": f"{zkfc.elector.session_id:#x}" if zkfc.elector.session_id else None,
              "pid": os.getpid()}
-    print("READY " + json.dumps(ready), flush=True)
+    announce_ready(ready)
     failed = asyncio.ensure_future(zkfc.failed.wait())
     stopped = asyncio.ensure_future(stop.wait())
     await asyncio.wait([failed, stopped], return_when=asyncio.FIRST_COMPLETED)
     for t in (failed, stopped):
         t.cancel()
     await zkfc.stop()
+    await http.stop()
     remove_pid_file(args.pid_file)
     if zkfc.failure:
         print(f"zkfc {settings.nn_id}: {zkfc.failure}", file=sys.stderr)

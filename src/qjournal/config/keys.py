@@ -281,6 +281,11 @@ define("dfs.namenode.observer.read.wait.ms", 1000, "duration",
 define("dfs.namenode.retrycache.expirytime.millis", 600000, "duration",
        "how long the retry cache keeps an answer", unit="ms")
 define("qjournal.namenode.retrycache.max-entries", 1000000, "int", "retry cache size bound")
+define("qjournal.namenode.web.probe.timeout.ms", 1000, "duration",
+       "the overview page's bound on asking each other NameNode and each JournalNode for its state", unit="ms")
+define("qjournal.namenode.web.probe.cache.ms", 2000, "duration",
+       "the overview page reuses its peers' answers this long (one probe per period however many viewers)",
+       unit="ms")
 define("qjournal.namenode.superuser", "${user.name}", doc="the NameNode's user (the HDFS superuser)")
 define("qjournal.namenode.rpc-bind-host", None, "str", "overrides the host of the rpc-address when binding")
 define("qjournal.client.rpc-timeout.ms", 60000, "duration", "DFS client per-call deadline", unit="ms")
@@ -423,3 +428,8 @@ define("dfs.ha.fencing.pidfence.wait.ms", 10000, "duration",
        "pidfence(...): how long to wait for the killed NameNode to exit", unit="ms")
 define("dfs.ha.zkfc.rpc-address.<ns>.<nn>", None, "address",
        "RPC address of the ZKFC of NameNode <nn> (default: the NameNode host and dfs.ha.zkfc.port)")
+define("qjournal.zkfc.http.port", 8021, "int",
+       "port of the ZKFC's HTTP server (/metrics, /jmx, status page; HTTPS under dfs.http.policy = "
+       "HTTPS_ONLY), on the ZKFC's RPC host (0 = any free port, announced in its READY line)")
+define("qjournal.zkfc.http-address.<ns>.<nn>", None, "address",
+       "HTTP address of the ZKFC of NameNode <nn> (default: the ZKFC's RPC host and qjournal.zkfc.http.port)")

@@ -408,6 +408,11 @@ class ActiveStandbyElector:
         return self._session_id
 
     @property
+    def wants_election(self) -> bool:
+        """Whether the controller asked to take part (``join_election`` since the last ``quit_election``)."""
+        return self._wants_election
+
+    @property
     def conn_state(self) -> Conn:
         """The ZooKeeper connection as the driver last saw it."""
         return self.zk.state if self.zk is not None else Conn.LOST

@@ -68,7 +68,7 @@ from qjournal.ha.health_monitor import (
 )
 from qjournal.ha.zk_kazoo import KazooZooKeeper
 from qjournal.ha.zk_kazoo import format_zk as kazoo_format_zk
-from qjournal.security.service_auth import PROTOCOLS_ZKFC, ServiceAuthorization
+from qjournal.security.service_auth import HTTP_ZKFC, PROTOCOLS_ZKFC, ServiceAuthorization
 from qjournal.transport import RpcServer
 from qjournal.transport.rpc import RpcHandlers
 from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
@@ -110,7 +110,8 @@ class ZKFCSettings:
         """
         ns, nn, (nn_host, nn_port), (zk_host, zk_port) = resolve_ha_addresses(conf, nn_id, nameservice)
         return cls(ssl_client=client_context_from_conf(conf), ssl_server=server_context_from_conf(conf),
-                   service_auth=ServiceAuthorization(conf, PROTOCOLS_ZKFC, service=f"ZKFC {nn}"),
+                   service_auth=ServiceAuthorization(conf, PROTOCOLS_ZKFC, service=f"ZKFC {nn}",
+                                                     http=HTTP_ZKFC),
                    nameservice=ns, nn_id=nn, nn_host=nn_host, nn_port=nn_port,
                    zkfc_host=zk_host, zkfc_port=zk_port,
                    elector=ElectorSettings.from_conf(conf, ns),
@@ -218,6 +219,8 @@ class ZKFailoverController:
         self.failed = asyncio.Event()
         self.failure: str = ""
         self.events: list[tuple[float, str, dict]] = []
+        #: how often each event of this controller happened since it started (the events list is bounded)
+        self.event_counts: dict[str, int] = {}
         self._rpc_server = None
         self._stopping = False
         self._transitioning = False  # a transition_to_active of ours is in flight
@@ -495,6 +498,7 @@ class ZKFailoverController:
         return asyncio.get_running_loop().time()
 
     def _record(self, event: str, **details: Any) -> None:
+        self.event_counts[event] = self.event_counts.get(event, 0) + 1
         self.events.append((self._wall_clock(), event, details))
         if len(self.events) > 400:
             del self.events[:100]

@@ -57,7 +57,7 @@ from qjournal.util.proc import pid_alive, read_last_lines  # pid_alive: re-expor
 
 __all__ = [
     "ZooKeeperError", "ZooKeeperServer", "ZooKeeperEnsemble", "ZooKeeperTls", "find_zookeeper_classpath",
-    "four_letter_word", "free_ports", "server_mode",
+    "four_letter_word", "free_ports", "server_mode", "zoo_cfg_text", "server_argv", "LOCAL_ZOO_CFG",
 ]
 
 #: directories searched for the ZooKeeper jars, in order ($QJOURNAL_ZOOKEEPER_HOME first)
@@ -190,6 +190,65 @@ def server_mode(host: str, port: int, timeout_s: float = 2.0,
     return None
 
 
+#: ``zoo.cfg`` keys of the local ensembles beyond :func:`zoo_cfg_text`'s (small files, no purging: short runs)
+LOCAL_ZOO_CFG = {"maxClientCnxns": "0", "autopurge.purgeInterval": "0", "preAllocSize": "4096",
+                 "snapCount": "100000"}
+
+
+def zoo_cfg_text(data_dir: str, client_port: int, quorum: list[tuple[int, str, int, int]], *,
+                 tick_time_ms: int = 500, min_session_timeout_ms: int | None = None,
+                 max_session_timeout_ms: int | None = None, client_address: str | None = None,
+                 tls: "ZooKeeperTls | None" = None, extra: dict[str, str] | None = None) -> str:
+    """The ``zoo.cfg`` of one server: the one place that knows what qjournal's ZooKeepers need.
+
+    Args:
+        data_dir: ``dataDir`` (snapshots, the transaction log, ``myid``).
+        client_port: the client port (the secure one when ``tls``).
+        quorum: ``(server id, host, quorum port, election port)`` of every member; empty for a
+            standalone server.
+        tick_time_ms: ``tickTime`` (sessions may last 2 to 20 ticks unless min/max say otherwise).
+        min_session_timeout_ms / max_session_timeout_ms: the session bounds (None: ZooKeeper's).
+        client_address: the address the client port binds (None: every address of the host).
+        tls: mutual TLS on the client port (the only client port then).
+        extra: more keys, written last, sorted.
+
+    Returns:
+        The file's text.
+    """
+    port_key = "secureClientPort" if tls else "clientPort"
+    lines = [f"tickTime={tick_time_ms}", "initLimit=20", "syncLimit=10", f"dataDir={data_dir}",
+             f"{port_key}={client_port}"]
+    if client_address is not None:
+        lines.append(f"{port_key}Address={client_address}")
+    if min_session_timeout_ms is not None:
+        lines.append(f"minSessionTimeout={min_session_timeout_ms}")
+    if max_session_timeout_ms is not None:
+        lines.append(f"maxSessionTimeout={max_session_timeout_ms}")
+    # no Jetty admin port (8080 clashes); readiness and status are decided by srvr
+    lines += ["admin.enableServer=false", "4lw.commands.whitelist=srvr,stat,ruok,mntr,cons"]
+    lines += [f"{k}={v}" for k, v in sorted((extra or {}).items())]
+    lines += tls.config_lines() if tls else []
+    lines += [f"server.{sid}={host}:{qp}:{ep}" for sid, host, qp, ep in quorum]
+    return "\n".join(lines) + "\n"
+
+
+def server_argv(cfg_path: str, heap_mb: int, log_dir: str) -> list[str]:
+    """The command line of one ZooKeeper server (``java ... QuorumPeerMain <zoo.cfg>``): the local
+    ensembles and the ``qjournal zookeeper server`` of a deployment start the same one.
+
+    Raises:
+        ZooKeeperError: no ZooKeeper jars (:func:`find_zookeeper_classpath`).
+    """
+    cp = ":".join(find_zookeeper_classpath())
+    return ["java", f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-Dzookeeper.admin.enableServer=false",
+            "-Dzookeeper.jmx.log4j.disable=true",
+            f"-Dzookeeper.log.dir={log_dir}",
+            "-cp", cp, MAIN_CLASS, cfg_path]
+
+
 @dataclass(frozen=True)
 class ZooKeeperTls:
     """Mutual TLS on the client port (module docstring). PEM files.
@@ -290,41 +349,21 @@ class ZooKeeperEnsemble:
                 cfg_path=os.path.join(self.run_dir, f"zk{sid}.cfg"),
                 log_path=os.path.join(self.run_dir, f"zk{sid}.log"),
                 pid_path=os.path.join(self.run_dir, f"zk{sid}.pid")))
+        quorum = [(o.server_id, self.host, o.quorum_port, o.election_port) for o in self.servers] \
+            if self.size > 1 else []
         for s in self.servers:
-            lines = [
-                f"tickTime={self.tick_time_ms}",
-                "initLimit=20",
-                "syncLimit=10",
-                f"dataDir={s.data_dir}",
-                f"{'secureClientPort' if self.tls else 'clientPort'}={s.client_port}",
-                f"{'secureClientPortAddress' if self.tls else 'clientPortAddress'}={self.host}",
-                f"minSessionTimeout={self.min_session_timeout_ms}",
-                f"maxSessionTimeout={self.max_session_timeout_ms}",
-                "maxClientCnxns=0",
-                "admin.enableServer=false",
-                "4lw.commands.whitelist=srvr,stat,ruok,mntr,cons",
-                "autopurge.purgeInterval=0",
-                "preAllocSize=4096",
-                "snapCount=100000",
-            ] + (self.tls.config_lines() if self.tls else [])
-            if self.size > 1:
-                for o in self.servers:
-                    lines.append(f"server.{o.server_id}={self.host}:{o.quorum_port}:{o.election_port}")
+            text = zoo_cfg_text(s.data_dir, s.client_port, quorum, tick_time_ms=self.tick_time_ms,
+                                min_session_timeout_ms=self.min_session_timeout_ms,
+                                max_session_timeout_ms=self.max_session_timeout_ms, client_address=self.host,
+                                tls=self.tls, extra=LOCAL_ZOO_CFG)
+            if quorum:
                 with open(os.path.join(s.data_dir, "myid"), "w") as f:
                     f.write(f"{s.server_id}\n")
             with open(s.cfg_path, "w") as f:
-                f.write("\n".join(lines) + "\n")
+                f.write(text)
 
     def _argv(self, s: ZooKeeperServer) -> list[str]:
-        cp = ":".join(find_zookeeper_classpath())
-        return ["java", f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                "-Xshare:auto",
-                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                "-Dorg.slf4j.simpleLogger.showDateTime=true",
-                "-Dzookeeper.admin.enableServer=false",
-                "-Dzookeeper.jmx.log4j.disable=true",
-                f"-Dzookeeper.log.dir={self.run_dir}",
-                "-cp", cp, MAIN_CLASS, s.cfg_path]
+        return server_argv(s.cfg_path, self.heap_mb, self.run_dir)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, ready_timeout_s: float = 30.0) -> None:

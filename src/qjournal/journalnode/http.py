@@ -44,6 +44,7 @@ from qjournal.protocol.jn_rules import validate_jid
 from qjournal.protocol.messages import parse_storage_info
 from qjournal.protocol.segment import crc32c
 from qjournal.transport.http import Throttle, jmx_response, prometheus_response, start_site
+from qjournal.util.fs import disk_usage
 
 __all__ = ["JournalNodeHttpServer", "ServedNode", "CHUNK_BYTES"]
 
@@ -201,7 +202,8 @@ class JournalNodeHttpServer:
         from prometheus_client import CollectorRegistry  # noqa: PLC0415
 
         registry = CollectorRegistry()
-        registry.register(_JournalCollector(await self.node.snapshot(), self.node.service_auth))
+        registry.register(_JournalCollector(await self.node.snapshot(), self.node.service_auth,
+                                            disk_usage(self.node.edits_dir)))
         return prometheus_response(registry)
 
     # --- / -------------------------------------------------------------------------------------
@@ -307,9 +309,11 @@ class _JournalCollector:
     """Prometheus collector of one ``/metrics`` answer: the ``Journal-<jid>`` beans of a node snapshot
     as series labelled ``jid``, in base units (the beans keep Hadoop's names and units)."""
 
-    def __init__(self, snap: dict[str, dict], service_auth: Any) -> None:
+    def __init__(self, snap: dict[str, dict], service_auth: Any, disk: tuple[int, int] | None) -> None:
         self.beans = {jid: v["metrics"] for jid, v in sorted(snap.items())}
+        self.rejoining = {jid: v["status"].get("rejoin_txid") is not None for jid, v in sorted(snap.items())}
         self.service_auth = service_auth
+        self.disk = disk
 
     def collect(self):  # noqa: ANN201 - prometheus collector protocol
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # noqa: PLC0415
@@ -326,6 +330,19 @@ class _JournalCollector:
             for jid, bean in self.beans.items():
                 fam.add_metric([jid], float(bean.get(key, 0)) * factor)
             yield fam
+        fam = GaugeMetricFamily(p + "rejoining", "1 while the journal, formatted from its peers, does not vote "
+                                "yet (it holds every finalized txid only after the syncer's copies)", labels=["jid"])
+        for jid, rejoining in self.rejoining.items():
+            fam.add_metric([jid], 1.0 if rejoining else 0.0)
+        yield fam
+        if self.disk is not None:
+            for name, doc, value in (("disk_size_bytes", "size of the file system of the edits directory",
+                                      self.disk[0]),
+                                     ("disk_free_bytes", "bytes of the edits directory's file system available "
+                                      "to the JournalNode", self.disk[1])):
+                g = GaugeMetricFamily(p + name, doc)
+                g.add_metric([], float(value))
+                yield g
         fam = GaugeMetricFamily(p + "sync_duration_seconds",
                                 "percentile of the batch fsync times over a sliding window (Hadoop Syncs<w>s)",
                                 labels=["jid", "window", "percentile"])

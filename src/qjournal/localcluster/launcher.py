@@ -250,6 +250,8 @@ class LocalCluster:
                 values[f"dfs.namenode.https-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'{nn}.http']}"
             if f"zkfc.{nn}" in ports:
                 values[f"dfs.ha.zkfc.rpc-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'zkfc.{nn}']}"
+            if f"zkfc.{nn}.http" in ports:
+                values[f"qjournal.zkfc.http-address.{NAMESERVICE}.{nn}"] = f"127.0.0.1:{ports[f'zkfc.{nn}.http']}"
         if self.secure:
             values.update(self._secure_conf())
         values.update(self.extra_conf)
@@ -364,7 +366,7 @@ class LocalCluster:
 
     def _up(self, ready_timeout_s: float) -> None:
         names = [f"{jn}.{k}" for jn in JN_NAMES for k in ("rpc", "http")] + \
-                [f"{nn}.rpc" for nn in self.nn_ids] + [f"zkfc.{nn}" for nn in NN_IDS] + \
+                [f"{nn}.rpc" for nn in self.nn_ids] + [f"zkfc.{nn}{k}" for nn in NN_IDS for k in ("", ".http")] + \
                 [f"{nn}.http" for nn in self.nn_ids]
         ports = dict(zip(names, free_ports(len(names))))
         self.out(f"cluster: starting ZooKeeper ({self.zk_servers} server{'s' if self.zk_servers > 1 else ''})")

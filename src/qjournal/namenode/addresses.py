@@ -4,7 +4,7 @@ Why separate: ``haadmin``, the checkpointer, the DFS client and the ZKFC all
 need the addresses, and none of them should import the NameNode daemon (and
 with it pyarrow) to get them. Keys: ``dfs.nameservices``,
 ``dfs.ha.namenodes.<ns>``, ``dfs.namenode.rpc-address.<ns>.<nn>``, and the
-non-HA ``dfs.namenode.rpc-address``.
+non-HA ``dfs.namenode.rpc-address``; and where each serves HTTP(S) (``http_address_of``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from qjournal.errors import InvalidRequestError
+from qjournal.transport.http import https_enabled
 
 
 def nameservice_of(conf: Any) -> str | None:
@@ -63,4 +64,32 @@ def namenode_addresses(conf: Any, ns: str | None = None) -> list[tuple[str, str,
     return out
 
 
-__all__ = ["nameservice_of", "namenode_ids", "rpc_address_of", "namenode_addresses"]
+def http_address_of(conf: Any, nn_id: str | None) -> tuple[tuple[str, int], str, bool]:
+    """Where NameNode ``nn_id`` serves HTTP (or HTTPS under ``dfs.http.policy = HTTPS_ONLY``).
+
+    Args:
+        conf: the configuration.
+        nn_id: this NameNode's id (None: non-HA).
+
+    Returns:
+        ``((host, port), key, explicit)``: the address, the key it came from and whether that key
+        was set (file, ``-D`` or ``set``) rather than its default.
+
+    Raises:
+        ConfigError: a malformed address or policy.
+    """
+    base = "dfs.namenode.https-address" if https_enabled(conf) else "dfs.namenode.http-address"
+    ns = nameservice_of(conf)
+    key = base
+    if ns and nn_id:
+        per_nn = f"{base}.{ns}.{nn_id}"
+        if conf.get(per_nn):
+            key = per_nn
+    host, port = conf.get_address(key)
+    bind = conf.get("dfs.namenode.http-bind-host")
+    if bind:
+        host = bind
+    return (host, port), key, conf.source(key) != "default"
+
+
+__all__ = ["nameservice_of", "namenode_ids", "rpc_address_of", "namenode_addresses", "http_address_of"]

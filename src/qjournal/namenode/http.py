@@ -1,10 +1,11 @@
-"""The NameNode's HTTP server (aiohttp): ``/jmx``, ``/metrics``, ``/isActive``, a status page and WebHDFS.
+"""The NameNode's HTTP server (aiohttp): ``/jmx``, ``/metrics``, ``/isActive``, the web UI and WebHDFS.
 
 Why: operators and monitoring built for HDFS look at a NameNode through its
 web port (9870): ``/jmx`` with the beans of Hadoop's ``JMXJsonServlet``
 (``NameNodeStatus``, ``FSNamesystem``, ``NameNodeInfo``, ``RpcActivityForPort<p>``, ...),
 ``/isActive`` for load balancers (Hadoop's ``IsActiveServlet``: 200 on the
-active, 405 otherwise) and a status page. ``/metrics`` serves the same
+active, 405 otherwise) and the web UI (``webui.py``: the overview and the file
+browser). ``/metrics`` serves the same
 numbers to Prometheus from a registry owned by this server. ``/webhdfs/v1``
 is Hadoop's WebHDFS REST API (``webhdfs.py``), served through the NameNode's
 ClientProtocol handler.
@@ -21,7 +22,7 @@ Theory of operation:
   (a checkpoint is the image write), so a restart reports it correctly.
 * HTTPS: with ``dfs.http.policy = HTTPS_ONLY`` the server listens with mutual
   TLS (:mod:`qjournal.transport.http`), on ``dfs.namenode.https-address[.<ns>.<nn>]``.
-* Address (:func:`http_address_of`): ``dfs.namenode.http(s)-address.<ns>.<nn>``
+* Address (:func:`~qjournal.namenode.addresses.http_address_of`): ``dfs.namenode.http(s)-address.<ns>.<nn>``
   in HA, else ``dfs.namenode.http(s)-address`` (default port 9870 / 9871);
   ``dfs.namenode.http-bind-host`` replaces the host when binding.
 
@@ -35,7 +36,6 @@ Invariants:
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import os
@@ -46,45 +46,20 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from qjournal.errors import QJournalError
 from qjournal.namenode import image as img
-from qjournal.namenode.addresses import nameservice_of
+from qjournal.namenode.addresses import http_address_of
 from qjournal.namenode.daemon import NameNode
-from qjournal.namenode.storage import journal_statuses
+from qjournal.namenode.storage import journal_node_statuses, journal_statuses, local_edits_dirs
 from qjournal.namenode.webhdfs import WebHdfs
+from qjournal.namenode.webui import WebUI
+from qjournal.util.fs import disk_usage
 from qjournal.transport.http import (http_server_context, https_enabled, jmx_response, prometheus_response,
                                 start_site)
 
 __all__ = ["NameNodeHttpServer", "http_address_of"]
 
 log = logging.getLogger(__name__)
-
-
-def http_address_of(conf: Any, nn_id: str | None) -> tuple[tuple[str, int], str, bool]:
-    """Where NameNode ``nn_id`` serves HTTP (or HTTPS under ``dfs.http.policy = HTTPS_ONLY``).
-
-    Args:
-        conf: the configuration.
-        nn_id: this NameNode's id (None: non-HA).
-
-    Returns:
-        ``((host, port), key, explicit)``: the address, the key it came from and whether that key
-        was set (file, ``-D`` or ``set``) rather than its default.
-
-    Raises:
-        ConfigError: a malformed address or policy.
-    """
-    base = "dfs.namenode.https-address" if https_enabled(conf) else "dfs.namenode.http-address"
-    ns = nameservice_of(conf)
-    key = base
-    if ns and nn_id:
-        per_nn = f"{base}.{ns}.{nn_id}"
-        if conf.get(per_nn):
-            key = per_nn
-    host, port = conf.get_address(key)
-    bind = conf.get("dfs.namenode.http-bind-host")
-    if bind:
-        host = bind
-    return (host, port), key, conf.source(key) != "default"
 
 
 class NameNodeHttpServer:
@@ -103,10 +78,10 @@ class NameNodeHttpServer:
         self.app.router.add_get("/jmx", self.jmx)
         self.app.router.add_get("/metrics", self.metrics)
         self.app.router.add_get("/isActive", self.is_active)
-        self.app.router.add_get("/", self.index)
-        self.app.router.add_get("/index.html", self.index)
         self.webhdfs = WebHdfs(nn.client_protocol, nn.conf, nn.service_auth.authenticator)
         self.webhdfs.register(self.app)
+        self.webui = WebUI(self)  # the overview at / and the file browser (webui.py)
+        self.webui.register(self.app)
         self.registry = CollectorRegistry(auto_describe=False)  # this server's own, never the global one
         self.registry.register(_Collector(self))
         self._runner: web.AppRunner | None = None
@@ -172,13 +147,24 @@ class NameNodeHttpServer:
             "rpc": rpc, "rpc_port": addr[1] if addr else 0,
             "retry_cache_entries": len(nn.retry_cache), "retry_cache_hits": int(nn.retry_cache.hits),
             "journals": journal_statuses(nn.journal_set, nn.shared_reader, nn.conf),
+            "journal_nodes": journal_node_statuses(nn.journal_set, nn.shared_reader),
             "became_active_ms": nn.ha_service.became_active_at_ms or 0,
             "tailer_error": (nn.tailer.last_error if nn.tailer is not None else "") or "",
             "ns_info": nn.ns_info,
             "safe_mode": bool(nn.safe_mode),
+            "disks": self._disks(),
             # Hadoop's isSecurityEnabled: callers are authenticated (here by TLS certificates)
             "security_enabled": bool(nn.conf.get_bool("qjournal.rpc.tls.enabled")),
         }
+
+    def _disks(self) -> dict[str, tuple[int, int] | None]:
+        """``{dir: (size, available)}`` of the name directory and the local edits directories."""
+        dirs = [self.nn.name_dir]
+        try:
+            dirs += local_edits_dirs(self.nn.conf)
+        except QJournalError:  # a status shows what it can
+            pass
+        return {d: disk_usage(d) for d in dict.fromkeys(dirs) if d}
 
     def beans(self) -> list[dict]:
         """Every ``/jmx`` bean, Hadoop names where they apply, in a fixed order."""
@@ -241,47 +227,6 @@ class NameNodeHttpServer:
             return web.Response(status=200, text="I am Active!")
         return web.Response(status=405, text="I am not Active!")
 
-    async def index(self, request: web.Request) -> web.Response:
-        """The status page."""
-        v = self.values()
-        e = html.escape
-        files = dirs = 0
-        if self.nn.namespace is not None:
-            for inode in self.nn.namespace.inodes.values():
-                if inode.is_dir:
-                    dirs += 1
-                else:
-                    files += 1
-        ck = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(v["checkpoint_time_ms"] / 1000))
-              if v["checkpoint_time_ms"] else "never")
-        rows = "".join(
-            f"<tr><td>{e(j['manager'])}</td><td>{'required' if j['required'] == 'true' else ''}</td>"
-            f"<td>{'FAILED' if j['disabled'] == 'true' else 'ok'}</td><td>{e(j['stream'])}</td></tr>"
-            for j in v["journals"])
-        ns = v["ns_info"]
-        body = (
-            "<!doctype html><html><head><meta charset='utf-8'><title>NameNode</title></head><body>"
-            f"<h1>NameNode {e(v['nn_id'])} ({e(v['state'])})</h1>"
-            f"<p>nameservice {e(v['nameservice'] or '-')} &middot; RPC {e(v['host_and_port'])} &middot; "
-            f"HTTP {e(self.url)} &middot; cluster {e(ns.cluster_id if ns else '-')} / namespace "
-            f"{ns.namespace_id if ns else '-'}</p>"
-            "<h2>Summary</h2><table border='1' cellpadding='4'>"
-            f"<tr><th>HA state</th><td>{e(v['state'])}</td></tr>"
-            f"<tr><th>safe mode</th><td>{'ON (dfsadmin -safemode leave)' if v['safe_mode'] else 'off'}</td></tr>"
-            f"<tr><th>files and directories</th><td>{v['files_total']} ({files} files, {dirs} directories)</td></tr>"
-            f"<tr><th>last transaction id</th><td>{v['last_txid']}</td></tr>"
-            f"<tr><th>open segment</th><td>{v['segment_txid'] if v['segment_txid'] else '-'}</td></tr>"
-            f"<tr><th>last checkpoint</th><td>txid {v['checkpoint_txid']} at {e(ck)} "
-            f"({v['txns_since_checkpoint']} transactions since)</td></tr>"
-            f"<tr><th>RPC calls / failed / open connections</th><td>{int(v['rpc'].get('calls', 0))} / "
-            f"{int(v['rpc'].get('errors', 0))} / {int(v['rpc'].get('connections_open', 0))}</td></tr>"
-            + (f"<tr><th>tailer error</th><td>{e(v['tailer_error'])}</td></tr>" if v["tailer_error"] else "")
-            + "</table><h2>Journals</h2><table border='1' cellpadding='4'><tr><th>journal manager</th>"
-            "<th></th><th>status</th><th>stream</th></tr>" + rows + "</table>"
-            "<p><a href='/jmx'>/jmx</a> &middot; <a href='/metrics'>/metrics</a> &middot; "
-            "<a href='/isActive'>/isActive</a></p></body></html>")
-        return web.Response(text=body, content_type="text/html")
-
 
 class _Collector:
     """Prometheus collector reading the NameNode at scrape time."""
@@ -328,3 +273,26 @@ class _Collector:
         for j in v["journals"]:
             jf.add_metric([j["manager"], j["required"]], 0.0 if j["disabled"] == "true" else 1.0)
         yield jf
+        writers = [j for j in v["journal_nodes"] if j["writer"]]  # the active's loggers; absent elsewhere
+        for name, doc, key in () if not writers else (
+                ("journal_node_written_txid", "highest txid this writer saw the JournalNode acknowledge",
+                 "written_txid"),
+                ("journal_node_lag_txns", "how far the JournalNode's acknowledged txid trails the committed txid",
+                 "lag_txns"),
+                ("journal_node_queued_bytes", "edits queued for the JournalNode, not yet acknowledged",
+                 "queued_bytes"),
+                ("journal_node_out_of_sync", "1 while the writer skips the JournalNode until the next segment",
+                 "out_of_sync")):
+            g = GaugeMetricFamily(f"{p}{name}", doc + " (the active NameNode's view)",
+                                  labels=["journal", "journal_node"])
+            for j in writers:
+                g.add_metric([j["journal"], j["name"]], float(j[key]))
+            yield g
+        disks = [(path, usage) for path, usage in sorted(v["disks"].items()) if usage is not None]
+        for name, doc, i in () if not disks else (("disk_size_bytes", "size of the file system of a name or edits directory", 0),
+                             ("disk_free_bytes", "bytes of a name or edits directory's file system available "
+                              "to the NameNode", 1)):
+            g = GaugeMetricFamily(f"{p}{name}", doc, labels=["dir"])
+            for path, usage in disks:
+                g.add_metric([path], float(usage[i]))
+            yield g

@@ -180,6 +180,33 @@ def _stream_description(journal: object, stream: object) -> str:
     return f"{head} " + ", ".join(parts)
 
 
+def journal_node_statuses(journal_set: JournalManager | None, shared_reader: JournalManager | None) -> list[dict]:
+    """Each JournalNode of the quorum journals as this NameNode's loggers see them (Hadoop's per-logger
+    ``QJMJournalNodeStatus``): the writer's view while active (acknowledged txid, lag behind the
+    committed txid, queued bytes, out of sync), else the reader's loggers with only their names and
+    HTTP addresses.
+
+    Returns:
+        ``[{"journal", "name", "http_url", "writer", "written_txid", "lag_txns", "queued_bytes",
+        "out_of_sync"}]`` sorted by journal URI and node name; the writer's numbers are None on a reader.
+    """
+    out: list[dict] = []
+    members = getattr(journal_set, "members", None)
+    journals = [(m.journal, True) for m in members] if members is not None else []
+    if not journals and shared_reader is not None:
+        journals = [(shared_reader, False)]
+    for journal, writer in journals:
+        loggers = getattr(getattr(journal, "loggers", None), "loggers", None)
+        for lg in loggers or ():
+            out.append({"journal": str(getattr(journal, "uri", "") or repr(journal)), "name": lg.name,
+                        "http_url": lg.http_url or "", "writer": writer,
+                        "written_txid": lg.highest_acked_txid if writer else None,
+                        "lag_txns": lg.lag_txns if writer else None,
+                        "queued_bytes": lg.queued_bytes if writer else None,
+                        "out_of_sync": bool(lg.out_of_sync) if writer else None})
+    return sorted(out, key=lambda d: (d["journal"], d["name"]))
+
+
 def journal_statuses(journal_set: JournalManager | None, shared_reader: JournalManager | None,
                      conf: Configuration) -> list[dict]:
     """A NameNode's journals as Hadoop's ``NameJournalStatus`` entries (status page, ``dfsadmin -report``).
@@ -218,4 +245,5 @@ def journal_statuses(journal_set: JournalManager | None, shared_reader: JournalM
 
 
 __all__ = ["NN_VERSION_FILE", "name_dir_of", "local_edits_uris", "local_edits_dirs", "read_nn_version",
-           "write_nn_version", "open_journals", "make_journal_set", "purge_old_storage", "journal_statuses"]
+           "write_nn_version", "open_journals", "make_journal_set", "purge_old_storage", "journal_statuses",
+           "journal_node_statuses"]

@@ -334,11 +334,29 @@ class WebHdfs:
             path = join_path(split_path(raw))
         except InvalidRequestError as e:
             raise InvalidRequestError(f"Invalid path {raw[:300]!r}: {e.message}") from None
+        user, groups = await self.caller(request, params)
+        return _Call(request, method, op, path, params, user, groups)
+
+    async def caller(self, request: web.Request, params: dict[str, str]) -> tuple[str, list[str]]:
+        """Who asks (module docstring, "Identity"): the certificate's user over HTTPS, else ``user.name``
+        or the static user; the groups are the server's.
+
+        Args:
+            request: the HTTP request (its TLS peer certificate, if any).
+            params: the query parameters, names lower-cased.
+
+        Returns:
+            ``(user, groups)``.
+
+        Raises:
+            WebHdfsAuthError: plain HTTP with no user at all. PermissionDeniedError: a ``doas`` or
+            ``user.name`` naming someone else. InvalidRequestError: a malformed user name.
+        """
         cert = peer_cert(request)
         if cert is not None:  # HTTPS: the certificate's user; a different claim is refused
             for claim in (params.get("doas"), params.get("user.name")):
                 caller = await self.authenticator.caller(cert, claim or "")
-            return _Call(request, method, op, path, params, caller.user, list(caller.groups))
+            return caller.user, list(caller.groups)
         user = params.get("user.name") or self.static_user
         if not user:
             raise WebHdfsAuthError("Authentication required: no user.name parameter and no "
@@ -348,8 +366,7 @@ class WebHdfs:
         if doas and doas != user:
             raise PermissionDeniedError(f"User: {user} is not allowed to impersonate {doas} "
                                         f"(qjournal has no proxy users)", user=user)
-        groups = await self.authenticator.groups.groups_async(user)
-        return _Call(request, method, op, path, params, user, groups)
+        return user, await self.authenticator.groups.groups_async(user)
 
     def _location(self, call: _Call) -> str:
         """The second step's URL: this server, the same path and query, plus the data-step marker."""

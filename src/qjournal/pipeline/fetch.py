@@ -54,7 +54,6 @@ import asyncio
 import contextlib
 import mmap
 import os
-import re
 import tempfile
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -82,14 +81,10 @@ FILE_STATS_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("file_length", pa.int64()), ("file_crc32c", pa.int64()))
 
 
-def node_dir_name(host: str, port: int) -> str:
-    """A file-system and Hadoop-path safe name for a node (``host_port``)."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{host}_{port}")
-
-
 def _node_name(logger_name: str) -> str:
-    host, port = logger_name.rsplit(":", 1)
-    return node_dir_name(host, int(port))
+    """A node's name in the tables and the data source's rows: ``host:port``, as the quorum client, ``qjournal
+    log status`` and the logs spell it (Spark escapes the ``:`` where the name is a partition directory)."""
+    return logger_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,5 +436,5 @@ def read_task(task: CopyTask, settings: ReadSettings, *, txid_range: tuple[int, 
 
 
 __all__ = ["CHUNK_KEY", "FETCH_FAILED", "FILE_STATS_FIELDS", "Source", "CopyTask", "ReadSettings", "Plan",
-           "node_dir_name", "plan_copies_async", "plan_copies", "plan_committed_async", "plan_committed",
+           "plan_copies_async", "plan_copies", "plan_committed_async", "plan_committed",
            "committed_tasks", "read_task", "stats_schema"]

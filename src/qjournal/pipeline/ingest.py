@@ -319,6 +319,26 @@ class IngestResult:
     failed: tuple[str, ...] = ()
 
 
+def _refuse_old_node_names(store: "OutputStore", layout: OutputLayout, nodes: list[str]) -> None:
+    """Refuse tables written before nodes were named ``host:port`` (they were ``host_port``): mixing both
+    spellings would count every JournalNode twice in the audit. The tables are derived from the journal, so
+    a fresh ``--out`` rebuilds them.
+
+    Raises:
+        JournalError: the output's ``nodes.json`` names a node ``host_port`` that is ``host:port`` now.
+    """
+    try:
+        old = list(json.loads(store.read_bytes(layout.nodes_file))["nodes"])
+    except (FileNotFoundError, OSError, ValueError, KeyError):
+        return
+    renamed = sorted(n for n in old if ":" not in n and "_" in n and n.rsplit("_", 1)[0] + ":" + n.rsplit("_", 1)[1]
+                     in nodes)
+    if renamed:
+        raise JournalError(f"{layout.root} holds tables of an older qjournal that named JournalNodes host_port "
+                           f"({', '.join(renamed[:3])}); nodes are host:port now: ingest into a new --out (the "
+                           f"tables are rebuilt from the journal)", path=layout.nodes_file)
+
+
 def ingest(spark, copies: list[CopyTask], layout: OutputLayout, nodes: list[str],
            progress: Progress = stderr_progress, conf: Configuration | None = None) -> IngestResult:
     """Run steps 2-5 for discovered copies.
@@ -338,6 +358,7 @@ def ingest(spark, copies: list[CopyTask], layout: OutputLayout, nodes: list[str]
 
     t0 = time.monotonic()
     with OutputStore(spark, layout.root) as store:
+        _refuse_old_node_names(store, layout, nodes)
         store.write_bytes(layout.nodes_file, json.dumps({"nodes": list(nodes)}).encode())
     discovered = segment_files_frame(spark, copies)
     manifest = read_manifest(spark, layout)

@@ -9,7 +9,11 @@ Theory of operation:
 
 * The principal of a certificate (:func:`principal_of`) is its subject's
   common name; a certificate without one is known by its first ``email``
-  subjectAltName, else its first ``URI`` one. Host names and IP addresses in
+  subjectAltName, else its first ``URI`` one. A subject with several common
+  names is refused: stacks disagree on which one names the peer (Python's
+  ``getpeercert`` lists them in order, Go's ``crypto/x509``, and so etcd, keeps
+  the last, others the first), so any choice could let a CA-signed certificate
+  whose extra CN an applicant controlled pass as someone else. Host names and IP addresses in
   the subjectAltName say where a server may run, not who a caller is, and are
   never a principal.
 * The principal becomes a short user name through ``hadoop.security.auth_to_local``
@@ -29,6 +33,7 @@ Invariants:
 1. With a certificate, the user is a function of the certificate and the
    rules alone; the call's arguments never change it.
 2. With a certificate, the groups are the server's mapping of that user.
+3. A certificate maps to at most one principal: two common names are an error, never a choice.
 """
 
 from __future__ import annotations
@@ -60,10 +65,12 @@ def principal_of(cert: dict | None) -> str:
     """
     if not cert:
         raise AuthenticationError("the peer presented no certificate")
-    for rdn in cert.get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName" and value:
-                return str(value)
+    cns = [str(value) for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName" and value]
+    if len(cns) > 1:  # which one is "the" name differs between TLS stacks: refuse to guess (invariant 3)
+        raise AuthenticationError(f"the peer's certificate names {len(cns)} common names ({', '.join(cns)[:200]}): "
+                                  f"an identity must be one name; issue a certificate with a single CN")
+    if cns:
+        return cns[0]
     sans = cert.get("subjectAltName", ())
     for kind in ("email", "URI"):
         for k, value in sans:

@@ -61,7 +61,7 @@ from qjournal.security.identity import Authenticator, Caller, principal_of
 from qjournal.transport.http import https_enabled, peer_cert, remote_exception
 
 __all__ = ["ServiceAuthorization", "PROTOCOL_NAMES", "PROTOCOLS_JOURNALNODE", "PROTOCOLS_NAMENODE",
-           "PROTOCOLS_ZKFC", "HTTP_JOURNALNODE", "HTTP_NAMENODE", "ADMIN", "AUTHENTICATED", "REFRESH_METHODS"]
+           "PROTOCOLS_ZKFC", "HTTP_JOURNALNODE", "HTTP_NAMENODE", "HTTP_ZKFC", "ADMIN", "AUTHENTICATED", "REFRESH_METHODS"]
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,11 @@ PROTOCOLS_ZKFC: dict[str, tuple[str, ...]] = {
 HTTP_JOURNALNODE: dict[str, Any] = {"/getJournal": (QJOURNAL, INTERQJOURNAL), "/jmx": ADMIN,
                                     "/metrics": ADMIN, "/": ADMIN}
 HTTP_NAMENODE: dict[str, Any] = {"/webhdfs/": (CLIENT,), "/jmx": ADMIN, "/metrics": ADMIN, "/": ADMIN,
-                                 "/index.html": ADMIN, "/isActive": AUTHENTICATED}
+                                 "/index.html": ADMIN, "/dfshealth.html": ADMIN, "/overview.json": ADMIN,
+                                 "/isActive": AUTHENTICATED, "/static/": AUTHENTICATED,
+                                 # the namespace browser lists what the caller's ClientProtocol calls may
+                                 "/explorer.html": (CLIENT,)}
+HTTP_ZKFC: dict[str, Any] = {"/jmx": ADMIN, "/metrics": ADMIN, "/": ADMIN}
 
 
 def _load_acls(conf: Any) -> dict[str, AccessControlList]:

@@ -66,7 +66,7 @@ from qjournal.sim.loop import (SimProcess, SimulationLimitExceeded, SimulationSt
 from qjournal.util.tasks import set_fatal_handler
 
 __all__ = ["HAFaults", "HAOptions", "HARunResult", "ObserverSetup", "observer_setup", "run_ha_seed",
-           "ha_replay_command", "NamespaceClient"]
+           "ha_replay_command", "NamespaceClient", "namespace_paths"]
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +221,24 @@ def ha_replay_command(opts: HAOptions) -> str:
     return cmd
 
 
+async def namespace_paths(dfs: Any) -> tuple[str, ...]:
+    """Every path of the namespace one client sees (``list_status`` from ``/`` down), sorted: what a
+    run's ``NamespaceState`` holds.
+
+    Raises:
+        QJournalError: a listing failed (after the client's own retries).
+    """
+    paths: list[str] = []
+    stack = ["/"]
+    while stack:
+        d = stack.pop()
+        for st in await dfs.call("list_status", path=d):
+            paths.append(st["path"])
+            if st["type"] == "d":
+                stack.append(st["path"])
+    return tuple(sorted(paths))
+
+
 class NamespaceClient:
     """One client of the workload: its own directory, a model of what it was told, its history events.
 
@@ -284,6 +302,7 @@ class NamespaceClient:
 
     async def read(self, path: str) -> None:
         call_seq = len(self.history)   # what was acknowledged before this read began
+        call_time = self.history.now()
         observer_reads = getattr(self.dfs, "observer_read_count", 0)
         try:
             st = await self.dfs.call("get_file_info", path=path)
@@ -298,7 +317,7 @@ class NamespaceClient:
             self.stat("reads_by_observer")
         session_only = by_observer and getattr(self.dfs, "auto_msync_period_ms", None) != 0
         self.history.add(NsRead(self.name, self._answered_by(), path, st is not None, call_seq=call_seq,
-                                session_only=session_only))
+                                session_only=session_only, call_time=call_time))
 
     async def loop(self, call_mean_s: float = CALL_MEAN_S) -> None:
         rng = self.rng

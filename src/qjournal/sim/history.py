@@ -42,7 +42,8 @@ The whole cluster (NameNodes, controllers and clients; judged by
   below it) at that moment (seen on the NameNode's side of the wire).
 * ``NsRead``: a client read whether a path exists, from which NameNode; ``call_seq``
   is the ``seq`` the next event had when the read was sent (events below it
-  happened before the read began); ``session_only`` when the answer came from an
+  happened before the read began), ``call_time`` the clock then (what
+  :func:`merge_histories` rebuilds ``call_seq`` from); ``session_only`` when the answer came from an
   observer without an ``msync`` for this read (it reflects the reader's own
   session, its writes and what it read, not every write acknowledged before it).
 * ``NamespaceState``: at the end, the paths of a NameNode's namespace (role
@@ -56,6 +57,7 @@ The whole cluster (NameNodes, controllers and clients; judged by
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -65,7 +67,7 @@ __all__ = [
     "Event", "Setup", "Promise", "WriterStarted", "EpochGranted", "Written", "Acked", "Accepted", "Finalized",
     "Read", "NodeSegment", "FinalLog", "Fault", "Note", "Failure", "History",
     "OpCalled", "OpAcked", "OpFailed", "NameNodeAck", "NsRead", "NamespaceState", "Healed", "Progress",
-    "ControllerState",
+    "ControllerState", "event_from_jsonable", "merge_histories",
 ]
 
 
@@ -218,6 +220,7 @@ class NsRead(Event):
     exists: bool
     call_seq: int = -1          # -1: not known (the read is judged as if it began at its answer)
     session_only: bool = False
+    call_time: float = -1.0     # the history's clock when the read was sent (-1: not recorded)
 
 
 @dataclass(frozen=True)
@@ -263,6 +266,10 @@ class History:
         end = float(self._clock())
         self._clock = lambda: end
 
+    def now(self) -> float:
+        """The history's clock now (what the next event's ``time`` would be)."""
+        return float(self._clock())
+
     def add(self, event: Event) -> Event:
         """Stamp ``event`` with the next sequence number and the current time and append it.
 
@@ -307,6 +314,11 @@ class History:
         """One JSON object per line (bytes as hex): a replayable artefact of a chaos run."""
         return "\n".join(json.dumps(_jsonable(e), sort_keys=True) for e in self.events)
 
+    @staticmethod
+    def event_to_json(e: Event) -> str:
+        """One event as the JSON line :meth:`to_jsonl` writes (:func:`event_from_jsonable` reads it back)."""
+        return json.dumps(_jsonable(e), sort_keys=True)
+
 
 def _short(v: Any) -> Any:
     if isinstance(v, bytes):
@@ -336,3 +348,62 @@ def _jsonable(e: Event) -> dict:
             v = [x.hex() if isinstance(x, bytes) else x for x in v]
         d[f.name] = v
     return d
+
+
+_EVENT_TYPES = {name: globals()[name] for name in __all__ if isinstance(globals().get(name), type)
+                and issubclass(globals()[name], Event)}
+
+
+def event_from_jsonable(d: dict) -> Event:
+    """The event a line of :meth:`History.to_jsonl` describes (``seq`` and ``time`` kept).
+
+    Raises:
+        ValueError: an unknown event type or fields that do not fit it.
+    """
+    cls = _EVENT_TYPES.get(d.get("type", ""))
+    if cls is None:
+        raise ValueError(f"unknown history event type {d.get('type')!r}")
+    kw: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in d:
+            continue
+        v = d[f.name]
+        if f.type == "bytes":
+            v = bytes.fromhex(v)
+        elif str(f.type).startswith("tuple[bytes"):
+            v = tuple(bytes.fromhex(x) for x in v)
+        elif str(f.type).startswith("tuple"):
+            v = tuple(v)
+        kw[f.name] = v
+    try:
+        return cls(**kw)
+    except TypeError as e:
+        raise ValueError(f"history event {d!r}: {e}") from e
+
+
+def merge_histories(parts: list[list[Event]]) -> History:
+    """One history of several recorded apart (client processes on their own hosts, the test's own
+    faults) on one clock: events ordered by ``time`` (ties: by part, then by each part's order),
+    numbered again, and every read's ``call_seq`` rebuilt from its ``call_time`` (the events that
+    happened before it was sent, whoever recorded them).
+
+    Args:
+        parts: each part's events in the order they were recorded, ``time`` from one clock
+            (``time.monotonic`` is one clock for every process of a machine).
+
+    Returns:
+        The merged history (its clock frozen at the last event).
+    """
+    keyed = sorted(((e.time, i, j, e) for i, part in enumerate(parts) for j, e in enumerate(part)),
+                   key=lambda t: t[:3])
+    times = [t[0] for t in keyed]
+    out: list[Event] = []
+    for seq, (_, _, _, e) in enumerate(keyed):
+        changes: dict[str, Any] = {"seq": seq}
+        if isinstance(e, NsRead) and e.call_time >= 0:
+            changes["call_seq"] = bisect.bisect_left(times, e.call_time)
+        out.append(dataclasses.replace(e, **changes))
+    end = times[-1] if times else 0.0
+    h = History(clock=lambda: end)
+    h.events = out
+    return h

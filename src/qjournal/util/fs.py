@@ -141,3 +141,14 @@ def rename_durable(src: str, dst: str) -> None:
     sd = os.path.dirname(os.path.abspath(src))
     if sd != dd:
         fsync_dir(sd)
+
+
+def disk_usage(path: str) -> tuple[int, int] | None:
+    """``(size, available)`` in bytes of the file system holding ``path`` (``statvfs``: available to an
+    unprivileged process, as ``df`` reports it), or None when ``path`` cannot be examined (a metric is then
+    left out rather than reported as zero)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize

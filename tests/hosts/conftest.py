@@ -1,0 +1,67 @@
+"""The cluster deployed on test hosts by following docs/deploy.md, shared by the hosts tests of a module.
+
+Why one deployment per module: building the wheel, installing it and the first start take about half a
+minute; the tests then each do one thing to the running cluster (the rolling restart, the failover), in
+file order, in one xdist group. Unprivileged runs skip with the reason; CI runs as root.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import time
+
+import pytest
+
+from qjournal.hosts.cluster import HostCluster
+from qjournal.hosts.netns import unavailable_reason
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DEPLOY_DOC = REPO / "docs" / "deploy.md"
+#: the first start, as docs/deploy.md orders it (the blocks without an id are an operator's by hand)
+FIRST_START = ["render", "verify-units", "start-zookeeper", "check-zookeeper", "start-journalnodes",
+               "format-namenode", "bootstrap-standby", "format-zk", "start-zkfcs", "check-ha", "client-smoke"]
+
+
+def deploy(workdir: str, extra_hosts: tuple[str, ...] = ()) -> HostCluster:
+    """Hosts for the description of docs/deploy.md, the package built and installed, the first start
+    done, all by the document's blocks. The caller closes the cluster."""
+    t0 = time.monotonic()
+    cluster = HostCluster(workdir, DEPLOY_DOC.read_text(), log=lambda s: print(f"{time.monotonic() - t0:7.1f}s {s}"))
+    try:
+        cluster.start(extra_hosts)
+        cluster.copy_source(str(REPO))
+        cluster.run("build")
+        # the hosts share one /opt/qjournal (docs/deploy.md, "How the tests run this page"): install once
+        cluster.run("install", hosts=[next(iter(cluster.desc.hosts))])
+        cluster.copy_description()
+        for block in FIRST_START:
+            cluster.run(block)
+    except BaseException:
+        cluster.close()
+        raise
+    print("deployment timings: " + ", ".join(f"{b} {s:.1f}s" for b, s in cluster.timings)
+          + f"; total {time.monotonic() - t0:.1f}s")
+    return cluster
+
+
+def deployed(tmp_path_factory, name: str):
+    """A module's deployment (skipped without root), closed after the module: yield from it in a fixture."""
+    why = unavailable_reason()
+    if why is not None:
+        pytest.skip(f"hosts tests skipped: {why}")
+    c = deploy(str(tmp_path_factory.mktemp(name)))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    yield from deployed(tmp_path_factory, "hosts")
+
+
+def heavy() -> bool:
+    """The heavier hosts runs (``make hosts-soak``: QJOURNAL_HOSTS_HEAVY=1)."""
+    return os.environ.get("QJOURNAL_HOSTS_HEAVY") == "1"
