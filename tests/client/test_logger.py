@@ -12,7 +12,7 @@ from qjournal.errors import (InvariantViolation, JournalOutOfSyncError, LoggerTo
 from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, NewEpochResponse,
                                         PrepareRecoveryResponse, SegmentState)
 
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 from .fakes import FakeRpc, connector_for
 

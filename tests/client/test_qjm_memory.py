@@ -10,7 +10,7 @@ from qjournal.errors import (FencedError, GapInTransactionsError, JournalAlready
 from qjournal.transport import RpcClient
 from qjournal.journalmanager.streams import SegmentInfo
 
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 from .memcluster import NS, MemCluster
 

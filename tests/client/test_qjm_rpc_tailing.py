@@ -5,7 +5,7 @@ import asyncio
 
 from qjournal.config import Configuration
 
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 from .memcluster import FAST, NS, MemCluster
 from .test_qjm_memory import body, run, write_segment

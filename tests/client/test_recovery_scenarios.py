@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 from .faults import fail_calls
 from .memcluster import MemCluster

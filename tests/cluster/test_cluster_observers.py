@@ -16,7 +16,7 @@ from qjournal.localcluster.launcher import LocalCluster
 from qjournal.namenode.dfs_client import DFSClient
 from qjournal.util.proc import qjournal_argv
 
-from tests.waiting import wait_until
+from qjournal.util.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

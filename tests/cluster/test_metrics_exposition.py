@@ -23,7 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.namenode.procs import Cluster
-from tests.waiting import wait_until
+from qjournal.util.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

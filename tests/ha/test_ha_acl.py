@@ -14,7 +14,7 @@ from kazoo.exceptions import NoAuthError
 from qjournal.ha.elector import digest_acl_id, parse_zk_acls
 
 from .fake_ha import Harness
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 

@@ -14,7 +14,7 @@ from qjournal.ha.elector import ElectorState
 from qjournal.ha.zk_client import Conn
 from qjournal.ha.zk_kazoo import expire_session
 
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 from .fake_ha import Harness
 from .zk_fixtures import drop_zk_connection

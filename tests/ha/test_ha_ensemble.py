@@ -17,7 +17,7 @@ from qjournal.ha.elector import ElectorState
 from qjournal.ha.zookeeper import ZooKeeperEnsemble
 
 from .fake_ha import Harness
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

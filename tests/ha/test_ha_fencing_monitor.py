@@ -23,7 +23,7 @@ from qjournal.ha.health_monitor import HealthMonitor, HealthMonitorSettings, Hea
 from qjournal.ha.zookeeper import pid_alive
 
 from .fake_ha import FakeHAService, FakeProxy, service_factory
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 pytestmark = pytest.mark.slow  # starts real (sleeping) processes for pidfence and shell fencing
 

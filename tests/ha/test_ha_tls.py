@@ -13,7 +13,7 @@ from qjournal.ha.zkfc import ZKFailoverController
 from qjournal.transport import RpcClient, RpcServer, pki, tls
 
 from .fake_ha import Harness
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 

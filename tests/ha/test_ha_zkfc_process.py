@@ -23,7 +23,7 @@ from qjournal.transport import RpcClient, RpcServer
 from qjournal.util.proc import qjournal_argv, start_daemon
 
 from .fake_ha import FakeHAService
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 DEADLINE_S = 30.0

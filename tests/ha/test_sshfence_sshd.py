@@ -25,7 +25,7 @@ from qjournal.ha.fencing import (FencingSettings, HATarget, parse_fencing_method
                                  ssh_fence_argv)
 from qjournal.ha.zookeeper import free_ports
 
-from tests.waiting import wait_until
+from qjournal.util.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -15,7 +15,7 @@ Helpers:
 * :func:`drop_zk_connection` pauses the server (SIGSTOP) so every client goes
   ``SUSPENDED`` without losing its session; use it as a context manager.
 
-Waiting on a condition: ``tests/waiting.py``.
+Waiting on a condition: ``qjournal.util.waiting``.
 """
 
 from __future__ import annotations

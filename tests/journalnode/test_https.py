@@ -22,7 +22,7 @@ from qjournal.protocol.segment import OP_DATA, crc32c, encode_header, encode_rec
 from qjournal.transport import RpcClient, pki
 from qjournal.transport.http import http_client_context
 
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 from .jn_helpers import NS
 

@@ -20,7 +20,7 @@ from qjournal.sim.loop import run_simulation
 from qjournal.transport import MemoryNetwork, RpcClient
 from qjournal.transport.download import memory_download
 
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 from .jn_helpers import NS, Writer, batch
 

@@ -22,7 +22,7 @@ from qjournal.ha.zookeeper import free_ports
 from qjournal.protocol.segment import OP_DATA
 from qjournal.transport import RpcClient
 from qjournal.util.proc import qjournal_argv, start_daemon
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 from .jn_helpers import NS
 

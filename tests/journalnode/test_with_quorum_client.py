@@ -12,7 +12,7 @@ from qjournal.protocol.messages import RequestInfo
 from qjournal.protocol.segment import OP_DATA, encode_header, encode_records
 from qjournal.transport import RpcClient
 
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 from .jn_helpers import NS
 

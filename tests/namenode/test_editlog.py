@@ -9,7 +9,7 @@ from qjournal.namenode.editlog import GATHER_MIN_BATCH_TXNS, EditLogFatalError, 
 from qjournal.namenode.namespace import CallContext, Namespace
 from qjournal.namenode.ops import OP_END_LOG_SEGMENT, OP_START_LOG_SEGMENT, decode_op
 
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 from .fakes import MemoryJournal
 

@@ -19,7 +19,7 @@ from qjournal.namenode.format import bootstrap_standby, format_namenode
 from qjournal.namenode.ha_state import HAState
 from qjournal.namenode.image import list_images
 
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 
 def base_conf(tmp, name):

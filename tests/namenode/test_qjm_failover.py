@@ -20,7 +20,7 @@ from qjournal.errors import StandbyError, TransportError
 from qjournal.namenode.dfs_client import DFSClient
 from qjournal.namenode.editlog import EditLogFatalError
 
-from tests.waiting import async_wait_until, wait_until
+from qjournal.util.waiting import async_wait_until, wait_until
 
 from .procs import Cluster
 

@@ -36,7 +36,7 @@ from qjournal.pipeline import ingest as ing
 from qjournal.pipeline import run as runner
 from qjournal.protocol import segment as seg
 from qjournal.util.proc import qjournal_argv
-from tests.waiting import wait_until
+from qjournal.util.waiting import wait_until
 from tests.pipeline.live_journal import JournalWriter, journal_uri, start_journalnodes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

@@ -21,7 +21,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from qjournal.pipeline import ingest as ing
 from qjournal.pipeline.decode import EDITS_COLUMNS
-from tests.waiting import wait_until
+from qjournal.util.waiting import wait_until
 from tests.pipeline.live_journal import JournalWriter, journal  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from qjournal.transport.download import memory_download
 from qjournal.transport.memory import MemoryNetwork
 from qjournal.transport.rpc import RpcClient, RpcServer
 
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 
 class Recorder(asyncio.Protocol):

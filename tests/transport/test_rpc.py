@@ -26,7 +26,7 @@ from qjournal.transport.frames import encode_frame, encode_request
 from qjournal.transport.rpc import PeerInfo, current_peer
 from qjournal.util import tasks
 
-from tests.waiting import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 from .helpers import arun, with_rig
 

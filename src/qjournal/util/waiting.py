@@ -1,10 +1,11 @@
-"""The suite's one way to wait for something: a condition polled until it holds, with a deadline.
+"""The one way to wait for something: a condition polled until it holds, with a deadline.
 
 Why one helper: a sleep is not synchronisation (it is too short on a loaded machine and too long
 everywhere else), and every hand-written polling loop picks its own deadline, clock and failure
 message. Here the deadline is on the wall clock (``time.monotonic``), so a wait is bounded in real
-time even on the simulator's virtual-time loop, and a timeout fails the test with a message naming
-what was waited for and the last value the condition returned.
+time even on the simulator's virtual-time loop, and a timeout raises :class:`WaitTimeout` naming
+what was waited for and the last value the condition returned. The tests use it for every wait on
+a condition (docs/testing.md, isolation rule 6), and so do the test hosts (``qjournal.hosts``).
 
 * :func:`wait_until` polls a plain callable from synchronous code (real processes, ZooKeeper).
 * :func:`async_wait_until` polls from a coroutine; the condition may be a plain callable or return
@@ -24,8 +25,8 @@ from typing import Any, Awaitable, Callable
 __all__ = ["WaitTimeout", "wait_until", "async_wait_until"]
 
 
-class WaitTimeout(AssertionError):
-    """The condition did not hold before the deadline (a test failure, never caught by a test)."""
+class WaitTimeout(TimeoutError):
+    """The condition did not hold before the deadline (the message names what was waited for)."""
 
 
 def _timed_out(what: str, timeout_s: float, last: Any) -> WaitTimeout:
