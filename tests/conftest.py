@@ -5,7 +5,7 @@
   share the pytest process, so for the test run the fatal handler records the failure, and every
   test checks afterwards that none was recorded.
 * Parallel runs (``make test``: pytest-xdist, ``-n N --dist loadgroup``): the unit of work is an
-  ``xdist_group`` or a file, Spark tests share one group, long units start first
+  group of files or a file, Spark tests share one group, long units start first
   (``tests/parallel.py``; the isolation rules a test follows are in docs/testing.md).
 """
 
@@ -23,27 +23,27 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): run in one unit of work with the group's other tests")
 
 
-def _group(item) -> str | None:
+def _declared_group(item) -> str | None:
+    """The group a test asks for: its ``xdist_group`` mark, or ``spark`` when it uses that fixture."""
     mark = item.get_closest_marker("xdist_group")
-    if mark is None:
-        return None
-    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    if mark is not None:
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    if "spark" in getattr(item, "fixturenames", ()):
+        return "spark"   # one SparkSession per run
+    return None
 
 
 def _unit(item) -> str:
-    """The test's unit of work: its group, else its file (tests/parallel.py, ``unit_of``)."""
-    return _group(item) or item.nodeid.split("::", 1)[0]
+    return parallel.unit_of(item.nodeid)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()) and _group(item) is None:
-            item.add_marker(pytest.mark.xdist_group("spark"))   # one SparkSession per run
-        group = _group(item)
-        if group is not None and group not in parallel.GROUPS:
-            raise pytest.UsageError(f"{item.nodeid}: xdist_group {group!r} is not one of tests/parallel.py GROUPS "
-                                    f"{parallel.GROUPS}")
+        declared = _declared_group(item)
+        if declared is not None and declared != parallel.group_of_file(item.nodeid.split("::", 1)[0]):
+            raise pytest.UsageError(f"{item.nodeid} belongs to the group {declared!r}: list its file under "
+                                    f"{declared!r} in tests/parallel.py GROUP_FILES (groups: {parallel.GROUPS})")
     if hasattr(config, "workerinput"):   # an xdist worker: the scheduler hands units out in this order
         items[:] = parallel.longest_first(items, _unit, lambda it: it.get_closest_marker("slow") is not None)
 

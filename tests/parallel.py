@@ -6,10 +6,14 @@ would be built again on each worker that receives one of its tests; ``loadscope`
 together but cannot put several files on one worker (one SparkSession for every Spark test) and
 starts the files with the most tests first, not the longest. Here:
 
-* a unit of work is the test's ``xdist_group`` when it has one, else its file; a unit runs whole on
-  one worker, so its module and session fixtures are built once;
-* a test that asks for the ``spark`` fixture is put in the group ``spark`` (one session per run: a
-  cold SparkSession costs 5-20 s of CPU);
+* a unit of work is a group of files (:data:`GROUP_FILES`) or else one file; a unit runs whole on one
+  worker, so its module and session fixtures are built once;
+* the group ``spark`` holds the files whose tests ask for the ``spark`` fixture (one session per run:
+  a cold SparkSession costs 5-20 s of CPU), ``hosts`` the test hosts (one deployment at a time). The
+  groups are declared by file because xdist's own ``xdist_group`` mark does not reach the scheduler
+  under pytest 9 (xdist 3.8 appends the group to ``item._nodeid``, which pytest 9 no longer reads);
+  the conftest checks at collection that a test's ``xdist_group`` mark, or its use of ``spark``,
+  agrees with the table, so the table cannot drift from the tests;
 * units start longest first (LPT scheduling), from :data:`UNIT_SECONDS`, the serial durations
   measured with ``--durations=0`` (docs/testing.md, "Running the suite in parallel"); a unit not in
   the table is estimated from its tests, 10 s for each ``slow`` one. A long unit that started last
@@ -22,8 +26,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
-#: the groups the suite uses; a test naming another group is refused at collection (a typo would split a group)
-GROUPS = ("spark", "hosts")
+#: the groups of files that run in one unit; a file or a directory (ending in "/") per entry
+GROUP_FILES: dict[str, tuple[str, ...]] = {
+    "spark": ("tests/pipeline/test_end_to_end.py", "tests/pipeline/test_source.py",
+              "tests/pipeline/test_transforms.py"),
+    "hosts": ("tests/hosts/",),
+}
+GROUPS = tuple(GROUP_FILES)
 
 #: serial seconds of the long units (measured on the 2-core machine, rounded); the rest are short
 UNIT_SECONDS: dict[str, float] = {
@@ -59,11 +68,18 @@ SLOW_TEST_S = 10.0
 OTHER_TEST_S = 0.02
 
 
+def group_of_file(path: str) -> str | None:
+    """The group a test file belongs to (:data:`GROUP_FILES`), or None."""
+    for group, entries in GROUP_FILES.items():
+        if any(path == e or (e.endswith("/") and path.startswith(e)) for e in entries):
+            return group
+    return None
+
+
 def unit_of(nodeid: str) -> str:
-    """The unit of work of a test id: its group (the ``@name`` xdist appends), else its file."""
-    if nodeid.rfind("@") > nodeid.rfind("]"):
-        return nodeid.rsplit("@", 1)[1]
-    return nodeid.split("::", 1)[0]
+    """The unit of work of a test id: its file's group, else its file."""
+    path = nodeid.split("::", 1)[0]
+    return group_of_file(path) or path
 
 
 def unit_estimate_s(unit: str, slow_flags: Iterable[bool]) -> float:

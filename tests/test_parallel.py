@@ -9,12 +9,11 @@ from tests import parallel
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def test_a_unit_is_the_group_else_the_file():
-    assert parallel.unit_of("tests/pipeline/test_fold.py::test_x@spark") == "spark"
+def test_a_unit_is_the_files_group_else_the_file():
+    assert parallel.unit_of("tests/pipeline/test_transforms.py::test_x") == "spark"
+    assert parallel.unit_of("tests/hosts/test_netns.py::test_y[a]") == "hosts"
     assert parallel.unit_of("tests/sim/test_loop.py::test_y") == "tests/sim/test_loop.py"
     assert parallel.unit_of("tests/a/test_b.py::TestC::test_d") == "tests/a/test_b.py"
-    # an @ inside a parameter id is not a group
-    assert parallel.unit_of("tests/a/test_b.py::test_e[user@host]") == "tests/a/test_b.py"
 
 
 def test_units_start_longest_first_and_keep_their_tests_in_order():
@@ -26,6 +25,9 @@ def test_units_start_longest_first_and_keep_their_tests_in_order():
     assert [it[1] for it in got] == ["e", "b", "g", "d", "f", "a", "c"]
 
 
-def test_the_table_names_units_that_exist():
+def test_the_tables_name_units_and_files_that_exist():
     for unit in parallel.UNIT_SECONDS:
         assert unit in parallel.GROUPS or (ROOT / unit).is_file(), f"{unit}: no such group or test file"
+    for group, entries in parallel.GROUP_FILES.items():
+        for e in entries:
+            assert (ROOT / e).is_dir() if e.endswith("/") else (ROOT / e).is_file(), f"{group}: {e} does not exist"
