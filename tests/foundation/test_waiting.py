@@ -30,3 +30,8 @@ def test_async_conditions_may_be_awaitable_and_polls_may_only_yield():
         with pytest.raises(WaitTimeout, match="never"):
             await async_wait_until(lambda: False, "never", timeout_s=0, poll_s=0)
     asyncio.run(main())
+
+
+def test_the_old_argument_order_is_refused_by_name():
+    with pytest.raises(TypeError, match=r"wait_until\(cond, what, timeout_s\)"):
+        wait_until(lambda: True, 30, "what")

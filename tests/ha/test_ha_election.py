@@ -11,6 +11,7 @@ import asyncio
 import pytest
 
 from qjournal.ha.elector import ElectorState
+from qjournal.ha.health_monitor import HealthState
 from qjournal.ha.zk_client import Conn
 from qjournal.ha.zk_kazoo import expire_session
 
@@ -131,6 +132,9 @@ def test_graceful_failover_through_the_controllers(zookeeper, zk_parent):
             await h.start_all()
             first = await _one_active(h)
             second = [nn for nn in sorted(h.services) if nn != first][0]
+            # a controller fails over only to a NameNode its health monitor has seen healthy
+            await async_wait_until(lambda: h.zkfcs[second].health.state is HealthState.SERVICE_HEALTHY,
+                                   f"the controller of {second} sees its NameNode healthy", DEADLINE_S)
             result = await h.zkfcs[second].rpc_graceful_failover()
             assert result["active"] == second and result["previous"] == first
             assert await _one_active(h) == second

@@ -120,7 +120,7 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
                     seen[nn] = await asyncio.to_thread(zkfc_metrics, daemons[nn].ready["http_url"])
                 want = {first: "ACTIVE", second: "STANDBY"}
                 return all(seen[nn][("qjournal_zkfc_elector_state", (("state", want[nn]),))] == 1 for nn in want)
-            await async_wait_until(elector_states_settled, DEADLINE_S, "the controllers' /metrics: ACTIVE, STANDBY")
+            await async_wait_until(elector_states_settled, "the controllers' /metrics: ACTIVE, STANDBY", DEADLINE_S)
             for nn in ("nn1", "nn2"):
                 m = seen[nn]
                 assert m[("qjournal_zkfc_in_election", ())] == 1.0
@@ -201,7 +201,7 @@ def test_clean_stop_of_the_active_controller_deletes_its_breadcrumb(zookeeper, z
             daemons["nn1"] = await asyncio.to_thread(
                 start_daemon, "zkfc-nn1", qjournal_argv("--conf", conf_dir, "zkfc", "--nn-id", "nn1"),
                 log_path=str(tmp_path / "zkfc-nn1.log"), ready_timeout_s=60)
-            await async_wait_until(lambda: services["nn1"].state == "active", DEADLINE_S, "nn1 active")
+            await async_wait_until(lambda: services["nn1"].state == "active", "nn1 active", DEADLINE_S)
             assert await asyncio.to_thread(znode_exists, zookeeper.connect_string, crumb)
             rc = await asyncio.to_thread(daemons["nn1"].stop, 30)
             assert rc == 0
@@ -213,7 +213,7 @@ def test_clean_stop_of_the_active_controller_deletes_its_breadcrumb(zookeeper, z
             daemons["nn2"] = await asyncio.to_thread(
                 start_daemon, "zkfc-nn2", qjournal_argv("--conf", conf_dir, "zkfc", "--nn-id", "nn2"),
                 log_path=str(tmp_path / "zkfc-nn2.log"), ready_timeout_s=60)
-            await async_wait_until(lambda: services["nn2"].state == "active", DEADLINE_S, "nn2 active")
+            await async_wait_until(lambda: services["nn2"].state == "active", "nn2 active", DEADLINE_S)
             port = int(daemons["nn2"].ready["rpc"].rsplit(":", 1)[1])
             names = [e[1] for e in (await zkfc_status(port))["events"]]
             assert "no_breadcrumb" in names and "fence_start" not in names, names

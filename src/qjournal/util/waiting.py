@@ -29,6 +29,13 @@ class WaitTimeout(TimeoutError):
     """The condition did not hold before the deadline (the message names what was waited for)."""
 
 
+def _deadline(what: str, timeout_s: float) -> float:
+    if not isinstance(what, str) or isinstance(timeout_s, str):
+        # the old helpers took (cond, timeout_s, what): a call in that order fails here, named
+        raise TypeError(f"wait_until(cond, what, timeout_s): got what={what!r}, timeout_s={timeout_s!r}")
+    return time.monotonic() + timeout_s
+
+
 def _timed_out(what: str, timeout_s: float, last: Any) -> WaitTimeout:
     return WaitTimeout(f"timed out after {timeout_s}s waiting for {what} (last value: {last!r})")
 
@@ -48,7 +55,7 @@ def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = 30.0, poll
     Raises:
         WaitTimeout: the deadline passed with the condition still false.
     """
-    deadline = time.monotonic() + timeout_s
+    deadline = _deadline(what, timeout_s)
     while True:
         v = cond()
         if v:
@@ -62,7 +69,7 @@ async def async_wait_until(cond: Callable[[], Any | Awaitable[Any]], what: str, 
                            poll_s: float = 0.01) -> Any:
     """:func:`wait_until` from a coroutine: ``cond()`` may return an awaitable (awaited before the test), and
     ``poll_s=0`` only yields to the event loop between polls. Same arguments, result and ``WaitTimeout``."""
-    deadline = time.monotonic() + timeout_s
+    deadline = _deadline(what, timeout_s)
     while True:
         v = cond()
         if inspect.isawaitable(v):
