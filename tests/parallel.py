@@ -38,6 +38,7 @@ GROUPS = tuple(GROUP_FILES)
 UNIT_SECONDS: dict[str, float] = {
     "tests/pipeline/test_cluster.py": 110,
     "spark": 70,
+    "hosts": 60,
     "tests/sim/test_cluster_sim.py": 55,
     "tests/sim/test_crash_points.py": 45,
     "tests/cluster/test_webhdfs_hadoop.py": 30,
@@ -61,6 +62,8 @@ UNIT_SECONDS: dict[str, float] = {
     "tests/ha/test_ha_zkfc_process.py": 4,
     "tests/journalnode/test_process.py": 4,
     "tests/pipeline/test_vdecode.py": 4,
+    "tests/operations/test_web_ui.py": 8,
+    "tests/operations/test_monitoring_files.py": 4,
 }
 
 #: estimate of a unit missing from the table, per test
