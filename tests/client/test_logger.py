@@ -324,6 +324,33 @@ def test_close_fails_queued_calls():
     asyncio.run(main())
 
 
+def test_a_batch_answered_after_the_logger_closed_completes_quietly():
+    """Regression (issue 26, found while profiling the simulator): the worker awaits the batch it sent;
+    closing the logger cancels the worker and with it that wait, and the batch's answer, arriving later,
+    must not fail in its completion (it raised InvalidStateError inside a listener)."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        reported = []
+        loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+        gate = loop.create_future()
+
+        def behaviour(method, kw):
+            return gate if method == "journal" else None
+        lg, rpc = make(behaviour)
+        lg.set_epoch(1)
+        await lg.heartbeat()                    # connected: the next batch would go out directly...
+        f0 = lg.send_edits(1, 1, 1, b"x")       # ...but this fake has no send(): the worker sends it
+        await wait_until(lambda: rpc.in_flight == 1)
+        await lg.close()
+        gate.set_exception(TransportError("connection reset"))   # the answer comes after the close
+        await wait_until(lambda: f0.done())
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return f0, reported
+    f0, reported = asyncio.run(main())
+    assert f0.cancelled() and reported == []
+
+
 def test_segment_url_uses_configured_host_for_wildcard():
     async def main():
         lg, _ = make(lambda m, kw: {"last_promised_epoch": 0, "http_port": 9, "http_url": "http://0.0.0.0:9"})

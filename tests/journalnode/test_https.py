@@ -126,8 +126,9 @@ def test_quorum_recovery_and_reads_over_https(tmp_path, certs):
             out.mark()
             await out.sync()
             epoch1 = q1.epoch
-            await async_wait_until(lambda: all(n.journals[JID].journal.highest_written_txid == 20 for n in nodes),
-                                   "every JournalNode to reach txid 20", 30)
+            await async_wait_until(
+                lambda: all(n.service.journals[JID].journal.highest_written_txid == 20 for n in nodes),
+                "every JournalNode to reach txid 20", 30)
             # the dying writer's txns 21-25 reached node 0 only
             raw = await RpcClient.connect_tcp(*nodes[0].rpc_bound.rsplit(":", 1))
             extra = encode_records([(t, OP_DATA, b"op-%d" % t) for t in range(21, 26)])
@@ -142,9 +143,9 @@ def test_quorum_recovery_and_reads_over_https(tmp_path, certs):
             await q2.recover_unfinalized_segments()
             expect = encode_header(1) + encode_records([(t, OP_DATA, b"op-%d" % t) for t in range(1, 26)])
             for n in nodes[:2]:
-                m = await n.run(JID, "get_edit_log_manifest", 0, True)
+                m = await n.service.run(JID, "get_edit_log_manifest", 0, True)
                 assert [s.to_wire()[:3] for s in m.segments] == [[1, 25, False]], n.name
-                rs = await n.run(JID, "open_segment_for_read", 1, False)
+                rs = await n.service.run(JID, "open_segment_for_read", 1, False)
                 with rs.stream as f:
                     assert f.read(rs.length) == expect, n.name
             # the quorum client's reader downloads the finalized segment over HTTPS too
@@ -176,7 +177,7 @@ def test_recovery_download_by_a_node_without_https_keys_fails(tmp_path, certs):
             url = f"{src.http_url}/getJournal?jid={JID}&segmentTxId=1"
             from qjournal.errors import JournalError
             with pytest.raises(JournalError, match="download of https://"):
-                await plain.download_segment(url, await plain.journal_slot(JID),
+                await plain.service.download_segment(url, await plain.service.journal_slot(JID),
                                              "edits_inprogress_0000000000000000001.epoch=1")
         finally:
             await plain.stop()

@@ -275,7 +275,7 @@ def test_many_journals_in_parallel_and_journal_limit(tmp_path):
                 assert m["segments"] == [[1, 49, False]]
             with pytest.raises(InvalidRequestError, match="qjournal.journalnode.max-journals"):
                 await clients[0].call("is_formatted", jid="jd")
-            assert sorted(node.journals) == jids
+            assert sorted(node.service.journals) == jids
         finally:
             for c in clients:
                 await c.close()
@@ -377,10 +377,10 @@ def test_a_throttled_download_never_runs_ahead_of_its_rate(tmp_path):
             node = JournalNode(Configuration({"qjournal.journalnode.fsync": "false"}),
                                edits_dir=str(tmp_path / f"jn{bytes_per_s}"), threaded=False,
                                segment_fetcher=fetch)
-            slot = await node.journal_slot(JID)
+            slot = await node.service.journal_slot(JID)
             loop = asyncio.get_running_loop()
             t0 = loop.time()
-            got = await node.download_segment("mem://peer/getJournal", slot, tmp_name, why="the syncer",
+            got = await node.service.download_segment("mem://peer/getJournal", slot, tmp_name, why="the syncer",
                                               bytes_per_s=bytes_per_s)
             elapsed = loop.time() - t0
             data = slot.journal.storage.read(tmp_name)

@@ -41,7 +41,7 @@ def test_quorum_client_recovers_through_journalnode_http(tmp_path):
             await out.sync()
             epoch1 = q1.epoch
             # sync returns at a quorum: let node 0 catch up before it gets the extra batch
-            await async_wait_until(lambda: nodes[0].journals[JID].journal.highest_written_txid == 20,
+            await async_wait_until(lambda: nodes[0].service.journals[JID].journal.highest_written_txid == 20,
                                    "node 0 to reach txid 20", 30)
             # the dying writer got txns 21-25 to node 0 only
             host, port = nodes[0].rpc_bound.rsplit(":", 1)
@@ -61,7 +61,7 @@ def test_quorum_client_recovers_through_journalnode_http(tmp_path):
             finals = {}
             for n in nodes:
                 async def finalized_end(n=n):
-                    m = await n.run(JID, "get_edit_log_manifest", 0, True)
+                    m = await n.service.run(JID, "get_edit_log_manifest", 0, True)
                     segs = [s.to_wire() for s in m.segments]
                     return len(segs) == 1 and segs[0][0] == 1 and segs[0][2] is False and segs[0][1]
                 finals[n.name] = await async_wait_until(finalized_end, f"{n.name} to hold one finalized segment from 1",
@@ -70,7 +70,7 @@ def test_quorum_client_recovers_through_journalnode_http(tmp_path):
             assert end in (20, 25), finals
             expect = encode_header(1) + encode_records([(t, OP_DATA, b"op-%d" % t) for t in range(1, end + 1)])
             for n in nodes:
-                rs = await n.run(JID, "open_segment_for_read", 1, False)
+                rs = await n.service.run(JID, "open_segment_for_read", 1, False)
                 with rs.stream as f:
                     assert f.read(rs.length) == expect, n.name
         finally:

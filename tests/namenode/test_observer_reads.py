@@ -25,7 +25,7 @@ from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.dfs_client import OBSERVER_READ_PROXY_PROVIDER, DFSClient
 from qjournal.namenode.format import bootstrap_standby, format_namenode
 from qjournal.namenode.ha_state import HAState
-from qjournal.transport.rpc import RpcClient
+from qjournal.transport import RpcClient
 from qjournal.util.waiting import async_wait_until
 
 #: the observers' bounded wait in these tests

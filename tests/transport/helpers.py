@@ -8,7 +8,7 @@ from typing import Any, Awaitable, Callable
 
 from qjournal.transport.frames import FrameDecoder
 from qjournal.transport.memory import MemoryNetwork
-from qjournal.transport.rpc import RpcClient, RpcServer
+from qjournal.transport import RpcClient, RpcServer
 
 #: every test coroutine must finish within this; a hang fails instead of blocking the suite
 TEST_DEADLINE_S = 30.0

@@ -14,7 +14,7 @@ from qjournal.sim.loop import run_simulation
 from qjournal.transport.frames import decode_frame_bytes
 from qjournal.transport.download import memory_download
 from qjournal.transport.memory import MemoryNetwork
-from qjournal.transport.rpc import RpcClient, RpcServer
+from qjournal.transport import RpcClient, RpcServer
 
 from qjournal.util.waiting import async_wait_until
 

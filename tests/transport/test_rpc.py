@@ -23,7 +23,7 @@ from qjournal.errors import (
     TransportError,
 )
 from qjournal.transport.frames import encode_frame, encode_request
-from qjournal.transport.rpc import PeerInfo, current_peer
+from qjournal.transport import PeerInfo, current_peer
 from qjournal.util import tasks
 
 from qjournal.util.waiting import async_wait_until
@@ -395,7 +395,7 @@ def test_connect_refused_is_a_transport_error():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
         s.close()  # nothing listens there now
-        from qjournal.transport.rpc import RpcClient
+        from qjournal.transport import RpcClient
         with pytest.raises(TransportError, match=f"127.0.0.1:{port}"):
             await RpcClient.connect_tcp("127.0.0.1", port, connect_timeout_ms=5000)
     arun(main)

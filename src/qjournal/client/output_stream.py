@@ -49,6 +49,7 @@ from qjournal.client.settings import QJMSettings
 from qjournal.errors import InvariantViolation, JournalError, JournalOutOfSyncError, QJournalError
 from qjournal.journalmanager.streams import EditLogOutputStream
 from qjournal.protocol.segment import OP_DATA, encode_record
+from qjournal.protocol.protocols import QJOURNAL
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +122,6 @@ class QuorumOutputStream(EditLogOutputStream):
     @property
     def pending_bytes(self) -> int:
         return self._cur_bytes + self._ready_bytes
-
-    def should_force_sync(self) -> bool:
-        """True when the current buffer passed ``qjournal.qjm.output-buffer.bytes``."""
-        return self._cur_bytes >= self._settings.output_buffer_bytes
 
     def _check_open(self) -> None:
         self._check_writer()  # a failed writer re-raises its typed error (FencedError, ...)
@@ -281,7 +278,7 @@ class QuorumOutputStream(EditLogOutputStream):
         loggers = self._loggers
         try:  # detach and enqueue synchronously: the enqueue order on every logger is the txid order
             batches = [(first, n, loggers.fan_out(
-                "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
+                QJOURNAL.journal, lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
                 for (first, n, data) in self._take_batches()]
         except BaseException:
             self._release([([], done)])
@@ -320,8 +317,3 @@ class QuorumOutputStream(EditLogOutputStream):
         self._cur, self._cur_bytes, self._cur_n = [], 0, 0
         self._ready, self._ready_bytes = [], 0
         self._on_closed(self)
-
-    def generate_report(self) -> str:
-        """"Writing segment beginning at txid N." plus every logger's progress."""
-        return (f"Writing segment beginning at txid {self._segment_txid}. "
-                f"{self._loggers.report()}")

@@ -344,8 +344,6 @@ define("dfs.qjm.operations.timeout", 60000, "duration",
 define("dfs.qjournal.queued-edits.limit.mb", 10, "int", "per-JournalNode client queue limit in MiB")
 define("dfs.qjournal.http.open.timeout.ms", 60000, "duration", "HTTP segment fetch connect timeout", unit="ms")
 define("dfs.qjournal.http.read.timeout.ms", 60000, "duration", "HTTP segment fetch read timeout", unit="ms")
-define("qjournal.qjm.output-buffer.bytes", 512 * 1024, "bytes",
-       "QuorumOutputStream buffer size that forces a sync (Hadoop's output buffer, 512 KiB)")
 define("qjournal.qjm.out-of-sync.heartbeat.interval.ms", 1000, "duration",
        "heartbeat interval to a JournalNode that is out of sync until the next roll", unit="ms")
 define("qjournal.qjm.coalesce.max.bytes", 8 * MiB, "bytes",

@@ -59,8 +59,9 @@ from qjournal.config import Configuration
 from qjournal.errors import QJournalError, StandbyError
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import namenode_ids, rpc_address_of
-from qjournal.transport.rpc import RpcConnector
+from qjournal.transport import RpcConnector
 from qjournal.util.tasks import cancel_and_wait, spawn
+from qjournal.protocol.protocols import NAMENODE
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +213,7 @@ class Checkpointer:
             try:
                 c = await self.connect(*rpc_address_of(self.conf, other))
                 try:
-                    await c.call("upload_image", timeout_ms=self.upload_timeout_ms, txid=txid,
+                    await c.call(NAMENODE.upload_image, timeout_ms=self.upload_timeout_ms, txid=txid,
                                  data=data, crc=crc)
                 finally:
                     await c.close()

@@ -71,7 +71,7 @@ import time
 from typing import Any, Callable
 
 from qjournal.config import Configuration
-from qjournal.errors import (CorruptSegmentError, InvalidRequestError, InvariantViolation,
+from qjournal.errors import (CorruptSegmentError, InvalidRequestError,
                              JournalNotFormattedError, NamespaceMismatchError, QJournalError, StandbyError)
 from qjournal.journalmanager.base import JournalManager
 from qjournal.namenode import image as img
@@ -91,10 +91,11 @@ from qjournal.namenode.storage import (make_journal_set, name_dir_of, open_journ
 from qjournal.namenode.tailer import EditLogTailer
 from qjournal.protocol.messages import NamespaceInfo
 from qjournal.security.identity import Caller
-from qjournal.security.service_auth import HTTP_NAMENODE, PROTOCOLS_NAMENODE, ServiceAuthorization
-from qjournal.journalmanager.registry import JournalOpener, open_journal
+from qjournal.protocol.protocols import NAMENODE_ACLS
+from qjournal.security.service_auth import HTTP_NAMENODE, ServiceAuthorization
+from qjournal.namenode.journal_registry import JournalOpener, open_journal
 from qjournal.transport.memory import MemoryNetwork
-from qjournal.transport.rpc import RpcConnector, RpcHandlers, RpcServer, current_peer, tcp_connector
+from qjournal.transport import RpcConnector, RpcHandlers, RpcServer, current_peer, tcp_connector
 from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
 from qjournal.util.tasks import cancel_and_wait, spawn
 
@@ -175,11 +176,10 @@ class NameNode:
         self.namenode_protocol = NamenodeProtocolHandler(self)
         self.admin_protocol = AdminProtocolHandler(self)
         #: service-level ACLs and the identity of callers (docs/security.md)
-        self.service_auth = ServiceAuthorization(conf, PROTOCOLS_NAMENODE, service=self.label, http=HTTP_NAMENODE)
+        self.service_auth = ServiceAuthorization(conf, NAMENODE_ACLS, service=self.label, http=HTTP_NAMENODE)
         self.rpc_server: RpcServer | None = None
         self.address: tuple[str, int] | None = None
         self._roll_task: asyncio.Task | None = None
-        self._stopped = asyncio.Event()
         self.fatal_error: BaseException | None = None
 
     # ------------------------------------------------------------ properties
@@ -224,7 +224,6 @@ class NameNode:
         self.namespace = Namespace.from_image_columns(
             cols, info.last_inode_id, superuser=self.superuser, supergroup=self.supergroup,
             permissions_enabled=self.permissions_enabled, where=path)
-        self.namespace.last_applied_txid = info.txid
         self.last_checkpoint_txid = info.txid
         self.tailer = EditLogTailer(self.namespace, self.retry_cache, self.ns_lock, info.txid,
                                     self.clock_ms, self.tail_period_ms,
@@ -292,7 +291,6 @@ class NameNode:
         self.editlog = FSEditLog(jset, clock_ms=self.clock_ms, user=self.superuser,
                                  roll_txns=self.roll_txns, on_fatal=self._on_fatal, lock=self.ns_lock)
         await self.editlog.open_for_write(self.tailer.last_applied_txid + 1)
-        self.namespace.last_applied_txid = self.editlog.last_written_txid  # type: ignore[union-attr]
         if self.roll_period_ms > 0:
             self._roll_task = spawn(self._roll_loop(), name=f"log-roll-{self.nn_id}", on_crash=self._on_fatal)
 
@@ -372,7 +370,6 @@ class NameNode:
                     log.warning("finalizing the segment on transition to standby failed "
                                 "(every edit up to txid %d is durable): %s", el.last_written_txid, e)
             self.tailer.last_applied_txid = el.last_written_txid
-            self.namespace.last_applied_txid = el.last_written_txid
             self.editlog = None
         if self.journal_set is not None:
             try:
@@ -419,10 +416,6 @@ class NameNode:
                     log.warning("closing a journal failed: %s", e)
         if self.rpc_server is not None:
             await self.rpc_server.stop()
-        self._stopped.set()
-
-    async def wait_stopped(self) -> None:
-        await self._stopped.wait()
 
     def _on_fatal(self, e: BaseException) -> None:
         """The required journal failed (fenced, quorum lost), or a background task died: stop serving

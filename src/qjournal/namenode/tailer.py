@@ -167,7 +167,6 @@ class EditLogTailer:
             finally:
                 if n:
                     self.last_applied_txid = last
-                    self.namespace.last_applied_txid = last
         if n and self.on_applied is not None:
             self.on_applied(self.last_applied_txid)
         return n

@@ -58,6 +58,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from qjournal.config import Configuration
 from qjournal.errors import ConfigError, JournalError
+from qjournal.protocol.journal_layout import current_dir
 from qjournal.pipeline import decode as dec
 from qjournal.pipeline import fetch as fe
 from qjournal.protocol.segment import parse_segment_file_name
@@ -162,7 +163,7 @@ def local_copies(journal_dirs: list[str] | tuple[str, ...], names: list[str], ji
         if not os.path.isdir(d):
             raise JournalError(f"journal directory {d!r} (node {node}) does not exist", path=d)
         for j in sorted(os.listdir(d)):
-            cur = os.path.join(d, j, "current")
+            cur = current_dir(d, j)
             if (jid is not None and j != jid) or not os.path.isdir(cur):
                 continue
             seen_jid = True
