@@ -340,10 +340,10 @@ def test_a_batch_answered_after_the_logger_closed_completes_quietly():
         lg.set_epoch(1)
         await lg.heartbeat()                    # connected: the next batch would go out directly...
         f0 = lg.send_edits(1, 1, 1, b"x")       # ...but this fake has no send(): the worker sends it
-        await wait_until(lambda: rpc.in_flight == 1)
+        await async_wait_until(lambda: rpc.in_flight == 1, "the batch in flight", poll_s=0)
         await lg.close()
         gate.set_exception(TransportError("connection reset"))   # the answer comes after the close
-        await wait_until(lambda: f0.done())
+        await async_wait_until(lambda: f0.done(), "the batch completed", poll_s=0)
         for _ in range(3):
             await asyncio.sleep(0)
         return f0, reported
