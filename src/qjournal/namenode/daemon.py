@@ -82,6 +82,7 @@ from qjournal.namenode.client_protocol import ClientProtocolHandler
 from qjournal.namenode.editlog import FSEditLog
 from qjournal.namenode.ha_service import HAService
 from qjournal.namenode.ha_state import HAState, OpCategory, check_operation
+from qjournal.namenode.log_roller import ActiveLogRoller
 from qjournal.namenode.namenode_protocol import NamenodeProtocolHandler
 from qjournal.namenode.namespace import Namespace
 from qjournal.namenode.retry_cache import RetryCache
@@ -150,7 +151,6 @@ class NameNode:
                 log.warning("dfs.ha.tail-edits.in-progress needs a qjournal:// shared edits dir; "
                             "tailing finalized segments only")
             self.tail_in_progress = False
-        self.roll_period_ms = int(conf.get_duration_ms("dfs.ha.log-roll.period") or 0)
         self.tail_period_ms = int(conf.get_duration_ms("dfs.ha.tail-edits.period") or 0)
         self.tail_backoff_max_ms = int(conf.get_duration_ms("dfs.ha.tail-edits.period.backoff-max") or 0)
         ckpt_txns = int(conf.get_int("dfs.namenode.checkpoint.txns") or 0)
@@ -179,7 +179,8 @@ class NameNode:
         self.service_auth = ServiceAuthorization(conf, NAMENODE_ACLS, service=self.label, http=HTTP_NAMENODE)
         self.rpc_server: RpcServer | None = None
         self.address: tuple[str, int] | None = None
-        self._roll_task: asyncio.Task | None = None
+        #: HA: the standby's requests that the active roll its log (log_roller.py); None without HA
+        self.log_roller: ActiveLogRoller | None = None
         self.fatal_error: BaseException | None = None
 
     # ------------------------------------------------------------ properties
@@ -244,9 +245,16 @@ class NameNode:
             self.start_standby_services()
         else:
             await self._become_active_non_ha()
+        if self.ha_enabled:
+            self.log_roller = ActiveLogRoller(self.conf, self.nn_id, self.connect,
+                                              is_standby=lambda: self.state == HAState.STANDBY,
+                                              last_applied_txid=lambda: self.last_applied_txid,
+                                              on_crash=self._on_fatal)
+            self.log_roller.start()
         self.checkpointer = Checkpointer(self, self.conf, nn_id=self.nn_id, name_dir=self.name_dir,
                                          clock_ms=self.clock_ms, ha_enabled=self.ha_enabled,
-                                         connect=self.connect, on_crash=self._on_fatal)
+                                         connect=self.connect, on_crash=self._on_fatal,
+                                         after_upload=self.log_roller.trigger if self.log_roller else None)
         self.checkpointer.start()
         if serve:
             return await self._serve(host, port, network)
@@ -291,25 +299,6 @@ class NameNode:
         self.editlog = FSEditLog(jset, clock_ms=self.clock_ms, user=self.superuser,
                                  roll_txns=self.roll_txns, on_fatal=self._on_fatal, lock=self.ns_lock)
         await self.editlog.open_for_write(self.tailer.last_applied_txid + 1)
-        if self.roll_period_ms > 0:
-            self._roll_task = spawn(self._roll_loop(), name=f"log-roll-{self.nn_id}", on_crash=self._on_fatal)
-
-    async def _roll_loop(self) -> None:
-        while self.state == HAState.ACTIVE and self.editlog is not None:
-            await asyncio.sleep(self.roll_period_ms / 1000.0)
-            el = self.editlog
-            if el is None or self.state != HAState.ACTIVE:
-                return
-            if self.safe_mode:  # no roll in safe mode (nothing is written either)
-                continue
-            try:
-                await el.roll()
-            except QJournalError as e:
-                log.warning("periodic log roll failed: %s", e)
-
-    async def _stop_roll_loop(self) -> None:
-        t, self._roll_task = self._roll_task, None
-        await cancel_and_wait(t)
 
     # ------------------------------------------- services (ha_service.HAContext)
     async def start_active_services(self) -> dict[str, int]:
@@ -358,7 +347,6 @@ class NameNode:
         would hold edits that the next writer may overwrite.
         """
         assert self.tailer is not None
-        await self._stop_roll_loop()
         el = self.editlog
         if el is not None:
             try:
@@ -402,7 +390,8 @@ class NameNode:
                 await self.tailer.stop()
             except Exception as e:
                 log.warning("tailer ended with %s", e)
-        await self._stop_roll_loop()
+        if self.log_roller is not None:
+            await self.log_roller.stop()
         if self.editlog is not None:
             try:
                 await self.editlog.close()
