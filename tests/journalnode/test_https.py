@@ -22,6 +22,8 @@ from qjournal.protocol.segment import OP_DATA, crc32c, encode_header, encode_rec
 from qjournal.transport import RpcClient, pki
 from qjournal.transport.http import http_client_context
 
+from qjournal.util.waiting import async_wait_until
+
 from .jn_helpers import NS
 
 JID = "httpsjid"
@@ -124,11 +126,9 @@ def test_quorum_recovery_and_reads_over_https(tmp_path, certs):
             out.mark()
             await out.sync()
             epoch1 = q1.epoch
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 30
-            while any(n.service.journals[JID].journal.highest_written_txid != 20 for n in nodes):
-                assert loop.time() < deadline, "the JournalNodes did not all reach txid 20"
-                await asyncio.sleep(0.02)
+            await async_wait_until(
+                lambda: all(n.service.journals[JID].journal.highest_written_txid == 20 for n in nodes),
+                "every JournalNode to reach txid 20", 30)
             # the dying writer's txns 21-25 reached node 0 only
             raw = await RpcClient.connect_tcp(*nodes[0].rpc_bound.rsplit(":", 1))
             extra = encode_records([(t, OP_DATA, b"op-%d" % t) for t in range(21, 26)])

@@ -20,6 +20,8 @@ from qjournal.sim.loop import run_simulation
 from qjournal.transport import MemoryNetwork, RpcClient
 from qjournal.transport.download import memory_download
 
+from qjournal.util.waiting import async_wait_until
+
 from .jn_helpers import NS, Writer, batch
 
 JID = "nodetest"
@@ -142,10 +144,7 @@ def test_malformed_requests_are_answered_and_node_keeps_serving(tmp_path):
                 await asyncio.wait_for(r.read(), 10)  # returns only at EOF: the server closed it
                 wr.close()
             # only the well-behaved client is left (wait on the condition, with a deadline)
-            deadline = asyncio.get_running_loop().time() + 10
-            while node.rpc_server.connection_count != 1:
-                assert asyncio.get_running_loop().time() < deadline, node.rpc_server.connection_count
-                await asyncio.sleep(0.01)
+            await async_wait_until(lambda: node.rpc_server.connection_count == 1, "one connection left", 10)
             # a corrupt batch is refused, the journal is unchanged and the writer can go on
             w = await write_epoch(c, 1, 1, 2, finalize=False)
             bad = bytearray(batch(3, 2))
