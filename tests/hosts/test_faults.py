@@ -40,7 +40,10 @@ def separate_zookeeper(doc: str) -> str:
         doc, n = pat.subn(f'[hosts.zk{i}]\nroles = ["zookeeper"]\nzookeeper-id = {i}\n\n'
                           f'[hosts.jn{i}]\nroles = ["journalnode"]\n', doc)
         assert n == 1, f"docs/deploy.md's description changed: jn{i} not found as expected"
-    return doc
+    # a health check that hangs (a ZKFC cut silently from its own NameNode) fails after 5 s, not Hadoop's 45 s
+    old = '"ha.health-monitor.check-interval.ms" = 500\n'
+    assert old in doc, "docs/deploy.md's description changed: no health-monitor interval"
+    return doc.replace(old, old + '"ha.health-monitor.rpc-timeout.ms" = 5000\n')
 
 
 @pytest.fixture(scope="module")
