@@ -94,9 +94,12 @@ def _load(n: Nemesis, seed: int) -> float:
 def _held(n: Nemesis, cut, until=None, timeout_s: float = 30.0, at_least_s: float = 2.0) -> None:
     """Keep a fault for ``at_least_s`` and until ``until()`` holds (with a deadline), then heal it."""
     t = time.monotonic()
+
+    def done() -> bool:
+        n.supervise()    # Restart=always: a NameNode that a newer writer fenced comes back as a standby
+        return time.monotonic() - t >= at_least_s and (until is None or bool(until()))
     try:
-        wait_until(lambda: time.monotonic() - t >= at_least_s and (until is None or until()), timeout_s,
-                   f"the effect of {cut.kind}")
+        wait_until(done, timeout_s, f"the effect of {cut.kind}", poll_s=0.5)
     finally:
         n.net.heal(cut)
 
@@ -128,6 +131,7 @@ def test_the_ha_cases_by_name(nemesis):
     t0 = _load(n, 200)
     moved = {}
     for case in HA_CASES:
+        n.heal_all()     # every daemon runs again (the previous case may have stopped a NameNode)
         before = wait_until(lambda: n.active_host(), 60, "one active NameNode")
         assert n.ha_case(case)
         n.pending.pop()   # the nemesis scheduled its healing: this test heals the cut itself

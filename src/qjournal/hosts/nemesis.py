@@ -152,6 +152,7 @@ class Nemesis:
 
     def supervise(self) -> None:
         """Restart every daemon that exited by itself (``Restart=always``), after :data:`RESTART_S`."""
+        self.proc.clean_fifos()
         for host in sorted(self.modes):
             mgr = self.cluster.services[host]
             for unit in self.units(host):

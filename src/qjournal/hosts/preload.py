@@ -102,6 +102,8 @@ class ProcessFaults:
         self.offsets_s: dict[tuple[str, str], float] = {}
         self.disk_on: dict[tuple[str, str], list[str]] = {}
         self.modes: dict[tuple[str, str], str] = {}
+        os.makedirs(os.path.join(self.state_dir, "fiu"), exist_ok=True)
+        self.fifo_prefix = os.path.join(self.state_dir, "fiu", "ctrl")
 
     # -- set-up ----------------------------------------------------------------------------------------
     def clock_file(self, host: str, unit: str) -> str:
@@ -122,8 +124,10 @@ class ProcessFaults:
                 env = {"LD_PRELOAD": f"{shim_path()}:{libfaketime_path()}", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
                        "FAKETIME_TIMESTAMP_FILE": spec, "FAKETIME_CACHE_DURATION": "1"}
             else:
+                # the control FIFOs (<prefix>-<pid>.in/.out) in a directory of this run: a killed process
+                # leaves its FIFOs behind, and a later process given the same pid hangs at start on them
                 env = {"LD_PRELOAD": f"{FIU_LIB_DIR}/fiu_run_preload.so:{FIU_LIB_DIR}/fiu_posix_preload.so",
-                       "FIU_CTRL_FIFO": "/tmp/fiu-ctrl", "FIU_ENABLE": ""}
+                       "FIU_CTRL_FIFO": self.fifo_prefix, "FIU_ENABLE": ""}
             self.modes[(host, unit)] = mode
             d = h.path(os.path.join(layout.UNIT_DIR, unit + ".d"))
             os.makedirs(d, exist_ok=True)
@@ -131,6 +135,19 @@ class ProcessFaults:
             with open(os.path.join(d, DROP_IN_NAME), "w") as f:
                 f.write(f"# qjournal's fault harness (issue 28): {mode} faults, steered at run time\n"
                         "[Service]\n" + lines)
+
+    def clean_fifos(self) -> None:
+        """Remove the control FIFOs of processes that are gone (pids are reused: a new process must not
+        find an old one's FIFOs)."""
+        d = os.path.dirname(self.fifo_prefix)
+        base = os.path.basename(self.fifo_prefix) + "-"
+        for f in os.listdir(d):
+            pid = f[len(base):].split(".")[0] if f.startswith(base) else ""
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                try:
+                    os.unlink(os.path.join(d, f))
+                except FileNotFoundError:
+                    pass
 
     # -- clock -----------------------------------------------------------------------------------------
     def _clock(self, host: str, unit: str, spec: str) -> None:
@@ -168,7 +185,8 @@ class ProcessFaults:
     def _fiu(self, host: str, unit: str, command: str) -> None:
         pid = self._pid(host, unit)
         try:
-            r = subprocess.run(["fiu-ctrl", "-c", command, str(pid)], capture_output=True, text=True, timeout=10)
+            r = subprocess.run(["fiu-ctrl", "-f", self.fifo_prefix, "-c", command, str(pid)], capture_output=True,
+                               text=True, timeout=10)
         except subprocess.TimeoutExpired:
             raise HostsError(f"{host}: fiu-ctrl -c {command!r} {pid} ({unit}) got no answer within 10 s") from None
         if r.returncode != 0:
