@@ -3,6 +3,7 @@ healing leaves every host's routes and rules as they were (no cluster: three hos
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
@@ -43,8 +44,15 @@ def tables(net):
             for h in net}
 
 
+def machine_tables() -> tuple[str, ...]:
+    """The machine's own network namespace: never touched (netns invariant 1)."""
+    return tuple(subprocess.run(["ip", *args], capture_output=True, text=True, check=True).stdout
+                 for args in (["route", "show", "table", "all"], ["rule", "show"], ["link", "show"],
+                              ["neigh", "show", "nud", "permanent"]))
+
+
 def test_every_fault_and_its_healing(net):
-    before = tables(net)
+    before, machine = tables(net), machine_tables()
     f = NetworkFaults(net)
     assert reach(net, "a", "b") == "ok"
 
@@ -94,6 +102,7 @@ def test_every_fault_and_its_healing(net):
     f.heal(cut)
     assert seen == {"ok", "TimeoutError"}
 
+    assert machine_tables() == machine       # with every kind applied at least once
     f.heal_all()
     assert tables(net) == before
     assert f.counts == {"silent_partition": 2, "one_way_partition": 1, "fast_fail_partition": 2, "host_isolated": 1,
