@@ -122,6 +122,7 @@ def test_network_faults_between_hosts(nemesis):
     _judge(n, "network faults", t0)
 
 
+@pytest.mark.timeout(600)   # five failovers with their healing; about 2 minutes on a loaded machine
 def test_the_ha_cases_by_name(nemesis):
     """The HA cases: the active cut from ZooKeeper only, from the JournalNodes only, from its clients
     only; its ZKFC cut from its own NameNode; the ensemble split 2/1 with the active's ZKFC on the
@@ -196,6 +197,7 @@ def test_disk_faults_on_journalnodes_and_a_namenode(nemesis):
 
 @pytest.mark.skipif(not os.environ.get("QJOURNAL_NEMESIS_S"), reason="the long nemesis run: QJOURNAL_NEMESIS_S=1800 "
                     "(make soak)")
+@pytest.mark.timeout(int(float(os.environ.get("QJOURNAL_NEMESIS_S") or 0)) + 1200)   # the run, deployment and judging
 def test_nemesis_soak(nemesis, tmp_path):
     """The seeded nemesis for QJOURNAL_NEMESIS_S seconds: every fault kind, judged by both checkers."""
     n = nemesis
