@@ -6,6 +6,9 @@
  *      exactly that call: every sleep of a daemon would raise.
  *   2. with a clock rate ("x2", "x0.5") it scales the timeouts of poll/select/epoll_wait and relative
  *      sleeps by the rate, so a "slow wall clock" would also make every asyncio timer (monotonic) late.
+ *   3. its pthread_cond_timedwait mistranslates the deadline of a condition variable on CLOCK_MONOTONIC (the
+ *      JVM's timed waits): the waits return at once, and an idle ZooKeeper server spun at 140 % CPU, too
+ *      slow to answer its clients' pings.
  * A real machine whose wall clock jumps or drifts keeps its timers, so this shim sends every sleep and wait
  * on a monotonic or relative timeout straight to the C library, past libfaketime. Only the reading of the
  * wall clock (clock_gettime(CLOCK_REALTIME), gettimeofday, time) and sleeps until a wall-clock instant
@@ -16,6 +19,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/epoll.h>
@@ -77,6 +81,20 @@ int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *timeout) {
 int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *timeout, const sigset_t *sigmask) {
     REAL(pselect);
     return real(nfds, r, w, e, timeout, sigmask);
+}
+
+int pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex, const struct timespec *abstime) {
+    /* glibc keeps a condition variable's clock in bit 1 of __data.__wrefs (nptl/pthread_cond_common.c: 1 is
+     * CLOCK_MONOTONIC, set by pthread_condattr_setclock): a monotonic deadline is the C library's, a
+     * wall-clock one libfaketime's (it translates the faked wall time back) */
+    if ((cond->__data.__wrefs >> 1) & 1) {
+        REAL(pthread_cond_timedwait);
+        return real(cond, mutex, abstime);
+    }
+    static __typeof__(pthread_cond_timedwait) *next;
+    if (next == NULL)
+        next = (__typeof__(pthread_cond_timedwait) *)dlsym(RTLD_NEXT, "pthread_cond_timedwait");
+    return next(cond, mutex, abstime);
 }
 
 int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout) {
