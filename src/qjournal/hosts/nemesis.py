@@ -166,7 +166,12 @@ class Nemesis:
                         mgr.start(unit)
                         self.counts["supervisor_restarts"] = self.counts.get("supervisor_restarts", 0) + 1
                     except HostsError as e:
-                        self.errors.append(f"supervisor: {host} {unit}: {e}"[:500])
+                        # a start that fails or times out (a NameNode that cannot reach a journal quorum
+                        # through a partition sends no READY): systemd counts a failed start and, with
+                        # Restart=always, tries again after RestartSec; so does the next tick. A unit that
+                        # never comes back is heal_all's error.
+                        self.counts["supervisor_failed_starts"] = self.counts.get("supervisor_failed_starts", 0) + 1
+                        self.log(f"supervisor: {host} {unit} did not start: {str(e)[:300]}")
 
     # -- one fault -----------------------------------------------------------------------------------
     def duration(self, lo: float = 2.0, hi: float = 8.0) -> float:
@@ -352,4 +357,5 @@ class Nemesis:
             if all(self.cluster.services[h].is_active(u) for h in self.modes for u in self.units(h)):
                 return
             time.sleep(0.5)   # restarts take their RestartSec
-        self.errors.append("heal_all: not every unit runs again within the settle time")
+        down = [f"{h} {u}" for h in sorted(self.modes) for u in self.units(h) if not self.cluster.services[h].is_active(u)]
+        self.errors.append(f"heal_all: not running again within {settle_s:.0f} s: {', '.join(down)}")
