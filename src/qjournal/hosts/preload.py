@@ -126,8 +126,12 @@ class ProcessFaults:
             else:
                 # the control FIFOs (<prefix>-<pid>.in/.out) in a directory of this run: a killed process
                 # leaves its FIFOs behind, and a later process given the same pid hangs at start on them
+                # JE_ARROW_MALLOC_CONF: libfiu wraps malloc and mmap under a lock of its own, and takes
+                # the loader's lock inside it (dlsym); pyarrow's jemalloc background thread calling malloc
+                # while the NameNode loads libarrow (its image format) deadlocked 1 start in 4
                 env = {"LD_PRELOAD": f"{FIU_LIB_DIR}/fiu_run_preload.so:{FIU_LIB_DIR}/fiu_posix_preload.so",
-                       "FIU_CTRL_FIFO": self.fifo_prefix, "FIU_ENABLE": ""}
+                       "FIU_CTRL_FIFO": self.fifo_prefix, "FIU_ENABLE": "",
+                       "JE_ARROW_MALLOC_CONF": "background_thread:false"}
             self.modes[(host, unit)] = mode
             d = h.path(os.path.join(layout.UNIT_DIR, unit + ".d"))
             os.makedirs(d, exist_ok=True)
