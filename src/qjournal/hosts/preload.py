@@ -42,7 +42,7 @@ from qjournal.deploy import layout
 from qjournal.hosts.netns import HostsError, Network
 from qjournal.hosts.services import ServiceManager
 
-__all__ = ["ProcessFaults", "shim_path", "libfaketime_path", "unavailable_reason", "DISK_POINTS", "ERRNO",
+__all__ = ["ProcessFaults", "preload_environment", "shim_path", "libfaketime_path", "unavailable_reason", "DISK_POINTS", "ERRNO",
            "DROP_IN_NAME"]
 
 DROP_IN_NAME = "50-qjournal-faults.conf"
@@ -76,6 +76,27 @@ def unavailable_reason() -> str | None:
     if not os.path.exists(os.path.join(FIU_LIB_DIR, "fiu_posix_preload.so")):
         return "libfiu's preload libraries are missing (Debian fiu-utils; scripts/setup.sh installs it)"
     return None
+
+
+def preload_environment(mode: str, clock_file: str, fifo_prefix: str) -> dict[str, str]:
+    """The environment a daemon is started with for ``mode`` (module docstring).
+
+    Args:
+        mode: ``clock`` (libfaketime behind the shim) or ``disk`` (libfiu).
+        clock_file: the daemon's ``FAKETIME_TIMESTAMP_FILE`` (clock).
+        fifo_prefix: the base name of its libfiu control FIFOs (disk), in a directory of the run: a killed
+            process leaves its FIFOs behind, and a later process given the same pid would find them.
+    """
+    if mode == "clock":
+        return {"LD_PRELOAD": f"{shim_path()}:{libfaketime_path()}", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                "FAKETIME_TIMESTAMP_FILE": clock_file, "FAKETIME_CACHE_DURATION": "1"}
+    if mode == "disk":
+        # JE_ARROW_MALLOC_CONF: libfiu wraps malloc and mmap under a lock of its own and takes the
+        # loader's lock inside it (dlsym); pyarrow's jemalloc background thread calling malloc while the
+        # NameNode loads libarrow (its image format) deadlocked 5 starts in 20
+        return {"LD_PRELOAD": f"{FIU_LIB_DIR}/fiu_run_preload.so:{FIU_LIB_DIR}/fiu_posix_preload.so",
+                "FIU_CTRL_FIFO": fifo_prefix, "FIU_ENABLE": "", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
+    raise HostsError(f"process faults: mode {mode!r} is neither clock nor disk")
 
 
 class ProcessFaults:
@@ -117,21 +138,11 @@ class ProcessFaults:
             raise HostsError(f"process faults: mode {mode!r} is neither clock nor disk")
         h = self.net.host(host)
         for unit in units:
+            spec = self.clock_file(host, unit)
             if mode == "clock":
-                spec = self.clock_file(host, unit)
                 with open(spec, "w") as f:
                     f.write("+0\n")
-                env = {"LD_PRELOAD": f"{shim_path()}:{libfaketime_path()}", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-                       "FAKETIME_TIMESTAMP_FILE": spec, "FAKETIME_CACHE_DURATION": "1"}
-            else:
-                # the control FIFOs (<prefix>-<pid>.in/.out) in a directory of this run: a killed process
-                # leaves its FIFOs behind, and a later process given the same pid hangs at start on them
-                # JE_ARROW_MALLOC_CONF: libfiu wraps malloc and mmap under a lock of its own, and takes
-                # the loader's lock inside it (dlsym); pyarrow's jemalloc background thread calling malloc
-                # while the NameNode loads libarrow (its image format) deadlocked 1 start in 4
-                env = {"LD_PRELOAD": f"{FIU_LIB_DIR}/fiu_run_preload.so:{FIU_LIB_DIR}/fiu_posix_preload.so",
-                       "FIU_CTRL_FIFO": self.fifo_prefix, "FIU_ENABLE": "",
-                       "JE_ARROW_MALLOC_CONF": "background_thread:false"}
+            env = preload_environment(mode, spec, self.fifo_prefix)
             self.modes[(host, unit)] = mode
             d = h.path(os.path.join(layout.UNIT_DIR, unit + ".d"))
             os.makedirs(d, exist_ok=True)
