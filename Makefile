@@ -1,6 +1,10 @@
 # The two commands the README opens with: `make demo` and `make test`. Both set the machine up first.
 PY := .venv/bin/python
 PYTEST_ARGS ?=
+# `make test` runs the suite on pytest-xdist workers, a unit of work being a test file or an xdist_group
+# (tests/parallel.py; docs/testing.md, "Running the suite in parallel"). Most real-process tests wait on
+# processes and timeouts, so one worker more than the cores keeps both busy; TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 .PHONY: setup test demo demo-secure soak hosts-soak bench bench-peers clean
 
@@ -8,7 +12,7 @@ setup:
 	@bash scripts/setup.sh
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) -m qjournal demo

@@ -37,7 +37,7 @@ import tempfile
 import time
 
 from qjournal.config import Configuration
-from qjournal.journalmanager.registry import open_journal
+from qjournal.namenode.journal_registry import open_journal
 from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.dfs_client import DFSClient
 from qjournal.namenode.format import format_namenode

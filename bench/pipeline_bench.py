@@ -42,7 +42,7 @@ import time
 
 from histories import NODE, history, journal_dir, segments
 from qjournal.config import Configuration
-from qjournal.journalmanager.registry import open_journal
+from qjournal.namenode.journal_registry import open_journal
 from qjournal.localcluster.spark import SparkCluster
 from qjournal.namenode.namespace import Namespace
 from qjournal.namenode.retry_cache import RetryCache

@@ -47,7 +47,7 @@ if "--child" not in sys.argv:  # a child runs the tree its PYTHONPATH names
 
 from namenode_bench import JNs, bench_failover  # noqa: E402
 from qjournal.config import Configuration  # noqa: E402
-from qjournal.journalmanager.registry import open_journal  # noqa: E402
+from qjournal.namenode.journal_registry import open_journal  # noqa: E402
 from qjournal.namenode.namespace import CallContext, Namespace  # noqa: E402
 from qjournal.namenode.ops import encode_op  # noqa: E402
 from qjournal.namenode.retry_cache import RetryCache  # noqa: E402

@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from qjournal.transport import pki, tls  # noqa: E402
 from qjournal.transport.memory import MemoryNetwork  # noqa: E402
-from qjournal.transport.rpc import RpcClient, RpcServer  # noqa: E402
+from qjournal.transport import RpcClient, RpcServer  # noqa: E402
 
 PAYLOAD = b"x" * 1024
 

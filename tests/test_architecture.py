@@ -111,6 +111,57 @@ def test_imports_never_run_back_up_the_layers():
     assert not bad, "imports running back up the layers:\n" + "\n".join(bad)
 
 
+def _name_of_imported(call: ast.Call) -> str | None:
+    """The module name an ``importlib.import_module(...)`` / ``__import__(...)`` call asks for: its constant
+    text, or the constant prefix of an f-string (``f"qjournal.cli.{name}"`` -> ``qjournal.cli.``); None
+    when the name is not spelled in the source (a plugin named by the configuration)."""
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    if name not in ("import_module", "__import__") or not call.args:
+        return None
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        return str(arg.values[0].value)
+    return None
+
+
+def _imports_by_name() -> list[str]:
+    """Every import by name (``importlib``, ``__import__``) of a project module that leaves the importing
+    module's own package: such an arrow is invisible to the layer check above."""
+    bad = []
+    for m, tree in MODULES.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            target = _name_of_imported(node)
+            if target is None or target.split(".")[0] != "qjournal":
+                continue
+            parts = target.split(".")
+            pkg = parts[1] if len(parts) > 1 and parts[1] else None
+            if pkg != _package(m):
+                bad.append(f"{m}:{node.lineno}: imports {target!r} by name")
+    return sorted(bad)
+
+
+def test_no_import_by_name_across_packages():
+    bad = _imports_by_name()
+    assert not bad, ("imports by name (importlib / __import__) of project modules outside the importing "
+                     "package; import them plainly, downward:\n" + "\n".join(bad))
+
+
+@pytest.mark.parametrize("source,flagged", [
+    ("import importlib\nimportlib.import_module('qjournal.client.qjm')\n", True),
+    ("__import__('qjournal.client.qjm')\n", True),
+    ("import importlib\nimportlib.import_module(f'qjournal.cli.{name}')\n", False),   # own package
+    ("import importlib\nimportlib.import_module(spec)\n", False),                     # a configured plugin
+])
+def test_the_import_by_name_rule_itself(source, flagged, monkeypatch):
+    monkeypatch.setitem(MODULES, "qjournal.cli.probe", ast.parse(source))
+    assert any(b.startswith("qjournal.cli.probe:") for b in _imports_by_name()) is flagged
+
+
 def test_no_import_circles():
     g = _graph()
     index: dict[str, int] = {}

@@ -64,7 +64,7 @@ class MemCluster:
         """The running node's per-journal core (the real ``Journal``)."""
         jn = self.nodes[name]
         assert jn is not None, f"{name} is down"
-        return jn.journals[JID].journal
+        return jn.service.journals[JID].journal
 
     def qjm(self, settings: QJMSettings = FAST, ns_info: NamespaceInfo | None = NS, **kw: Any) -> QuorumJournalManager:
         return QuorumJournalManager(self.uri, ns_info=ns_info, network=self.network, settings=settings, **kw)

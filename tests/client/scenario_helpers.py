@@ -24,7 +24,7 @@ class Core:
         self.serial = 0
 
     async def run(self, method: str, *args):
-        return await self.c.nodes[self.name].run(JID, method, *args)
+        return await self.c.nodes[self.name].service.run(JID, method, *args)
 
     def req(self, epoch: int) -> RequestInfo:
         self.serial += 1
@@ -47,7 +47,7 @@ class Core:
 
     async def txids(self, start: int) -> dict[int, bytes]:
         def read():
-            j = self.c.nodes[self.name].journals[JID].journal
+            j = self.c.nodes[self.name].service.journals[JID].journal
             rs = j.open_segment_for_read(start, True)
             with rs.stream as f:
                 data = f.read(rs.length)

@@ -7,9 +7,10 @@ import types
 
 import pytest
 
+from qjournal.client.qjm import QuorumJournalManager
 from qjournal.config import Configuration
 from qjournal.errors import JournalError, UnknownSchemeError
-from qjournal.journalmanager import registry
+from qjournal.namenode import journal_registry as registry
 from qjournal.journalmanager.file import FileJournal
 from qjournal.journalmanager.journalset import JournalSet
 
@@ -79,10 +80,12 @@ def test_entry_point_group_is_consulted(monkeypatch, tmp_path):
     assert registry.open_journal("ext://a").uri == "ext://a"
 
 
-def test_qjournal_scheme_absent_backend_gives_clear_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "qjournal.client.qjm", None)  # import fails
-    with pytest.raises(JournalError, match="qjournal:// back end.*not available"):
-        registry.open_journal("qjournal://h1:8485;h2:8485;h3:8485/ns1")
+def test_qjournal_scheme_opens_the_quorum_client():
+    async def go():
+        j = registry.open_journal("qjournal://h1:8485;h2:8485;h3:8485/ns1")
+        assert isinstance(j, QuorumJournalManager) and j.jid == "ns1"
+        await j.close()
+    run(go())
 
 
 def test_open_journal_set_with_required_from_conf(tmp_path):

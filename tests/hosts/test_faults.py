@@ -17,11 +17,12 @@ import time
 import pytest
 
 from qjournal.hosts.nemesis import FAMILIES, HA_CASES, JN, NN, ZK, ZKFC, Nemesis
-from qjournal.hosts.netns import HostsError, wait_until
+from qjournal.hosts.netns import HostsError
 from qjournal.hosts.preload import unavailable_reason as preload_unavailable
 from qjournal.sim.cluster_checker import check_cluster
 from qjournal.sim.history import OpAcked, OpFailed
 from qjournal.sim.linearizability import check_linearizable, linearizability_violations
+from qjournal.util.waiting import wait_until
 
 from qjournal.hosts.netns import unavailable_reason as hosts_unavailable
 
@@ -68,7 +69,7 @@ def _judge(n: Nemesis, title: str, t0: float) -> dict:
     """Stop the loads, merge their histories with the faults and the final namespace, check both ways."""
     cluster = n.cluster
     n.heal_all()
-    wait_until(lambda: n.active_host(), 90, "one active NameNode after healing")
+    wait_until(lambda: n.active_host(), "one active NameNode after healing", 90)
     parts = cluster.stop_loads() + [[e for e in n.events if e.time >= t0]] + [cluster.snapshot("c1")]
     history = cluster.history(parts)
     violations = check_cluster(history) + linearizability_violations(history, clock=time.monotonic, budget_s=120)
@@ -87,7 +88,7 @@ def _judge(n: Nemesis, title: str, t0: float) -> dict:
 def _load(n: Nemesis, seed: int) -> float:
     for i, h in enumerate(LOAD_HOSTS):
         n.cluster.start_load(h, clients=2, seed=seed + i)
-    wait_until(lambda: n.active_host(), 60, "an active NameNode")
+    wait_until(lambda: n.active_host(), "an active NameNode", 60)
     return time.monotonic()
 
 
@@ -99,7 +100,7 @@ def _held(n: Nemesis, cut, until=None, timeout_s: float = 30.0, at_least_s: floa
         n.supervise()    # Restart=always: a NameNode that a newer writer fenced comes back as a standby
         return time.monotonic() - t >= at_least_s and (until is None or bool(until()))
     try:
-        wait_until(done, timeout_s, f"the effect of {cut.kind}", poll_s=0.5)
+        wait_until(done, f"the effect of {cut.kind}", timeout_s, poll_s=0.5)
     finally:
         n.net.heal(cut)
 
@@ -133,7 +134,7 @@ def test_the_ha_cases_by_name(nemesis):
     moved = {}
     for case in HA_CASES:
         n.heal_all()     # every daemon runs again (the previous case may have stopped a NameNode)
-        before = wait_until(lambda: n.active_host(), 60, "one active NameNode")
+        before = wait_until(lambda: n.active_host(), "one active NameNode", 60)
         assert n.ha_case(case)
         n.pending.pop()   # the nemesis scheduled its healing: this test heals the cut itself
         cut = next(c for c in reversed(n.net.active) if c.kind == case)
@@ -141,7 +142,7 @@ def test_the_ha_cases_by_name(nemesis):
             _held(n, cut, at_least_s=4.0)
         else:
             _held(n, cut, until=lambda: n.active_host() not in (None, before), timeout_s=45)
-        moved[case] = (before, wait_until(lambda: n.active_host(), 60, "one active NameNode after the cut"))
+        moved[case] = (before, wait_until(lambda: n.active_host(), "one active NameNode after the cut", 60))
         print(f"{case}: active {moved[case][0]} -> {moved[case][1]}")
     assert all(n.counts.get(c) == 1 for c in HA_CASES), n.counts
     _judge(n, "the HA cases", t0)
@@ -180,7 +181,7 @@ def test_disk_faults_on_journalnodes_and_a_namenode(nemesis):
     disk_jns = [h for h, m in sorted(n.modes.items()) if m == "disk" and h in n.jns]
     for kind, host in zip(("fsync_eio", "write_enospc", "write_eio", "read_eio"), disk_jns * 4):
         if not n.cluster.services[host].is_active(JN):
-            wait_until(lambda: (n.supervise(), n.cluster.services[host].is_active(JN))[1], 30, f"{host} back")
+            wait_until(lambda: (n.supervise(), n.cluster.services[host].is_active(JN))[1], f"{host} back", 30)
         n.proc.disk_fault(host, JN, kind)
         time.sleep(2.0)   # the clients write through the fault
         n.proc.disk_heal(host, JN)

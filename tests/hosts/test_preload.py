@@ -20,7 +20,7 @@ import pytest
 
 from qjournal.hosts.preload import libfaketime_path, preload_environment, shim_path, unavailable_reason
 
-pytestmark = pytest.mark.slow   # real processes under the preload
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("hosts")]   # real processes under the preload
 
 PROGRAM = r"""
 import ctypes, json, select, time, asyncio

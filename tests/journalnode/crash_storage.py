@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 
 from qjournal.errors import JournalLockedError
-from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage
+from qjournal.journalnode.storage import JournalStorage
 
 
 class Crash(BaseException):
@@ -179,6 +179,4 @@ class CrashStorage(JournalStorage):
                 seen[id(ino)] = new
             out.files[name] = new
             out.durable_files[name] = new
-        if PAXOS_DIR:  # keep the import used: paxos files live under "paxos/"
-            pass
         return out

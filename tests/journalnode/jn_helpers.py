@@ -1,6 +1,6 @@
 """Small builders shared by the JournalNode tests."""
 
-from qjournal.journalnode.journal import synced_tmp_name
+from qjournal.journalnode.sync_installer import synced_tmp_name
 from qjournal.protocol.messages import NamespaceInfo
 from qjournal.protocol.messages import RequestInfo
 from qjournal.protocol.segment import INVALID_TXID, OP_DATA, encode_records
@@ -48,4 +48,4 @@ def commit_download(j, plan, data: bytes | None) -> None:
 def install_download(j, state, peer_committed_txid: int, data: bytes) -> bool:
     """The syncer's install after the daemon streamed ``data`` into the segment's tmp file."""
     write_download(j, synced_tmp_name(state), data)
-    return j.install_synced_segment(state, peer_committed_txid)
+    return j.sync.install_synced_segment(state, peer_committed_txid)

@@ -106,7 +106,7 @@ def test_a_slow_write_call_moves_its_journal_to_the_thread_until_fast_again(tmp_
             storages["j"].sync_delay_s = 0.0
             await write(c, w, 3)  # on the thread: the hold-off has not passed
             assert seen["j"][before:] == [True, False, False]
-            node.journals["j"].thread_until = 0.0  # the hold-off passed; the last call was fast
+            node.service.journals["j"].thread_until = 0.0  # the hold-off passed; the last call was fast
             await write(c, w, 4)
             assert seen["j"][-1] is True
     run(main())

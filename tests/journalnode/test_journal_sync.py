@@ -114,7 +114,7 @@ def test_the_purge_bound_is_durable_and_respected(j, tmp_path):
     j2 = open_journal(tmp_path)
     try:
         assert j2.purged_below == 21
-        plan = j2.sync_plan(Manifest((SegmentState(1, 10, False), SegmentState(11, 20, False)), 30))
+        plan = j2.sync.sync_plan(Manifest((SegmentState(1, 10, False), SegmentState(11, 20, False)), 30))
         assert plan.fetch == () and [why for _, why in plan.skipped] == ["purged", "purged"]
     finally:
         j2.close()
@@ -128,7 +128,7 @@ def test_a_conflict_names_a_damaged_copy(j, tmp_path):
     with open(name, "r+b") as f:
         f.seek(30)
         f.write(b"\xff")
-    plan = j.sync_plan(Manifest((good,), 10))
+    plan = j.sync.sync_plan(Manifest((good,), 10))
     assert len(plan.conflicts) == 1 and "is damaged" in plan.conflicts[0].why
     assert plan.fetch == ()
     # the peer's view of our damaged copy: other contents, theirs valid
@@ -139,7 +139,7 @@ def test_a_conflict_names_a_damaged_copy(j, tmp_path):
 def test_format_from_peers_refuses_votes_until_caught_up(tmp_path):
     j = open_journal(tmp_path)
     try:
-        j.format_from_peers(NS, 7, 20)
+        j.sync.format_from_peers(NS, 7, 20)
         assert j.last_promised_epoch == 7
         with pytest.raises(JournalRejoiningError, match="through 20"):
             j.new_epoch(NS, 8)
@@ -147,15 +147,15 @@ def test_format_from_peers_refuses_votes_until_caught_up(tmp_path):
         # it still takes writes of the current writer (a replica of new segments)
         write(j, w, 21, 5)
         assert install_download(j, SegmentState(1, 10, False), 25, seg_bytes(1, 10))
-        assert j.finish_rejoin(1) is False                      # 11-20 still missing
+        assert j.sync.finish_rejoin(1) is False                      # 11-20 still missing
         j.close()
         j = open_journal(tmp_path)                              # the marker is durable
         with pytest.raises(JournalRejoiningError):
             j.new_epoch(NS, 8)
         assert install_download(j, SegmentState(11, 20, False), 25, seg_bytes(11, 10))
-        assert j.finish_rejoin(1) is True
+        assert j.sync.finish_rejoin(1) is True
         j.new_epoch(NS, 8)
         with pytest.raises(JournalAlreadyFormattedError):
-            j.format_from_peers(NS, 9, 30)
+            j.sync.format_from_peers(NS, 9, 30)
     finally:
         j.close()

@@ -20,6 +20,8 @@ from qjournal.sim.loop import run_simulation
 from qjournal.transport import MemoryNetwork, RpcClient
 from qjournal.transport.download import memory_download
 
+from qjournal.util.waiting import async_wait_until
+
 from .jn_helpers import NS, Writer, batch
 
 JID = "nodetest"
@@ -142,10 +144,7 @@ def test_malformed_requests_are_answered_and_node_keeps_serving(tmp_path):
                 await asyncio.wait_for(r.read(), 10)  # returns only at EOF: the server closed it
                 wr.close()
             # only the well-behaved client is left (wait on the condition, with a deadline)
-            deadline = asyncio.get_running_loop().time() + 10
-            while node.rpc_server.connection_count != 1:
-                assert asyncio.get_running_loop().time() < deadline, node.rpc_server.connection_count
-                await asyncio.sleep(0.01)
+            await async_wait_until(lambda: node.rpc_server.connection_count == 1, "one connection left", 10)
             # a corrupt batch is refused, the journal is unchanged and the writer can go on
             w = await write_epoch(c, 1, 1, 2, finalize=False)
             bad = bytearray(batch(3, 2))
@@ -276,7 +275,7 @@ def test_many_journals_in_parallel_and_journal_limit(tmp_path):
                 assert m["segments"] == [[1, 49, False]]
             with pytest.raises(InvalidRequestError, match="qjournal.journalnode.max-journals"):
                 await clients[0].call("is_formatted", jid="jd")
-            assert sorted(node.journals) == jids
+            assert sorted(node.service.journals) == jids
         finally:
             for c in clients:
                 await c.close()
@@ -378,10 +377,10 @@ def test_a_throttled_download_never_runs_ahead_of_its_rate(tmp_path):
             node = JournalNode(Configuration({"qjournal.journalnode.fsync": "false"}),
                                edits_dir=str(tmp_path / f"jn{bytes_per_s}"), threaded=False,
                                segment_fetcher=fetch)
-            slot = await node.journal_slot(JID)
+            slot = await node.service.journal_slot(JID)
             loop = asyncio.get_running_loop()
             t0 = loop.time()
-            got = await node.download_segment("mem://peer/getJournal", slot, tmp_name, why="the syncer",
+            got = await node.service.download_segment("mem://peer/getJournal", slot, tmp_name, why="the syncer",
                                               bytes_per_s=bytes_per_s)
             elapsed = loop.time() - t0
             data = slot.journal.storage.read(tmp_name)
@@ -393,3 +392,39 @@ def test_a_throttled_download_never_runs_ahead_of_its_rate(tmp_path):
     assert elapsed >= len(body) / 100_000 - 0.2
     got, data, elapsed = run_simulation(main(0), 0)
     assert data == body and elapsed == 0
+
+
+def test_get_journal_sends_the_file_by_sendfile_unless_throttled(tmp_path):
+    """The body of ``/getJournal`` is the file itself handed to the kernel (``sendfile``: the segment's bytes never
+    pass through the JournalNode's process; seed 003's raw byte stream without a copy), for a finalized segment and
+    for the acknowledged prefix of an in-progress one (never the preallocated tail); a throttled transfer
+    (``dfs.edit.log.transfer.bandwidthPerSec``) reads chunks instead. Same bytes, same CRC32C header either way."""
+    async def fetch(node, segment_txid):
+        async with aiohttp.ClientSession() as s:
+            async with s.get(f"http://{node.http_bound}/getJournal?jid={JID}&segmentTxId={segment_txid}") as r:
+                assert r.status == 200
+                body = await r.read()
+                assert int(r.headers["X-Qjournal-Crc32c"], 16) == crc32c(body)
+                return body
+
+    async def main(throttled: bool):
+        conf = Configuration({"dfs.edit.log.transfer.bandwidthPerSec": "100000000" if throttled else "0"})
+        node, c = await start_node(tmp_path / ("slow" if throttled else "fast"), conf=conf)
+        try:
+            await c.call("format", jid=JID, ns_info=NS.to_wire(), force=False)
+            w = await write_epoch(c, 1, 1, 300)
+            await c.call("start_log_segment", req=w.req().to_wire(), txid=301, layout_version=1)
+            await c.call("journal", req=w.req().to_wire(), segment_txid=301, first_txid=301, num_txns=2,
+                         records=batch(301, 2))
+            finalized = await fetch(node, 1)
+            in_progress = await fetch(node, 301)
+            assert finalized == encode_header(1) + batch(1, 300)
+            assert in_progress == encode_header(1) + batch(301, 2)
+            sent = node.http_server.sendfile_bytes
+            assert sent == (0 if throttled else len(finalized) + len(in_progress)), sent
+        finally:
+            await c.close()
+            await node.stop()
+
+    run(main(False))
+    run(main(True))

@@ -13,8 +13,9 @@ import pytest
 
 from qjournal.config import Configuration
 from qjournal.errors import JournalError, TransportError
-from qjournal.journalnode.journal import synced_tmp_name
-from qjournal.journalnode.node import JournalNode, JournalNodeRpcHandler
+from qjournal.journalnode.sync_installer import synced_tmp_name
+from qjournal.journalnode.node import JournalNode
+from qjournal.journalnode.service import JournalNodeService
 from qjournal.protocol.messages import SegmentState
 from qjournal.protocol.segment import OP_DATA, crc32c, encode_header, encode_records, segment_file_name
 from qjournal.transport.download import SegmentDownload
@@ -88,10 +89,10 @@ def current(tmp_path) -> str:
     return str(tmp_path / "jn" / JID / "current")
 
 
-async def recovering(node: JournalNode) -> tuple[JournalNodeRpcHandler, Writer]:
-    h = JournalNodeRpcHandler(node)
-    await h.rpc_format(JID, NS.to_wire())
-    await h.rpc_new_epoch(JID, NS.to_wire(), 1)
+async def recovering(node: JournalNode) -> tuple[JournalNodeService, Writer]:
+    h = node.service  # the RPC handler: its calls take the arguments the protocol table decoded
+    await h.rpc_format(JID, NS)
+    await h.rpc_new_epoch(JID, NS, 1)
     return h, Writer(JID, 1)
 
 
@@ -109,7 +110,7 @@ def test_accept_recovery_streams_a_large_segment_in_bounded_memory(tmp_path):
         h, w = await recovering(node)
         tracemalloc.start()
         try:
-            await h.rpc_accept_recovery(w.req().to_wire(), SegmentState(1, n, True).to_wire(), url("a"))
+            await h.rpc_accept_recovery(w.req(), SegmentState(1, n, True), url("a"))
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -131,12 +132,12 @@ def test_the_syncer_download_and_install_stream_in_bounded_memory(tmp_path):
     state = SegmentState(1, n, False)
 
     async def main():
-        await JournalNodeRpcHandler(node).rpc_format(JID, NS.to_wire())
-        slot = await node.journal_slot(JID)
+        await node.service.rpc_format(JID, NS)
+        slot = await node.service.journal_slot(JID)
         tracemalloc.start()
         try:
-            got = await node.download_segment(url("a"), slot, synced_tmp_name(state), why="the syncer")
-            installed = slot.journal.install_synced_segment(state, n)
+            got = await node.service.download_segment(url("a"), slot, synced_tmp_name(state), why="the syncer")
+            installed = slot.journal.sync.install_synced_segment(state, n)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -161,11 +162,11 @@ def test_a_failed_download_leaves_no_tmp_file_and_the_retry_from_another_source_
 
     async def main():
         h, w = await recovering(node)
-        state = SegmentState(1, n, True).to_wire()
+        state = SegmentState(1, n, True)
         with pytest.raises(JournalError, match=why):
-            await h.rpc_accept_recovery(w.req().to_wire(), state, url("bad"))
+            await h.rpc_accept_recovery(w.req(), state, url("bad"))
         left = [f for f in os.listdir(current(tmp_path)) if ".epoch=" in f or f.startswith("edits_")]
-        await h.rpc_accept_recovery(w.req().to_wire(), state, url("good"))  # the next tied source
+        await h.rpc_accept_recovery(w.req(), state, url("good"))  # the next tied source
         await node.stop()
         return left
     assert asyncio.run(main()) == []

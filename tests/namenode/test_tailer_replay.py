@@ -73,7 +73,7 @@ def test_replay_rebuilds_the_namespace_and_the_retry_cache(tmp_path):
         return t
     t = asyncio.run(main())
     assert t.namespace.snapshot() == live.snapshot()
-    assert t.last_applied_txid == t.namespace.last_applied_txid == n
+    assert t.last_applied_txid == n
     for call_id, (method, answer) in answers.items():  # a call retried after a failover gets its answer
         assert t.retry_cache.lookup(CLIENT, call_id, method, 1) == (True, answer)
     assert gc.isenabled()

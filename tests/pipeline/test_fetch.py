@@ -28,7 +28,7 @@ from qjournal.protocol.segment import (OP_DATA, encode_header, encode_records, p
                                        segment_file_name)
 from qjournal.protocol.messages import NamespaceInfo, RequestInfo
 from qjournal.transport import RpcClient, pki
-from qjournal.transport.rpc import RpcServer
+from qjournal.transport import RpcServer
 
 
 class _FakeJournalNode:

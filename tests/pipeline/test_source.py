@@ -21,7 +21,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from qjournal.pipeline import ingest as ing
 from qjournal.pipeline.decode import EDITS_COLUMNS
-from tests.ha.zk_fixtures import wait_until
+from qjournal.util.waiting import wait_until
 from tests.pipeline.live_journal import JournalWriter, journal  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.slow
@@ -81,7 +81,7 @@ def test_stream_reaches_the_committed_txid_and_is_exactly_once_across_restarts(s
         writer.finalize()                 # segment 1..41 finalized
         query = start()
         last = writer.write(45)           # 42..86 written while the query runs, left in progress
-        wait_until(reaches(last), 120, f"the stream to reach the last committed txid {last}", poll_s=0.5)
+        wait_until(reaches(last), f"the stream to reach the last committed txid {last}", 120, poll_s=0.5)
         query.stop()
         first_run = _sink_txids(spark, sink)
 
@@ -89,7 +89,7 @@ def test_stream_reaches_the_committed_txid_and_is_exactly_once_across_restarts(s
         writer.finalize()                 # 42..101 finalized
         last = writer.write(23)           # 102..124 in progress
         query = start()                   # restarted from its checkpoint (offset log)
-        wait_until(reaches(last), 120, f"the restarted stream to reach txid {last}", poll_s=0.5)
+        wait_until(reaches(last), f"the restarted stream to reach txid {last}", 120, poll_s=0.5)
         query.stop()
     finally:
         writer.close()

@@ -14,7 +14,7 @@ import pytest
 from qjournal.config import Configuration
 from qjournal.errors import AuthenticationError, ConfigError
 from qjournal.ha.zkfc import ZKFailoverController
-from qjournal.journalnode.node import JournalNodeRpcHandler
+from qjournal.journalnode.service import JournalNodeService
 from qjournal.namenode.admin_protocol import AdminProtocolHandler
 from qjournal.namenode.client_protocol import ClientProtocolHandler
 from qjournal.namenode.ha_service import HAService
@@ -23,9 +23,9 @@ from qjournal.security.acl import AccessControlList
 from qjournal.security.auth_to_local import parse_principal, parse_rules, short_name
 from qjournal.security.groups import GroupMapping, parse_mapping_file
 from qjournal.security.identity import principal_of
+from qjournal.protocol.protocols import JOURNALNODE_ACLS, NAMENODE_ACLS, REFRESH_POLICY, REFRESH_USER_MAPPINGS, ZKFC_ACLS
+from qjournal.security.service_auth import ServiceAuthorization
 from qjournal.transport import pki
-from qjournal.security.service_auth import (PROTOCOLS_JOURNALNODE, PROTOCOLS_NAMENODE, PROTOCOLS_ZKFC,
-                                            REFRESH_METHODS, ServiceAuthorization)
 
 RULES = """
     RULE:[2:$1@$0](nn@)s/.*/hdfs/
@@ -182,21 +182,21 @@ def _rpc_methods(*classes) -> set[str]:
 
 
 @pytest.mark.parametrize("table, handlers", [
-    (PROTOCOLS_JOURNALNODE, (JournalNodeRpcHandler,)),
-    (PROTOCOLS_NAMENODE, (ClientProtocolHandler, AdminProtocolHandler, HAService, NamenodeProtocolHandler)),
-    (PROTOCOLS_ZKFC, (ZKFailoverController,)),
+    (JOURNALNODE_ACLS, (JournalNodeService,)),
+    (NAMENODE_ACLS, (ClientProtocolHandler, AdminProtocolHandler, HAService, NamenodeProtocolHandler)),
+    (ZKFC_ACLS, (ZKFailoverController,)),
 ])
 def test_every_rpc_method_belongs_to_a_protocol(table, handlers):
-    """Service auth invariant 2: each daemon's table is exactly the methods it serves."""
+    """Service auth invariant 2: each daemon's ACL table is exactly the methods it serves."""
     assert set(table) == _rpc_methods(*handlers, ServiceAuthorization)
-    assert set(REFRESH_METHODS) <= set(table)
+    assert {m.name for m in (*REFRESH_POLICY, *REFRESH_USER_MAPPINGS)} <= set(table)
 
 
 def test_authorization_needs_mutual_tls():
     conf = Configuration({"hadoop.security.authorization": "true"})
     with pytest.raises(ConfigError, match="qjournal.rpc.tls.enabled"):
-        ServiceAuthorization(conf, PROTOCOLS_ZKFC, service="ZKFC nn1")
+        ServiceAuthorization(conf, ZKFC_ACLS, service="ZKFC nn1")
     conf.set("qjournal.rpc.tls.enabled", "true")
-    ServiceAuthorization(conf, PROTOCOLS_ZKFC, service="ZKFC nn1")  # no HTTP endpoints: RPC TLS is enough
+    ServiceAuthorization(conf, ZKFC_ACLS, service="ZKFC nn1")  # no HTTP endpoints: RPC TLS is enough
     with pytest.raises(ConfigError, match="HTTPS_ONLY"):
-        ServiceAuthorization(conf, PROTOCOLS_ZKFC, service="JournalNode", http={"/jmx": "instrumentation"})
+        ServiceAuthorization(conf, ZKFC_ACLS, service="JournalNode", http={"/jmx": "instrumentation"})

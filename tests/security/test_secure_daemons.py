@@ -35,7 +35,7 @@ from qjournal.namenode.http import NameNodeHttpServer
 from qjournal.protocol.messages import RequestInfo
 from qjournal.protocol.segment import INVALID_TXID
 from qjournal.transport import pki
-from qjournal.transport.rpc import RpcClient
+from qjournal.transport import RpcClient
 from qjournal.transport.tls import client_context
 
 from tests.client.memcluster import FAST, NS
@@ -137,7 +137,7 @@ def test_journalnode_admits_only_namenodes_as_writers(keys, tmp_path, caplog):
             await s.sync()
             await q.finalize_log_segment(1, 3)
             await q.close()
-            journal = jn.journals["j1"].journal
+            journal = jn.service.journals["j1"].journal
             epoch = journal.last_promised_epoch
 
             # a client certificate cannot call the write RPCs (nor read the journal); the handler never runs

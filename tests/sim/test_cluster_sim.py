@@ -43,6 +43,8 @@ OBSERVER_SEEDS = (0, 1, 6, 1711)
 MAX_SEEDS_OBSERVER_BROKEN = 5
 
 
+@pytest.mark.timeout(900)   # the bound of its own soak command below, not pytest's default 300 s: the slice's
+# CPU work is fixed, and in a parallel run on a shared machine the two cores are shared with the other workers
 def test_whole_cluster_seeds_hold_every_rule(tmp_path):
     """The slice, through the soak command itself: two fresh worker processes (both cores, and none of
     the test process's accumulated heap for the collector to walk), each seed under the soak's

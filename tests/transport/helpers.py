@@ -8,7 +8,7 @@ from typing import Any, Awaitable, Callable
 
 from qjournal.transport.frames import FrameDecoder
 from qjournal.transport.memory import MemoryNetwork
-from qjournal.transport.rpc import RpcClient, RpcServer
+from qjournal.transport import RpcClient, RpcServer
 
 #: every test coroutine must finish within this; a hang fails instead of blocking the suite
 TEST_DEADLINE_S = 30.0
@@ -19,16 +19,6 @@ def arun(fn: Callable[[], Awaitable[Any]], deadline_s: float = TEST_DEADLINE_S) 
     async def main():
         return await asyncio.wait_for(fn(), deadline_s)
     return asyncio.run(main())
-
-
-async def wait_until(cond: Callable[[], bool], deadline_s: float = 10.0, what: str = "condition") -> None:
-    """Wait until ``cond()`` holds, polling the loop; fail after ``deadline_s``."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline_s
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError(f"timed out after {deadline_s}s waiting for {what}")
-        await asyncio.sleep(0.001)
 
 
 class RawConnection:

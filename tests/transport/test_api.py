@@ -6,12 +6,14 @@ from __future__ import annotations
 import inspect
 
 import qjournal.transport as transport
-from qjournal.transport import alloc, frames, memory, pki, rpc, tls
+from qjournal.transport import alloc, client, frames, memory, pki, server, tls, wire
 
 
 def test_package_exports():
     assert transport.__all__ == [
-        "DEFAULT_MAX_FRAME_BYTES", "MemoryNetwork", "PeerInfo", "RpcClient", "RpcServer", "current_peer",
+        "DEFAULT_CONNECT_TIMEOUT_MS", "DEFAULT_MAX_FRAME_BYTES", "DEFAULT_MAX_QUEUED_REQUESTS", "MemoryNetwork",
+        "PeerInfo", "RpcClient", "RpcConnector", "RpcHandlers", "RpcServer", "client_options_from_conf",
+        "current_peer", "error_payload", "memory_connector", "server_options_from_conf", "tcp_connector",
     ]
     for name in transport.__all__:
         assert getattr(transport, name) is not None
@@ -19,7 +21,7 @@ def test_package_exports():
 
 def test_every_public_call_has_a_docstring():
     missing = []
-    for module in (alloc, frames, memory, pki, rpc, tls):
+    for module in (alloc, client, frames, memory, pki, server, tls, wire):
         assert module.__doc__ and "why" in module.__doc__.lower(), module.__name__
         for name in module.__all__:
             obj = getattr(module, name)
@@ -63,7 +65,7 @@ def test_a_typo_in_rpc_concurrent_is_reported(caplog):
         async def rpc_ping(self):
             return "pong"
 
-    rpc.RpcServer(Handler(), name="jn-test")
-    assert [r.getMessage() for r in caplog.records if r.name == "qjournal.transport.rpc"] == [
+    server.RpcServer(Handler(), name="jn-test")
+    assert [r.getMessage() for r in caplog.records if r.name == "qjournal.transport.server"] == [
         "jn-test: rpc_concurrent names 'get_manifest' but the handler has no coroutine rpc_get_manifest"
     ]

@@ -12,7 +12,7 @@ import pytest
 from qjournal.cli.main import main
 from qjournal.cli.rpc import parse_call_args
 from qjournal.errors import FencedError
-from qjournal.transport.rpc import RpcServer
+from qjournal.transport import RpcServer
 
 
 def test_parse_call_args():

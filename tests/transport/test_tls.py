@@ -9,7 +9,7 @@ import pytest
 from qjournal.config.conf import Configuration
 from qjournal.errors import ConfigError, TransportError
 from qjournal.transport import pki, tls
-from qjournal.transport.rpc import RpcClient, RpcServer, current_peer
+from qjournal.transport import RpcClient, RpcServer, current_peer
 
 from .helpers import arun
 
@@ -136,7 +136,7 @@ def test_contexts_from_configuration(certs):
 
 
 def test_rpc_options_from_configuration():
-    from qjournal.transport.rpc import client_options_from_conf, server_options_from_conf
+    from qjournal.transport import client_options_from_conf, server_options_from_conf
     conf = Configuration.load(overrides={"ipc.maximum.data.length": "1m", "ipc.client.connect.timeout": "3s",
                                          "qjournal.rpc.server.max-queued-requests": "7"})
     assert server_options_from_conf(conf) == {"max_frame_bytes": 1 << 20, "max_queued_requests": 7}

@@ -62,8 +62,9 @@ from qjournal.sim.ha_workload import NamespaceClient, namespace_paths
 from qjournal.sim.history import (ControllerState, Fault, Healed, History, NamespaceState, NsRead, OpAcked,
                                   OpFailed, Progress)
 from qjournal.sim.linearizability import linearizability_violations
-from qjournal.transport.rpc import RpcClient
+from qjournal.transport import RpcClient
 from qjournal.transport.tls import client_context_from_conf
+from qjournal.protocol.protocols import CLIENT, DFSADMIN, HA_SERVICE
 
 __all__ = ["ClusterChaosResult", "run_cluster_chaos", "main_cluster_chaos", "CHAOS_TIMEOUTS"]
 
@@ -286,7 +287,7 @@ class _ClusterChaos:
         while time.monotonic() < deadline:
             k += 1
             try:
-                await client.call("mkdirs", path=f"/probe/p{k}")
+                await client.call(CLIENT.mkdirs, path=f"/probe/p{k}")
             except QJournalError:
                 await asyncio.sleep(0.2)
                 continue
@@ -304,8 +305,8 @@ class _ClusterChaos:
 
     async def nn_healthy(self, nn: str) -> bool:
         try:
-            await self._call_nn(nn, "monitor_health")
-            st = await self._call_nn(nn, "get_service_status")
+            await self._call_nn(nn, HA_SERVICE.monitor_health)
+            st = await self._call_nn(nn, HA_SERVICE.get_service_status)
         except QJournalError:
             return False
         return st.get("state") in ("active", "standby")
@@ -316,12 +317,12 @@ class _ClusterChaos:
         active = await asyncio.to_thread(self.cluster.active_namenode)
         if active is not None:
             try:
-                await self._call_nn(active, "roll_edits", **self.admin)
+                await self._call_nn(active, DFSADMIN.roll_edits, **self.admin)
             except QJournalError as e:
                 self.notes.append(f"final roll failed: {e}")
             try:
                 paths = await namespace_paths(client)
-                report = await self._call_nn(active, "get_report", **self.admin)
+                report = await self._call_nn(active, DFSADMIN.get_report, **self.admin)
                 self.history.add(NamespaceState(active, "active", int(report["last_txid"]), paths))
             except QJournalError as e:
                 self.notes.append(f"final namespace not read: {e}")

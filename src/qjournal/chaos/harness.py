@@ -57,6 +57,7 @@ import time
 from dataclasses import dataclass, field
 
 from qjournal.cli.log import record_body
+from qjournal.protocol.journal_layout import current_dir
 from qjournal.protocol.segment import crc32c, parse_segment_file_name
 from qjournal.sim.checker import Violation, check
 from qjournal.sim.history import (Acked, EpochGranted, Failure, Fault, FinalLog, History, NodeSegment,
@@ -449,7 +450,7 @@ class _Chaos:
             first = recs[0][0] if recs else 1
             self.history.add(FinalLog(first, tuple(b for _, b in recs)))
         for n in self.nodes:
-            cur = os.path.join(n.edits_dir, JID, "current")
+            cur = current_dir(n.edits_dir, JID)
             for fname in sorted(os.listdir(cur)) if os.path.isdir(cur) else []:
                 p = parse_segment_file_name(fname)
                 if p is None:

@@ -79,12 +79,6 @@ def ls_line(s: dict, widths: tuple[int, int, int, int]) -> str:
             f"{s['length']:>{wl}} {_fmt_time(s['mtime'])} {s['path']}")
 
 
-def format_ls(statuses: list[dict]) -> list[str]:
-    """``hdfs dfs -ls`` lines (columns aligned as Hadoop's Ls command does)."""
-    widths = ls_widths(statuses)
-    return [ls_line(s, widths) for s in statuses]
-
-
 def format_stat(fmt: str, st: dict) -> str:
     """``-stat`` format, Hadoop's Stat specifiers: %a octal permission, %A symbolic permission,
     %b length in bytes, %F ``directory``/``regular file``, %g group, %n name, %o block size,

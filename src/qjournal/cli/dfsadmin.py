@@ -53,6 +53,7 @@ from qjournal.config import Configuration
 from qjournal.errors import QJournalError
 from qjournal.namenode.addresses import namenode_ids
 from qjournal.namenode.dfs_client import DFSClient
+from qjournal.protocol.protocols import DFSADMIN, REFRESH_POLICY, REFRESH_USER_MAPPINGS
 
 #: how often ``-safemode wait`` asks again (Hadoop: 5 s)
 WAIT_POLL_S = 1.0
@@ -106,12 +107,12 @@ async def _refresh(a: DFSAdmin, method: str, what: str, command: str) -> int:
 
 async def refresh_service_acl(a: DFSAdmin, args: list[str]) -> int:
     """``-refreshServiceAcl`` on every NameNode."""
-    return await _refresh(a, "refresh_service_acl", "service acl", "refreshServiceAcl")
+    return await _refresh(a, REFRESH_POLICY.refresh_service_acl, "service acl", "refreshServiceAcl")
 
 
 async def refresh_user_mappings(a: DFSAdmin, args: list[str]) -> int:
     """``-refreshUserToGroupsMappings`` on every NameNode."""
-    return await _refresh(a, "refresh_user_to_groups_mappings", "user to groups mapping",
+    return await _refresh(a, REFRESH_USER_MAPPINGS.refresh_user_to_groups_mappings, "user to groups mapping",
                           "refreshUserToGroupsMappings")
 
 
@@ -121,10 +122,10 @@ async def safemode(a: DFSAdmin, args: list[str]) -> int:
     rc = 0
     for name, addr in a.namenodes():
         try:
-            on = await a.call(name, "set_safe_mode", action=SAFE_MODE_WORDS[word])
+            on = await a.call(name, DFSADMIN.set_safe_mode, action=SAFE_MODE_WORDS[word])
             while word == "wait" and on:
                 await asyncio.sleep(WAIT_POLL_S)
-                on = await a.call(name, "set_safe_mode", action="get")
+                on = await a.call(name, DFSADMIN.set_safe_mode, action="get")
         except QJournalError as e:
             print(f"Set safe mode failed{a.where(addr)}, error message: {_why(e)}" if a.ha
                   else f"safemode: {_why(e)}", file=sys.stderr)
@@ -153,7 +154,7 @@ async def save_namespace(a: DFSAdmin, args: list[str]) -> int:
     for name, addr in a.namenodes():
         where = f" for {addr}" if a.ha else ""
         try:
-            r = await a.call(name, "save_namespace", time_window_s=window_s, tx_gap=gap)
+            r = await a.call(name, DFSADMIN.save_namespace, time_window_s=window_s, tx_gap=gap)
         except QJournalError as e:
             print(f"Save namespace failed{where}", file=sys.stderr)
             print(f"saveNamespace: {_why(e)}", file=sys.stderr)
@@ -166,7 +167,7 @@ async def save_namespace(a: DFSAdmin, args: list[str]) -> int:
 async def roll_edits(a: DFSAdmin, args: list[str]) -> int:
     """``-rollEdits`` on the active (the client fails over to it)."""
     try:
-        txid = await a.client.call("roll_edits")
+        txid = await a.client.call(DFSADMIN.roll_edits)
     except QJournalError as e:
         print(f"rollEdits: {_why(e)}", file=sys.stderr)
         return 1
@@ -215,7 +216,7 @@ async def report(a: DFSAdmin, args: list[str]) -> int:
     parts: list[tuple[str, str, dict | BaseException]] = []
     for name, addr in a.namenodes():
         try:
-            parts.append((name, addr, await a.call(name, "get_report")))
+            parts.append((name, addr, await a.call(name, DFSADMIN.get_report)))
         except QJournalError as e:
             parts.append((name, addr, e))
     answers = [r for _n, _a, r in parts if isinstance(r, dict)]

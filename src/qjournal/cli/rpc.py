@@ -23,7 +23,7 @@ from typing import Any
 
 from qjournal.config.conf import Configuration, split_host_port
 from qjournal.errors import InvariantViolation, QJournalError
-from qjournal.transport.rpc import RpcClient, client_options_from_conf
+from qjournal.transport import RpcClient, client_options_from_conf
 from qjournal.transport.tls import client_context_from_conf
 from qjournal.util.tasks import EXIT_FATAL
 

@@ -40,13 +40,19 @@ Theory of operation:
   writer fails), through the same epoch-checked gate; a fenced writer gets an
   ``EpochError``, a node that lost its open segment (a restart) refuses the
   batch and waits for the next segment.
-* A ``journal`` batch that finds the logger idle (nothing queued or in flight,
-  in sync, connected) is sent at once, without the worker: its answer is
-  handled by a listener of the RPC future (``RpcClient.send``), which starts
-  the worker if calls queued meanwhile. The commit path of one batch at a time
-  (the NameNode's group commit) then costs no task and no loop iteration before
-  the send, and none between the answer and the quorum call: a batch's future
-  is a :class:`~qjournal.util.futures.ListenedFuture` too.
+* Every ``journal`` batch leaves through one send path, :meth:`AsyncLogger._send_batch`
+  (the request built and written at once with ``RpcClient.send``), and its answer
+  comes back through one completion, :meth:`AsyncLogger._batch_done` (acknowledged;
+  or failed: the node is out of sync, invariant 4). A batch that finds the logger
+  idle (nothing queued or in flight, in sync, connected) is sent so at once,
+  without the worker, which the completion starts if calls queued meanwhile; the
+  worker sends the others (coalesced) and the catch-up resend the same way. The
+  commit path of one batch at a time (the NameNode's group commit) then costs no
+  task and no loop iteration before the send, and none between the answer and the
+  quorum call: a batch's future is a :class:`~qjournal.util.futures.ListenedFuture` too.
+* Names, deadlines and answer types of the calls are the QJournalProtocol table's
+  (:data:`qjournal.protocol.protocols.QJOURNAL`): a call's deadline is the setting of
+  its row's ``timeout_key``, its answer is decoded by its row's result type.
 * The connection is opened lazily and re-opened after a transport failure.
 * The logger is the codec boundary: calls take, and futures return, the
   message types of :mod:`qjournal.protocol.messages`. An answer is decoded
@@ -79,6 +85,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
@@ -89,8 +96,10 @@ from qjournal.errors import (InvalidRequestError, InvariantViolation, JournalOut
                              LoggerTooFarBehindError, ProtocolError, QJournalError, TransportError)
 from qjournal.protocol.messages import (JournaledEdits, JournalState, Manifest, NamespaceInfo,
                                         NewEpochResponse, PrepareRecoveryResponse, RequestInfo,
-                                        SegmentState, wire_bool)
+                                        SegmentState)
 from qjournal.protocol.journal_uri import segment_url
+from qjournal.protocol.protocols import QJOURNAL as QJ
+from qjournal.protocol.rpc_contract import NONE, RpcMethod
 from qjournal.protocol.segment import INVALID_TXID
 from qjournal.util.futures import ListenedFuture, when_done
 
@@ -103,14 +112,7 @@ __all__ = ["AsyncLogger", "Connector"]
 Connector = Callable[[], Awaitable[Any]]
 
 #: recovery calls: sent without a committed txid (invariant 5)
-_RECOVERY_CALLS = frozenset({"prepare_recovery", "accept_recovery"})
-
-#: decodes one RPC answer into its message type (raises InvalidRequestError when malformed)
-Decoder = Callable[[Any], Any]
-
-
-def _decode_bool(v: Any) -> bool:
-    return wire_bool(v, "is_formatted", "result")
+_RECOVERY_CALLS = frozenset({QJ.prepare_recovery, QJ.accept_recovery})
 
 
 def _consume_notice_result(fut: asyncio.Future) -> None:
@@ -120,18 +122,11 @@ def _consume_notice_result(fut: asyncio.Future) -> None:
         log.debug("committed-txid notice failed: %s", fut.exception())
 
 
-#: calls whose kwargs carry a RequestInfo (epoch-checked on the JournalNode)
-_REQ_CALLS = frozenset({"start_log_segment", "journal", "heartbeat", "finalize_log_segment",
-                        "purge_logs", "prepare_recovery", "accept_recovery"})
-
-
 @dataclass(slots=True)
 class _Op:
-    method: str
+    method: RpcMethod
     kwargs: dict
-    timeout_ms: int
     future: asyncio.Future
-    decode: Decoder | None = None  # None: the call answers nothing (None)
     nbytes: int = 0  # bytes of a journal batch (counted in queued_bytes)
     # journal batches only
     segment_txid: int = 0
@@ -181,8 +176,9 @@ class AsyncLogger:
         self._queue: collections.deque[_Op] = collections.deque()
         self._worker: asyncio.Task | None = None
         self._direct: asyncio.Future | None = None  # the RPC of a batch sent without the worker
-        self._direct_op: _Op | None = None
         self._closed = False
+        #: each call's deadline: the setting of its protocol row's timeout key
+        self._timeout_ms = {m.name: settings.timeout_ms(m.timeout_key) for m in QJ}
 
     def __repr__(self) -> str:
         return f"AsyncLogger({self.name}, jid={self.jid!r}, epoch={self.epoch})"
@@ -292,11 +288,12 @@ class AsyncLogger:
         if c is not None:
             asyncio.ensure_future(c.close()).add_done_callback(_consume_notice_result)
 
-    async def _rpc(self, method: str, timeout_ms: int, **kw: Any) -> Any:
+    async def _rpc(self, method: RpcMethod, **kw: Any) -> Any:
+        """One call of anything but a ``journal`` batch (those leave through :meth:`_send_batch`)."""
         client = await self._get_client()
         self.rpcs_sent += 1
         try:
-            return await client.call(method, timeout_ms=timeout_ms, **kw)
+            return await client.call(method, timeout_ms=self._timeout_ms[method.name], **kw)
         except TransportError:
             await self._drop_client()
             raise
@@ -308,12 +305,14 @@ class AsyncLogger:
             op.future.set_exception(TransportError(
                 f"journal {self.jid!r}: logger for {self.name} is closed", node=self.name))
             return op.future
-        if (op.method == "journal" and self._worker is None and self._direct is None and not self._queue
+        if (op.method is QJ.journal and self._worker is None and self._direct is None and not self._queue
                 and not self.out_of_sync):
             c = self._client
-            send = getattr(c, "send", None) if c is not None and not getattr(c, "is_closed", False) else None
-            if send is not None:
-                self._send_journal_now(send, op)
+            if c is not None and not getattr(c, "is_closed", False) and hasattr(c, "send"):
+                # idle: sent at once, without the worker (module docstring)
+                done = self._send_batch(c, [op], op.segment_txid, op.first_txid, op.num_txns, op.records)
+                if not done.done():  # (done already: it could not be sent, and _batch_done said so)
+                    self._direct = done
                 return op.future
         self._queue.append(op)
         self._start_worker()
@@ -324,58 +323,75 @@ class AsyncLogger:
             self._worker = asyncio.get_running_loop().create_task(
                 self._run(), name=f"qjm-logger-{self.name}")
 
-    def _send_journal_now(self, send: Callable[..., asyncio.Future], op: _Op) -> None:
-        """Send ``op`` without the worker (module docstring); its answer comes to :meth:`_direct_done`."""
-        last = op.first_txid + op.num_txns - 1
-        try:
-            rpc = send("journal", timeout_ms=self.settings.write_txns_timeout_ms, req=self._make_req(),
-                       segment_txid=op.segment_txid, first_txid=op.first_txid, num_txns=op.num_txns,
-                       records=op.records)
-        except Exception as e:  # noqa: BLE001 - cannot be sent: that batch failed, as in the worker
-            self._write_failed(op.first_txid, last, e)
-            self._release(op)
-            op.future.set_exception(e)
-            return
-        self.rpcs_sent += 1
-        self._direct, self._direct_op = rpc, op
-        when_done(rpc, self._direct_done)  # RpcClient.send: in the call that reads the answer
+    # -- the one send path of journal batches ----------------------------------------------
+    def _send_batch(self, client: Any, ops: list[_Op], segment_txid: int, first_txid: int, num_txns: int,
+                    records: bytes, error: BaseException | None = None) -> ListenedFuture:
+        """Send one ``journal`` call carrying ``records`` (the batches ``ops``, or a catch-up resend with
+        none) now; its answer comes to :meth:`_batch_done` (module docstring: one send path).
 
-    def _direct_done(self, rpc: asyncio.Future) -> None:
-        op = self._direct_op
-        self._direct = self._direct_op = None
-        if op is None:  # pragma: no cover - the callback of the future just sent
-            raise InvariantViolation(f"{self.name}: an answer for no batch in flight")
+        Args:
+            error: the batch cannot be sent (no connection): it fails with this, through the same
+                completion.
+
+        Returns:
+            A future of the failure (None: acknowledged), done when :meth:`_batch_done` has run.
+        """
+        loop = asyncio.get_running_loop()
+        rpc: asyncio.Future = ListenedFuture(loop=loop)
+        if error is not None:
+            rpc.set_exception(error)
+        else:
+            try:
+                kw = dict(timeout_ms=self._timeout_ms[QJ.journal.name], req=self._make_req(),
+                          segment_txid=segment_txid, first_txid=first_txid, num_txns=num_txns, records=records)
+                send = getattr(client, "send", None)
+                # RpcClient.send answers in a listener; a connection without it (a test's proxy) in a task
+                rpc = send(QJ.journal, **kw) if send is not None else loop.create_task(client.call(QJ.journal, **kw))
+                self.rpcs_sent += 1
+            except BaseException as e:  # cannot be sent: the batch fails through the same completion
+                rpc.set_exception(e)
+        done = ListenedFuture(loop=loop)
+        when_done(rpc, functools.partial(self._batch_done, ops, first_txid, first_txid + num_txns - 1, done))
+        return done
+
+    def _batch_done(self, ops: list[_Op], first: int, last: int, done: ListenedFuture, rpc: asyncio.Future) -> None:
+        """The answer to a batch (the one completion of :meth:`_send_batch`): acknowledged, or failed
+        (the node is out of sync until the next segment or a catch-up, invariant 4)."""
         err: BaseException | None = (TransportError(f"journal {self.jid!r}: call to {self.name} cancelled",
                                                     node=self.name) if rpc.cancelled() else rpc.exception())
-        last = op.first_txid + op.num_txns - 1
         if err is None:
-            self._acked([op], last)
+            self._acked(ops, last)
         else:
             if isinstance(err, TransportError):
                 self._forget_client()
             if not isinstance(err, InvariantViolation):
-                self._write_failed(op.first_txid, last, err)
-            self._release(op)
-            if not op.future.done():
-                op.future.set_exception(err)
-        if not self._closed:
-            self._start_worker()
+                self._write_failed(first, last, err)
+            for o in ops:
+                self._release(o)
+                if not o.future.done():
+                    o.future.set_exception(err)
+        if self._direct is done:  # a batch sent without the worker: calls queued meanwhile go now
+            self._direct = None
+            if not self._closed:
+                self._start_worker()
+        if not done.done():  # (the worker awaiting it was cancelled: the logger closes)
+            done.set_result(err)
 
-    def _submit(self, method: str, timeout_ms: int, decode: Decoder | None,
-                **kwargs: Any) -> asyncio.Future:
+    def _submit(self, method: RpcMethod, **kwargs: Any) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
-        return self._enqueue(_Op(method, kwargs, timeout_ms, fut, decode))
+        return self._enqueue(_Op(method, kwargs, fut))
 
-    def _decode(self, method: str, decode: Decoder | None, result: Any) -> Any:
-        """The answer as its message type (invariant 6).
+    def _decode(self, method: RpcMethod, result: Any) -> Any:
+        """The answer as its protocol row's result type (invariant 6).
 
         Raises:
             ProtocolError: the node answered ``method`` with a malformed value.
         """
-        if decode is None:
+        decode = method.result.decode
+        if method.result is NONE or decode is None:  # the call answers nothing: its answer is not read
             return None
         try:
-            return decode(result)
+            return decode(result, method.name, "result")
         except InvalidRequestError as e:
             raise ProtocolError(f"journal {self.jid!r}: {self.name} answered {method} with a "
                                 f"malformed result: {e}", node=self.name, jid=self.jid,
@@ -385,7 +401,7 @@ class AsyncLogger:
         try:
             while self._queue:
                 op = self._queue.popleft()
-                if op.method == "journal":
+                if op.method is QJ.journal:
                     await self._run_journal(op)
                 else:
                     await self._run_one(op)
@@ -395,18 +411,18 @@ class AsyncLogger:
     async def _run_one(self, op: _Op) -> None:
         if op.future.done():  # cancelled by the caller
             return
-        if op.method == "finalize_log_segment" and self.out_of_sync:  # invariant 4
+        if op.method is QJ.finalize_log_segment and self.out_of_sync:  # invariant 4
             op.future.set_exception(JournalOutOfSyncError(
                 f"journal {self.jid!r}: {self.name} is out of sync; not finalizing segment "
                 f"{op.kwargs['start_txid']}-{op.kwargs['end_txid']} there", node=self.name))
             return
         try:
             kw = dict(op.kwargs)
-            if op.method in _REQ_CALLS:
+            if op.method.epoch_checked:
                 # Invariant 5: recovery calls never carry a committed txid.
                 kw["req"] = self._make_req(with_committed=op.method not in _RECOVERY_CALLS)
-            result = await self._rpc(op.method, op.timeout_ms, **kw)
-            if op.method == "start_log_segment":
+            result = await self._rpc(op.method, **kw)
+            if op.method is QJ.start_log_segment:
                 self._rejoin(op.kwargs["txid"])
         except asyncio.CancelledError:
             if not op.future.done():
@@ -419,7 +435,7 @@ class AsyncLogger:
         if op.future.done():
             return
         try:
-            value = self._decode(op.method, op.decode, result)
+            value = self._decode(op.method, result)
         except ProtocolError as e:
             op.future.set_exception(e)
             return
@@ -432,7 +448,7 @@ class AsyncLogger:
         next_txid = op.first_txid + op.num_txns
         while self._queue:
             nxt = self._queue[0]
-            if (nxt.method != "journal" or nxt.segment_txid != op.segment_txid
+            if (nxt.method is not QJ.journal or nxt.segment_txid != op.segment_txid
                     or nxt.first_txid != next_txid or nxt.future.done()
                     or total + nxt.nbytes > self.settings.coalesce_max_bytes):
                 break
@@ -453,29 +469,35 @@ class AsyncLogger:
                     f"journal {self.jid!r} on {self.name}: disabled until the next segment roll "
                     f"(not sending txids {first}-{last} of segment {seg})",
                     node=self.name, jid=self.jid, first_txid=first, last_txid=last)
-            records = ops[0].records if len(ops) == 1 else b"".join(o.records for o in ops)
-            try:
-                await self._rpc("journal", self.settings.write_txns_timeout_ms,
-                                req=self._make_req(), segment_txid=seg, first_txid=first,
-                                num_txns=n, records=records)
-            except InvariantViolation:
-                raise
-            except Exception as e:
-                self._write_failed(first, last, e)
-                raise
         except asyncio.CancelledError:
-            for o in ops:
-                self._release(o)
-                if not o.future.done():
-                    o.future.cancel()
+            self._cancel(ops)
             raise
-        except BaseException as e:  # noqa: BLE001 - handed to the callers' futures
+        except BaseException as e:  # noqa: BLE001 - not sent: handed to the callers' futures
             for o in ops:
                 self._release(o)
                 if not o.future.done():
                     o.future.set_exception(e)
             return
-        self._acked(ops, last)
+        client, error = None, None
+        try:
+            client = await self._get_client()
+        except asyncio.CancelledError:
+            self._cancel(ops)
+            raise
+        except Exception as e:  # noqa: BLE001 - no connection: the batch fails (the one completion)
+            error = e
+        records = ops[0].records if len(ops) == 1 else b"".join(o.records for o in ops)
+        try:
+            await self._send_batch(client, ops, seg, first, n, records, error)  # its failure is _batch_done's
+        except asyncio.CancelledError:  # the logger closes: the callers see their batches cancelled
+            self._cancel(ops)
+            raise
+
+    def _cancel(self, ops: list[_Op]) -> None:
+        for o in ops:
+            self._release(o)
+            if not o.future.done():
+                o.future.cancel()
 
     def _write_failed(self, first: int, last: int, e: BaseException) -> None:
         """A batch was not written: the node is out of sync until the next segment (or a catch-up)."""
@@ -508,7 +530,7 @@ class AsyncLogger:
             return False
         self._last_heartbeat_s = now
         try:
-            await self._rpc("heartbeat", self.settings.write_txns_timeout_ms, req=self._make_req())
+            await self._rpc(QJ.heartbeat, req=self._make_req())
         except InvariantViolation:
             raise
         except Exception as e:  # noqa: BLE001 - a heartbeat is best effort
@@ -567,14 +589,18 @@ class AsyncLogger:
             return False
         if parts:
             try:
-                await self._rpc("journal", self.settings.write_txns_timeout_ms, req=self._make_req(),
-                                segment_txid=segment_txid, first_txid=node_next, num_txns=next_first - node_next,
-                                records=b"".join(parts))
-            except InvariantViolation:
-                raise
-            except Exception as e:  # noqa: BLE001 - the node waits for the next segment
+                client = await self._get_client()
+            except QJournalError as e:
+                log.info("journal %r: %s: no catch-up (%s)", self.jid, self.name, e)
+                return False
+            # the one send path: a refused resend leaves the node out of sync until the next segment
+            err = await self._send_batch(client, [], segment_txid, node_next, next_first - node_next,
+                                         b"".join(parts))
+            if isinstance(err, InvariantViolation):
+                raise err
+            if err is not None:
                 log.info("journal %r: catching %s up with txids %d-%d failed: %s", self.jid, self.name,
-                         node_next, next_first - 1, e)
+                         node_next, next_first - 1, err)
                 return False
         self.out_of_sync = False
         self._last_heartbeat_s = None
@@ -587,19 +613,16 @@ class AsyncLogger:
     # -- the QJournalProtocol calls ------------------------------------------------------
     def is_formatted(self) -> asyncio.Future:
         """Queue ``is_formatted``; the future's result is the node's bool."""
-        return self._submit("is_formatted", self.settings.operations_timeout_ms, _decode_bool,
-                            jid=self.jid)
+        return self._submit(QJ.is_formatted, jid=self.jid)
 
     def format(self, ns_info: NamespaceInfo, force: bool) -> asyncio.Future:
         """Queue ``format`` (fails with JournalAlreadyFormattedError on a journal with data
         unless ``force``)."""
-        return self._submit("format", self.settings.operations_timeout_ms, None, jid=self.jid,
-                            ns_info=ns_info.to_wire(), force=force)
+        return self._submit(QJ.format, jid=self.jid, ns_info=ns_info.to_wire(), force=force)
 
     def get_journal_state(self) -> asyncio.Future:
         """Future of the node's :class:`JournalState`; remembers the node's HTTP URL."""
-        fut = self._submit("get_journal_state", self.settings.get_journal_state_timeout_ms,
-                           JournalState.from_wire, jid=self.jid)
+        fut = self._submit(QJ.get_journal_state, jid=self.jid)
         fut.add_done_callback(self._learn_http_url)
         return fut
 
@@ -623,14 +646,11 @@ class AsyncLogger:
     def new_epoch(self, ns_info: NamespaceInfo, epoch: int) -> asyncio.Future:
         """Queue ``new_epoch``; the future's result is a :class:`NewEpochResponse`; EpochError
         if ``epoch`` is not above the node's promise."""
-        return self._submit("new_epoch", self.settings.new_epoch_timeout_ms,
-                            NewEpochResponse.from_wire, jid=self.jid, ns_info=ns_info.to_wire(),
-                            epoch=epoch)
+        return self._submit(QJ.new_epoch, jid=self.jid, ns_info=ns_info.to_wire(), epoch=epoch)
 
     def start_log_segment(self, txid: int, layout_version: int) -> asyncio.Future:
         """Start a segment; on success the logger is back in sync (it rejoins here)."""
-        return self._submit("start_log_segment", self.settings.start_segment_timeout_ms, None,
-                            txid=txid, layout_version=layout_version)
+        return self._submit(QJ.start_log_segment, txid=txid, layout_version=layout_version)
 
     def _rejoin(self, txid: int) -> None:
         """The node started segment ``txid``: it is back in sync. Called by the worker itself, before
@@ -663,14 +683,14 @@ class AsyncLogger:
                 node=self.name, queued_bytes=self.queued_bytes, limit_bytes=limit))
             return fut
         self.queued_bytes += size
-        op = _Op("journal", {}, self.settings.write_txns_timeout_ms, fut, nbytes=size,
+        op = _Op(QJ.journal, {}, fut, nbytes=size,
                  segment_txid=segment_txid, first_txid=first_txid, num_txns=num_txns,
                  records=records)
         return self._enqueue(op)
 
     def heartbeat(self) -> asyncio.Future:
         """Queue a ``heartbeat`` (carries the committed txid; fences like any epoch-checked call)."""
-        return self._submit("heartbeat", self.settings.write_txns_timeout_ms, None)
+        return self._submit(QJ.heartbeat)
 
     def notify_committed(self) -> bool:
         """Queue a ``heartbeat`` carrying the committed txid, unless the node already has it or a
@@ -692,25 +712,21 @@ class AsyncLogger:
     def finalize_log_segment(self, start_txid: int, end_txid: int) -> asyncio.Future:
         """Finalize; refused while out of sync (invariant 4), judged when the worker reaches the call:
         a ``start_log_segment`` queued before it may bring the node back in sync first."""
-        return self._submit("finalize_log_segment", self.settings.finalize_segment_timeout_ms, None,
-                            start_txid=start_txid, end_txid=end_txid)
+        return self._submit(QJ.finalize_log_segment, start_txid=start_txid, end_txid=end_txid)
 
     def purge_logs(self, min_txid_to_keep: int) -> asyncio.Future:
         """Queue ``purge_logs``: the node deletes segments ending before ``min_txid_to_keep``."""
-        return self._submit("purge_logs", self.settings.operations_timeout_ms, None,
-                            min_txid_to_keep=min_txid_to_keep)
+        return self._submit(QJ.purge_logs, min_txid_to_keep=min_txid_to_keep)
 
     def prepare_recovery(self, segment_txid: int) -> asyncio.Future:
         """Queue ``prepare_recovery`` (Paxos phase 1a); the future's result is a
         :class:`PrepareRecoveryResponse`."""
-        return self._submit("prepare_recovery", self.settings.prepare_recovery_timeout_ms,
-                            PrepareRecoveryResponse.from_wire, segment_txid=segment_txid)
+        return self._submit(QJ.prepare_recovery, segment_txid=segment_txid)
 
     def accept_recovery(self, state: SegmentState, from_url: str) -> asyncio.Future:
         """Queue ``accept_recovery`` (Paxos phase 2a): the node syncs its copy from ``from_url``
         if it differs, then persists the accepted value."""
-        return self._submit("accept_recovery", self.settings.accept_recovery_timeout_ms, None,
-                            segment_state=state.to_wire(), from_url=from_url)
+        return self._submit(QJ.accept_recovery, segment_state=state.to_wire(), from_url=from_url)
 
     async def get_edit_log_manifest(self, since_txid: int, in_progress_ok: bool) -> Manifest:
         """The node's :class:`Manifest` (a read call, outside the FIFO queue).
@@ -718,10 +734,9 @@ class AsyncLogger:
         Raises:
             ProtocolError: a malformed answer; TransportError, RpcTimeoutError, the node's error.
         """
-        res = await self._rpc("get_edit_log_manifest",
-                              self.settings.select_input_streams_timeout_ms,
-                              jid=self.jid, since_txid=since_txid, in_progress_ok=in_progress_ok)
-        return self._decode("get_edit_log_manifest", Manifest.from_wire, res)
+        res = await self._rpc(QJ.get_edit_log_manifest, jid=self.jid, since_txid=since_txid,
+                              in_progress_ok=in_progress_ok)
+        return self._decode(QJ.get_edit_log_manifest, res)
 
     async def get_journaled_edits(self, since_txid: int, max_txns: int) -> JournaledEdits:
         """Committed edits from the node's edit cache (a read call, outside the FIFO queue).
@@ -730,9 +745,8 @@ class AsyncLogger:
             CacheMissError: the node cannot serve ``since_txid`` from its cache.
             ProtocolError: a malformed answer; TransportError, RpcTimeoutError, the node's error.
         """
-        res = await self._rpc("get_journaled_edits", self.settings.select_input_streams_timeout_ms,
-                              jid=self.jid, since_txid=since_txid, max_txns=max_txns)
-        got = self._decode("get_journaled_edits", JournaledEdits.from_wire, res)
+        res = await self._rpc(QJ.get_journaled_edits, jid=self.jid, since_txid=since_txid, max_txns=max_txns)
+        got = self._decode(QJ.get_journaled_edits, res)
         if got.first_txid != since_txid:
             raise ProtocolError(f"journal {self.jid!r}: {self.name} answered get_journaled_edits from "
                                 f"txid {since_txid} with edits from txid {got.first_txid}",

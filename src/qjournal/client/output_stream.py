@@ -49,6 +49,7 @@ from qjournal.client.settings import QJMSettings
 from qjournal.errors import InvariantViolation, JournalError, JournalOutOfSyncError, QJournalError
 from qjournal.journalmanager.streams import EditLogOutputStream
 from qjournal.protocol.segment import OP_DATA, encode_record
+from qjournal.protocol.protocols import QJOURNAL
 
 log = logging.getLogger(__name__)
 
@@ -122,10 +123,6 @@ class QuorumOutputStream(EditLogOutputStream):
     def pending_bytes(self) -> int:
         return self._cur_bytes + self._ready_bytes
 
-    def should_force_sync(self) -> bool:
-        """True when the current buffer passed ``qjournal.qjm.output-buffer.bytes``."""
-        return self._cur_bytes >= self._settings.output_buffer_bytes
-
     def _check_open(self) -> None:
         self._check_writer()  # a failed writer re-raises its typed error (FencedError, ...)
         if self._failed is not None:
@@ -177,8 +174,25 @@ class QuorumOutputStream(EditLogOutputStream):
         self._next_txid += num_txns
 
     def set_version(self, layout_version: int) -> None:
-        """Record the layout version (the segment header was written at start)."""
-        self.layout_version = layout_version
+        """Records after this use ``layout_version`` (seed 003 §5.6): on a quorum journal only the version the
+        segment started with, which every JournalNode wrote into its segment's header at ``start_log_segment``;
+        a new version takes a new segment (``start_log_segment(txid, layout_version)``). A file journal can still
+        change an empty segment's header; JournalNodes cannot be asked to rewrite one without risking copies of a
+        segment with different headers, so a change is refused here, before anything reaches them.
+
+        Raises:
+            JournalError: ``layout_version`` differs from the segment's (naming journal, segment and both
+                versions), or the stream is closed or failed.
+        """
+        self._check_open()
+        if layout_version == self.layout_version:
+            return
+        raise JournalError(
+            f"journal {self._jid!r}: segment {self._segment_txid} was started with layout version "
+            f"{self.layout_version}, which each JournalNode wrote into the segment's header; a quorum journal does "
+            f"not change it in an open segment: finalize the segment and start the next one with "
+            f"start_log_segment(txid, layout_version={layout_version})", jid=self._jid, txid=self._segment_txid,
+            layout_version=layout_version)
 
     def mark(self) -> None:
         """Move the current buffer to the ready side (the next ``sync`` sends it)."""
@@ -281,7 +295,7 @@ class QuorumOutputStream(EditLogOutputStream):
         loggers = self._loggers
         try:  # detach and enqueue synchronously: the enqueue order on every logger is the txid order
             batches = [(first, n, loggers.fan_out(
-                "journal", lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
+                QJOURNAL.journal, lambda lg, f=first, k=n, d=data: lg.send_edits(self._segment_txid, f, k, d)))
                 for (first, n, data) in self._take_batches()]
         except BaseException:
             self._release([([], done)])
@@ -320,8 +334,3 @@ class QuorumOutputStream(EditLogOutputStream):
         self._cur, self._cur_bytes, self._cur_n = [], 0, 0
         self._ready, self._ready_bytes = [], 0
         self._on_closed(self)
-
-    def generate_report(self) -> str:
-        """"Writing segment beginning at txid N." plus every logger's progress."""
-        return (f"Writing segment beginning at txid {self._segment_txid}. "
-                f"{self._loggers.report()}")

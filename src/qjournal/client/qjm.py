@@ -80,6 +80,7 @@ from qjournal.transport import RpcClient
 from qjournal.transport.download import SegmentDownload, http_download
 from qjournal.transport.tls import client_context_from_conf
 from qjournal.transport.http import http_client_context
+from qjournal.protocol.protocols import QJOURNAL
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +250,7 @@ class QuorumJournalManager(JournalManager):
                 JournalAlreadyFormattedError without ``force``.
             RpcTimeoutError: not every node answered in ``dfs.qjm.operations.timeout``.
         """
-        call = self.loggers.fan_out("format", lambda lg: lg.format(ns_info, force))
+        call = self.loggers.fan_out(QJOURNAL.format, lambda lg: lg.format(ns_info, force))
         await self.loggers.wait_for_all(call, self.settings.operations_timeout_ms)
         self.ns_info = ns_info
 
@@ -262,7 +263,7 @@ class QuorumJournalManager(JournalManager):
         def ask(lg: AsyncLogger) -> Any:
             return _require_true(lg.is_formatted(), lg.name, self.jid)
 
-        call = self.loggers.fan_out("is_formatted", ask)
+        call = self.loggers.fan_out(QJOURNAL.is_formatted, ask)
         try:
             await self.loggers.wait_for_quorum(call, self.settings.operations_timeout_ms)
             return True
@@ -279,13 +280,13 @@ class QuorumJournalManager(JournalManager):
         Raises:
             QuorumError / RpcTimeoutError: some node did not answer.
         """
-        call = self.loggers.fan_out("is_formatted", lambda lg: lg.is_formatted())
+        call = self.loggers.fan_out(QJOURNAL.is_formatted, lambda lg: lg.is_formatted())
         res = await self.loggers.wait_for_all(call, self.settings.operations_timeout_ms)
         return any(bool(v) for _, v in sorted(res.items()))
 
     async def get_journal_states(self) -> dict[str, JournalState]:
         """``get_journal_state`` of a quorum (node -> its state)."""
-        call = self.loggers.fan_out("get_journal_state", lambda lg: lg.get_journal_state())
+        call = self.loggers.fan_out(QJOURNAL.get_journal_state, lambda lg: lg.get_journal_state())
         return await self.loggers.wait_for_quorum(call, self.settings.get_journal_state_timeout_ms)
 
     # -- becoming the writer ----------------------------------------------------------------
@@ -298,7 +299,7 @@ class QuorumJournalManager(JournalManager):
         promised = [states[n].last_promised_epoch for n in sorted(states)]
         epoch = recovery.next_epoch(promised)
         ns_info = self.ns_info
-        call = self.loggers.fan_out("new_epoch", lambda lg: lg.new_epoch(ns_info, epoch))
+        call = self.loggers.fan_out(QJOURNAL.new_epoch, lambda lg: lg.new_epoch(ns_info, epoch))
         try:
             res = await self.loggers.wait_for_quorum(call, self.settings.new_epoch_timeout_ms)
         except QJournalError as e:
@@ -333,7 +334,7 @@ class QuorumJournalManager(JournalManager):
 
     async def _recover_unclosed_segment(self, segment_txid: int) -> None:
         s = self.settings
-        call = self.loggers.fan_out("prepare_recovery", lambda lg: lg.prepare_recovery(segment_txid))
+        call = self.loggers.fan_out(QJOURNAL.prepare_recovery, lambda lg: lg.prepare_recovery(segment_txid))
         answers = await self._writer_quorum(call, s.prepare_recovery_timeout_ms)
         resps = dict(sorted(answers.items()))
         decision = recovery.choose_recovery_source(segment_txid, resps)
@@ -349,7 +350,7 @@ class QuorumJournalManager(JournalManager):
         state = decision.state
         window = _AcceptWindow()
         call = self.loggers.fan_out(
-            "accept_recovery", lambda lg: self._accept_with_fallback(lg, state, urls, window))
+            QJOURNAL.accept_recovery, lambda lg: self._accept_with_fallback(lg, state, urls, window))
         try:
             await self._writer_quorum(call, s.accept_recovery_timeout_ms)
         finally:
@@ -357,7 +358,7 @@ class QuorumJournalManager(JournalManager):
             # after the finalize and the next segment's calls (a "late accept").
             window.open = False
         end = decision.state.end_txid
-        call = self.loggers.fan_out("finalize_log_segment",
+        call = self.loggers.fan_out(QJOURNAL.finalize_log_segment,
                                     lambda lg: lg.finalize_log_segment(segment_txid, end))
         await self._writer_quorum(call, s.finalize_segment_timeout_ms)
         log.info("journal %r: recovered segment %d-%d", self.jid, segment_txid, end)
@@ -427,7 +428,7 @@ class QuorumJournalManager(JournalManager):
         if self._stream is not None:
             raise JournalError(f"journal {self.jid!r}: segment {self._stream.segment_txid} is still "
                                f"open; finalize it before starting segment {txid}", jid=self.jid)
-        call = self.loggers.fan_out("start_log_segment",
+        call = self.loggers.fan_out(QJOURNAL.start_log_segment,
                                     lambda lg: lg.start_log_segment(txid, layout_version))
         await self._writer_quorum(call, self.settings.start_segment_timeout_ms)
         self._stream = QuorumOutputStream(
@@ -449,7 +450,7 @@ class QuorumJournalManager(JournalManager):
                     f"journal {self.jid!r}: finalizing segment {first_txid}-{last_txid} but only "
                     f"txids up to {self._stream.last_synced_txid} were synced", jid=self.jid)
             self._stream = None
-        call = self.loggers.fan_out("finalize_log_segment",
+        call = self.loggers.fan_out(QJOURNAL.finalize_log_segment,
                                     lambda lg: lg.finalize_log_segment(first_txid, last_txid))
         await self._writer_quorum(call, self.settings.finalize_segment_timeout_ms)
 
@@ -466,13 +467,13 @@ class QuorumJournalManager(JournalManager):
                 write it stops this writer for good (invariant 4).
         """
         self._check_writable()
-        call = self.loggers.fan_out("heartbeat", lambda lg: lg.heartbeat())
+        call = self.loggers.fan_out(QJOURNAL.heartbeat, lambda lg: lg.heartbeat())
         await self._writer_quorum(call, self.settings.write_txns_timeout_ms)
 
     async def purge_logs_older_than(self, min_txid_to_keep: int) -> None:
         """Ask every node to purge; fire and forget (failures are only logged)."""
         self._check_writable()
-        call = self.loggers.fan_out("purge_logs", lambda lg: lg.purge_logs(min_txid_to_keep))
+        call = self.loggers.fan_out(QJOURNAL.purge_logs, lambda lg: lg.purge_logs(min_txid_to_keep))
 
         async def _log_result() -> None:
             try:
@@ -494,7 +495,7 @@ class QuorumJournalManager(JournalManager):
                 silently fewer).
         """
         call = self.loggers.fan_out(
-            "get_edit_log_manifest",
+            QJOURNAL.get_edit_log_manifest,
             lambda lg: lg.get_edit_log_manifest(since_txid, in_progress_ok))
         res = await self.loggers.wait_for_quorum(call, self.settings.select_input_streams_timeout_ms)
         manifests: dict[str, Manifest] = dict(sorted(res.items()))
@@ -525,7 +526,7 @@ class QuorumJournalManager(JournalManager):
             InvariantViolation: two nodes hold different bytes for a committed txid.
         """
         max_txns = max(1, self.settings.tail_rpc_max_txns)
-        call = self.loggers.fan_out("get_journaled_edits",
+        call = self.loggers.fan_out(QJOURNAL.get_journaled_edits,
                                     lambda lg: lg.get_journaled_edits(since_txid, max_txns))
         try:
             res = await self.loggers.wait_for_quorum(call, self.settings.select_input_streams_timeout_ms)

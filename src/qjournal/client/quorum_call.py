@@ -204,8 +204,3 @@ class QuorumCall:
                                errors=errors)
         return QuorumError(msg, op=self.op_name, jid=self.jid, errors=errors)
 
-    def cancel_pending(self) -> None:
-        """Cancel calls that have not answered (read-only calls only)."""
-        for name, t in self._tasks.items():
-            if not t.done():
-                t.cancel()

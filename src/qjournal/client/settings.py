@@ -33,7 +33,6 @@ _KEYS: dict[str, tuple[str, str, int]] = {
     "http_read_timeout_ms": ("dfs.qjournal.http.read.timeout.ms", "duration", 60000),
     "max_frame_bytes": ("ipc.maximum.data.length", "bytes", 64 * 1024 * 1024),
     "connect_timeout_ms": ("ipc.client.connect.timeout", "duration", 20000),
-    "output_buffer_bytes": ("qjournal.qjm.output-buffer.bytes", "bytes", 512 * 1024),
     "out_of_sync_heartbeat_interval_ms": ("qjournal.qjm.out-of-sync.heartbeat.interval.ms", "duration", 1000),
     "coalesce_max_bytes": ("qjournal.qjm.coalesce.max.bytes", "bytes", 8 * 1024 * 1024),
     "catch_up_buffer_bytes": ("qjournal.qjm.catch-up.buffer.bytes", "bytes", 16 * 1024 * 1024),
@@ -43,6 +42,9 @@ _KEYS: dict[str, tuple[str, str, int]] = {
     "transfer_chunk_bytes": ("qjournal.segment-transfer.chunk.bytes", "bytes", 1024 * 1024),
     "max_record_bytes": ("dfs.namenode.max.op.size", "bytes", 50 * 1024 * 1024),
 }
+
+#: configuration key -> attribute
+_FIELD_OF_KEY = {key: name for name, (key, _kind, _default) in _KEYS.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +65,6 @@ class QJMSettings:
     http_read_timeout_ms: int = 60000
     max_frame_bytes: int = 64 * 1024 * 1024
     connect_timeout_ms: int = 20000
-    output_buffer_bytes: int = 512 * 1024
     out_of_sync_heartbeat_interval_ms: int = 1000
     coalesce_max_bytes: int = 8 * 1024 * 1024
     catch_up_buffer_bytes: int = 16 * 1024 * 1024
@@ -72,6 +73,14 @@ class QJMSettings:
     tail_in_progress: int = 1  # a bool (1/0): every setting here is an int
     transfer_chunk_bytes: int = 1024 * 1024
     max_record_bytes: int = 50 * 1024 * 1024
+
+    def timeout_ms(self, key: str) -> int:
+        """The deadline of a call whose protocol row names ``key`` (``RpcMethod.timeout_key``).
+
+        Raises:
+            KeyError: no setting reads ``key``.
+        """
+        return getattr(self, _FIELD_OF_KEY[key])
 
     @property
     def queue_size_limit_bytes(self) -> int:

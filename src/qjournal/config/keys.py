@@ -216,8 +216,11 @@ define("hadoop.security.instrumentation.requires.admin", False, "bool",
 define("dfs.cluster.administrators", "",
        doc="ACL of the HTTP admin endpoints (/jmx, /metrics, status pages) when "
            "hadoop.security.instrumentation.requires.admin is true")
-define("qjournal.log.level", "INFO", doc="log level of daemons (DEBUG, INFO, WARNING, ERROR)")
+define("qjournal.log.level", "INFO", doc="log level of daemons (TRACE, DEBUG, INFO, WARNING, ERROR)")
 define("qjournal.log.json", True, "bool", "structured JSON-lines logs on stderr (false: plain text)")
+define("qjournal.log.levels", "", "list",
+       "levels of single loggers, logger=LEVEL (log4j's log4j.logger.<name>): qjournal.ipc=TRACE writes one line per "
+       "RPC call and answer (method, peer, epoch, txids, bytes, latency) on clients and servers; off by default")
 define("qjournal.event-loop", "auto",
        doc="event loop of the daemons (journalnode, namenode, zkfc): asyncio (the standard library's), uvloop "
            "(pip install 'qjournal[fast]'; about a tenth less CPU per call) or auto (uvloop when installed)")
@@ -344,8 +347,6 @@ define("dfs.qjm.operations.timeout", 60000, "duration",
 define("dfs.qjournal.queued-edits.limit.mb", 10, "int", "per-JournalNode client queue limit in MiB")
 define("dfs.qjournal.http.open.timeout.ms", 60000, "duration", "HTTP segment fetch connect timeout", unit="ms")
 define("dfs.qjournal.http.read.timeout.ms", 60000, "duration", "HTTP segment fetch read timeout", unit="ms")
-define("qjournal.qjm.output-buffer.bytes", 512 * 1024, "bytes",
-       "QuorumOutputStream buffer size that forces a sync (Hadoop's output buffer, 512 KiB)")
 define("qjournal.qjm.out-of-sync.heartbeat.interval.ms", 1000, "duration",
        "heartbeat interval to a JournalNode that is out of sync until the next roll", unit="ms")
 define("qjournal.qjm.coalesce.max.bytes", 8 * MiB, "bytes",
@@ -380,7 +381,11 @@ define("dfs.ha.tail-edits.in-progress", True, "bool",
        "tail the in-progress segment: committed edits over RPC from the JournalNodes' edit caches "
        "(HDFS-13150), else streamed from the segments; quorum journals only")
 define("dfs.ha.tail-edits.qjm.rpc.max-txns", 5000, "int", "max txns per get_journaled_edits answer")
-define("dfs.ha.log-roll.period", 120, "duration", "standby asks the active to roll this often", unit="s")
+define("dfs.ha.log-roll.period", 120, "duration",
+       "a standby that applied edits since its last request asks the active to roll its edit log this often "
+       "(HDFS's EditLogTailer trigger; 0 = never; the active has no timer of its own)", unit="s")
+define("dfs.ha.tail-edits.rolledits.timeout", 60, "duration",
+       "deadline of the standby's roll_edit_log call to the active", unit="s")
 define("dfs.ha.zkfc.port", 8019, "int", "ZKFC RPC port")
 define("dfs.client.failover.proxy.provider.<ns>", None, "str",
        "client failover proxy of <ns>: ...ConfiguredFailoverProxyProvider (default: every call to the "

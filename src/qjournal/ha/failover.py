@@ -24,6 +24,7 @@ from qjournal.errors import FencingError, QJournalError, ServiceFailedError
 from qjournal.ha.fencing import FencingSettings, HATarget, fence_old_active
 from qjournal.ha.health_monitor import tcp_proxy_factory
 from qjournal.ha.zkfc import resolve_ha_addresses
+from qjournal.protocol.protocols import HA_SERVICE, ZKFC
 
 __all__ = ["FailoverRequest", "failover"]
 
@@ -82,22 +83,22 @@ async def failover(req: FailoverRequest, note: Callable[[str], None]) -> str:
         raise ServiceFailedError(f"source and target are the same NameNode {req.src}")
     if req.automatic:
         _, _, _, zkfc_addr = resolve_ha_addresses(req.conf, req.dst, req.nameservice)
-        st = await _call(req, req.src_addr, "get_service_status", req.timeout_ms)
+        st = await _call(req, req.src_addr, HA_SERVICE.get_service_status, req.timeout_ms)
         if st.get("state") != "active":
             raise ServiceFailedError(f"{req.src} is not the active NameNode (it is {st.get('state')})")
         timeout_ms = int(req.conf.get_duration_ms("ha.failover-controller.new-active.rpc-timeout.ms") or 60000)
-        result = await _call(req, zkfc_addr, "graceful_failover", timeout_ms + req.timeout_ms)
+        result = await _call(req, zkfc_addr, ZKFC.graceful_failover, timeout_ms + req.timeout_ms)
         return (f"Failover to NameNode at {':'.join(map(str, req.dst_addr))} successful "
                 f"({result.get('ms', 0):.0f} ms)")
 
     # manual HA
-    await _call(req, req.dst_addr, "monitor_health", req.timeout_ms)
-    st = await _call(req, req.dst_addr, "get_service_status", req.timeout_ms)
+    await _call(req, req.dst_addr, HA_SERVICE.monitor_health, req.timeout_ms)
+    st = await _call(req, req.dst_addr, HA_SERVICE.get_service_status, req.timeout_ms)
     if not st.get("ready_to_become_active", True) and not req.force_active:
         raise ServiceFailedError(f"{req.dst} is not ready to become active: {st.get('not_ready_reason')}")
     need_fence = req.force_fence
     try:
-        await _call(req, req.src_addr, "transition_to_standby", req.timeout_ms, request_source="user")
+        await _call(req, req.src_addr, HA_SERVICE.transition_to_standby, req.timeout_ms, request_source="user")
     except QJournalError as e:
         note(f"failover: {req.src} did not go standby ({e}); fencing it")
         need_fence = True
@@ -111,5 +112,5 @@ async def failover(req: FailoverRequest, note: Callable[[str], None]) -> str:
         except FencingError as e:
             raise ServiceFailedError(f"unable to fence {req.src}: {e}; {req.dst} was not made active") from e
         note(f"fenced {req.src} ({how})")
-    await _call(req, req.dst_addr, "transition_to_active", req.timeout_ms, request_source="user")
+    await _call(req, req.dst_addr, HA_SERVICE.transition_to_active, req.timeout_ms, request_source="user")
     return f"Failover to NameNode at {req.dst_addr[0]}:{req.dst_addr[1]} successful"

@@ -54,6 +54,7 @@ from typing import Awaitable, Callable
 from qjournal.errors import ConfigError, FencingError, QJournalError
 from qjournal.ha.health_monitor import ProxyFactory, tcp_proxy_factory
 from qjournal.util.proc import pid_alive, read_cmdline
+from qjournal.protocol.protocols import HA_SERVICE
 
 __all__ = ["HATarget", "FenceMethod", "parse_fencing_methods", "fence_old_active",
            "FencingSettings", "run_fence_method", "FENCE_METHODS", "FenceMethodRunner"]
@@ -217,7 +218,7 @@ async def graceful_fence(target: HATarget, proxy_factory: ProxyFactory, timeout_
                     raise
                 log.info("graceful fence of %s: connect attempt %d failed: %s", target.nn_id,
                          attempt + 1, e, extra={"event": "fence_connect_retry", "target": target.nn_id})
-        await proxy.call("transition_to_standby", timeout_ms=timeout_ms, request_source="zkfc")
+        await proxy.call(HA_SERVICE.transition_to_standby, timeout_ms=timeout_ms, request_source="zkfc")
         return None
     except (QJournalError, OSError, asyncio.TimeoutError) as e:
         return f"{type(e).__name__}: {e}"

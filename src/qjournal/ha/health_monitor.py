@@ -48,6 +48,7 @@ from qjournal.errors import (
 )
 from qjournal.transport import RpcClient
 from qjournal.util.tasks import cancel_and_wait, spawn
+from qjournal.protocol.protocols import HA_SERVICE
 
 __all__ = ["HealthState", "CheckOutcome", "next_health_state", "classify_error",
            "HealthMonitor", "HAServiceProxy", "ProxyFactory", "tcp_proxy_factory",
@@ -282,8 +283,8 @@ class HealthMonitor:
                 self.last_error = f"connect: {e!r}"
                 return classify_error(e)
         try:
-            await self._proxy.call("monitor_health", timeout_ms=s.rpc_timeout_ms)
-            status = await self._proxy.call("get_service_status", timeout_ms=s.rpc_timeout_ms)
+            await self._proxy.call(HA_SERVICE.monitor_health, timeout_ms=s.rpc_timeout_ms)
+            status = await self._proxy.call(HA_SERVICE.get_service_status, timeout_ms=s.rpc_timeout_ms)
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -68,9 +68,10 @@ from qjournal.ha.health_monitor import (
 )
 from qjournal.ha.zk_kazoo import KazooZooKeeper
 from qjournal.ha.zk_kazoo import format_zk as kazoo_format_zk
-from qjournal.security.service_auth import HTTP_ZKFC, PROTOCOLS_ZKFC, ServiceAuthorization
+from qjournal.protocol.protocols import HA_SERVICE, ZKFC, ZKFC_ACLS
+from qjournal.security.service_auth import HTTP_ZKFC, ServiceAuthorization
 from qjournal.transport import RpcServer
-from qjournal.transport.rpc import RpcHandlers
+from qjournal.transport import RpcHandlers
 from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
 
 __all__ = ["ZKFailoverController", "ZKFCSettings", "resolve_ha_addresses", "kazoo_zk_factory",
@@ -110,7 +111,7 @@ class ZKFCSettings:
         """
         ns, nn, (nn_host, nn_port), (zk_host, zk_port) = resolve_ha_addresses(conf, nn_id, nameservice)
         return cls(ssl_client=client_context_from_conf(conf), ssl_server=server_context_from_conf(conf),
-                   service_auth=ServiceAuthorization(conf, PROTOCOLS_ZKFC, service=f"ZKFC {nn}",
+                   service_auth=ServiceAuthorization(conf, ZKFC_ACLS, service=f"ZKFC {nn}",
                                                      http=HTTP_ZKFC),
                    nameservice=ns, nn_id=nn, nn_host=nn_host, nn_port=nn_port,
                    zkfc_host=zk_host, zkfc_port=zk_port,
@@ -181,7 +182,7 @@ def resolve_ha_addresses(conf, nn_id: str | None = None, nameservice: str | None
 
 
 class ZKFailoverController:
-    """The controller of one NameNode.
+    """The controller of one NameNode (and the handler of its ZKFCProtocol calls).
 
     Args:
         settings: see :class:`ZKFCSettings`.
@@ -194,6 +195,9 @@ class ZKFailoverController:
         wall_clock: wall time of the event timeline (default ``time.time``).
         fence_method_runner: runs one configured fencing method (default: real processes).
     """
+
+    #: the protocol this controller serves over RPC (arguments decoded by the RPC server)
+    rpc_protocols = (ZKFC,)
 
     def __init__(self, settings: ZKFCSettings, proxy_factory: ProxyFactory | None = None,
                  target_proxy_factory: Callable[[HATarget], ProxyFactory] | None = None,
@@ -341,7 +345,7 @@ class ZKFailoverController:
         self._transitioning = True
         try:
             proxy = await self._nn_factory()
-            await proxy.call("transition_to_active", timeout_ms=self.settings.new_active_timeout_ms,
+            await proxy.call(HA_SERVICE.transition_to_active, timeout_ms=self.settings.new_active_timeout_ms,
                              request_source="zkfc")
         except (QJournalError, OSError, asyncio.TimeoutError) as e:
             self._record("transition_to_active_failed", error=repr(e))
@@ -386,7 +390,7 @@ class ZKFailoverController:
         proxy = None
         try:
             proxy = await self._nn_factory()
-            await proxy.call("transition_to_standby", timeout_ms=self.settings.standby_timeout_ms,
+            await proxy.call(HA_SERVICE.transition_to_standby, timeout_ms=self.settings.standby_timeout_ms,
                              request_source="zkfc")
             self._record("transition_to_standby_done")
             return None
@@ -469,7 +473,7 @@ class ZKFailoverController:
                 # cede for twice the graceful fence timeout (as Hadoop's ZKFC does), not for the
                 # whole failover timeout: a longer cede keeps the old side out of the election when
                 # this side fails later (e.g. its ZKFC pauses), delaying the next takeover by it
-                await proxy.call("cede_active", timeout_ms=s.graceful_failover_timeout_ms,
+                await proxy.call(ZKFC.cede_active, timeout_ms=s.graceful_failover_timeout_ms,
                                  millis_to_cede=2 * s.fencing.graceful_timeout_ms)
             except (QJournalError, OSError, asyncio.TimeoutError) as e:
                 raise ServiceFailedError(f"zkfc {s.nn_id}: the controller of the active {previous.nn_id} "

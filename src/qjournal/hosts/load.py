@@ -31,6 +31,7 @@ from typing import Any
 from qjournal.config import Configuration
 from qjournal.errors import QJournalError
 from qjournal.namenode.dfs_client import DFSClient
+from qjournal.protocol.protocols import CLIENT, DFSADMIN
 from qjournal.sim.ha_workload import NamespaceClient, namespace_paths
 from qjournal.sim.history import Event, History, NamespaceState, Progress
 
@@ -102,7 +103,7 @@ async def _snapshot(args: argparse.Namespace, conf: Any) -> int:
         while True:
             k += 1
             try:
-                await client.call("mkdirs", path=f"/probe/p{os.getpid()}x{k}")
+                await client.call(CLIENT.mkdirs, path=f"/probe/p{os.getpid()}x{k}")
                 break
             except QJournalError as e:
                 if time.monotonic() > deadline:
@@ -111,9 +112,9 @@ async def _snapshot(args: argparse.Namespace, conf: Any) -> int:
                 await asyncio.sleep(0.2)
         active = client.last_answered_by or client.addresses[client.current][0]
         history.add(Progress(active))
-        await client.call_on(active, "roll_edits")
+        await client.call_on(active, DFSADMIN.roll_edits)
         paths = await namespace_paths(client)
-        report = await client.call_on(active, "get_report")
+        report = await client.call_on(active, DFSADMIN.get_report)
         history.add(NamespaceState(active, "active", int(report["last_txid"]), paths))
     return 0
 

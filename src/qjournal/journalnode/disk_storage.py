@@ -4,11 +4,8 @@ with files, fsyncs and an exclusive directory lock.
 Why apart from the interface: the per-journal rules (``journal.Journal``) are pure and
 run on the simulator's disk too; only this module touches ``os``.
 
-Layout (reference §2.1)::
-
-    <edits dir>/<jid>/in_use.lock
-    <edits dir>/<jid>/current/{VERSION, last-promised-epoch, last-writer-epoch,
-                               committed-txid, edits_*, paxos/<start>}
+Layout: :mod:`qjournal.protocol.journal_layout` (``<edits dir>/<jid>/in_use.lock`` and
+``current/``).
 
 Preallocation (Hadoop's ``EditLogFileOutputStream`` does the same, 1 MiB at a time): the open
 segment (``create(..., grows=True)``) grows ``preallocate_bytes`` at a time with
@@ -34,7 +31,8 @@ import shutil
 from typing import BinaryIO
 
 from qjournal.errors import JournalError
-from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage
+from qjournal.journalnode.storage import JournalStorage
+from qjournal.protocol.journal_layout import CURRENT_DIR, PAXOS_DIR
 from qjournal.util.fs import PreallocatedFile, atomic_write, fsync_dir
 from qjournal.util.storage_dir import StorageLock
 
@@ -78,7 +76,7 @@ class DiskJournalStorage(JournalStorage):
         if preallocate_bytes < 0:
             raise ValueError(f"preallocate_bytes must be >= 0, got {preallocate_bytes}")
         self.journal_dir = os.path.abspath(journal_dir)
-        self.current = os.path.join(self.journal_dir, "current")
+        self.current = os.path.join(self.journal_dir, CURRENT_DIR)
         self.where = self.current
         self._fsync = fsync
         self.preallocate_bytes = preallocate_bytes

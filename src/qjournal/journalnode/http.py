@@ -20,11 +20,10 @@ exists and is formatted (else 404), storageInfo (``NSID:CLUSTERID`` or Hadoop's
 ``/metrics`` shows the same ``Journal-<jid>`` numbers as Prometheus series labelled ``jid``, in
 base units and under names that ``promtool check metrics`` accepts (tests/cluster/test_metrics_exposition.py).
 
-The body of ``/getJournal`` is sent in two passes over one open file descriptor (opened on the
-journal's thread, so a concurrent finalize or purge cannot pull the file away):
-the first computes the CRC for the header, the second streams the bytes. Both
-read exactly ``length`` bytes, a prefix that never changes while the
-descriptor is open.
+The body of ``/getJournal`` is :meth:`JournalNodeService.serve_segment
+<qjournal.journalnode.service.JournalNodeService.serve_segment>` (the checks, the CRC for the
+header, then the bytes, in two passes over one open file: the work every ``/getJournal`` shares,
+the simulator's included); this module maps its errors to status codes and throttles the stream.
 """
 
 from __future__ import annotations
@@ -41,17 +40,12 @@ from qjournal.errors import (InvalidRequestError, JournalNotFormattedError, Name
                              QJournalError, SegmentNotFoundError)
 from qjournal.journalnode.metrics import SYNC_PERCENTILES, SYNC_WINDOWS_S, sync_percentile_attr
 from qjournal.protocol.jn_rules import validate_jid
-from qjournal.protocol.messages import parse_storage_info
-from qjournal.protocol.segment import crc32c
 from qjournal.transport.http import Throttle, jmx_response, prometheus_response, start_site
 from qjournal.util.fs import disk_usage
 
-__all__ = ["JournalNodeHttpServer", "ServedNode", "CHUNK_BYTES"]
+__all__ = ["JournalNodeHttpServer", "ServedNode"]
 
 log = logging.getLogger(__name__)
-
-#: read/stream granularity of /getJournal
-CHUNK_BYTES = 1 << 20
 
 
 class ServedNode(Protocol):
@@ -67,15 +61,12 @@ class ServedNode(Protocol):
     rpc_bound: str | None
     http_bound: str | None
     started_at: float
-    #: ``dfs.edit.log.transfer.bandwidthPerSec`` (0 = no limit)
-    transfer_bytes_per_s: int
+    #: the request handling (``service.JournalNodeService``): ``serve_segment`` and its ``settings``
+    service: Any
     #: the service-level ACLs (``security/service_auth.py``): the middleware and its counters
     service_auth: Any
     #: the RPC server (its ``metrics`` counters), None before it listens
     rpc_server: Any
-
-    async def journal_slot(self, jid: Any, *, create: bool = True) -> Any:
-        """The journal's slot: ``.journal`` (the Journal) and ``async run(fn, *args)`` on its thread."""
 
     async def snapshot(self) -> dict[str, dict]:
         """Per journal: ``{"status": ..., "metrics": ...}``, sorted by jid."""
@@ -93,6 +84,8 @@ class JournalNodeHttpServer:
         self.app.router.add_get("/metrics", self.metrics)
         self.app.router.add_get("/", self.index)
         self._runner: web.AppRunner | None = None
+        #: bytes of /getJournal bodies sent by sendfile (the rest went through the process in chunks)
+        self.sendfile_bytes = 0
 
     async def start(self, host: str, port: int, ssl_context: Any = None) -> tuple[str, int]:
         """Listen (port 0 picks a free port), with mutual TLS when ``ssl_context`` is given.
@@ -117,20 +110,16 @@ class JournalNodeHttpServer:
     async def get_journal(self, request: web.Request) -> web.StreamResponse:
         q = request.query
         jid = q.get("jid", "")
+        service = self.node.service
+        throttle = Throttle(service.settings.transfer_bytes_per_s, service.settings.transfer_chunk_bytes)
         try:
             validate_jid(jid)
             try:
                 segment_txid = int(q.get("segmentTxId", ""))
             except ValueError:
                 raise InvalidRequestError(f"journal {jid}: bad segmentTxId {q.get('segmentTxId')!r}")
-            in_progress_ok = q.get("inProgressOk", "true") != "false"
-            slot = await self.node.journal_slot(jid, create=False)
-            storage_info = q.get("storageInfo")
-            journal = slot.journal
-            if storage_info:
-                ns_id, cluster = parse_storage_info(storage_info)
-                await slot.run(journal.check_namespace, ns_id, cluster)
-            rs = await slot.run(journal.open_segment_for_read, segment_txid, in_progress_ok)
+            name, download = await service.serve_segment(jid, segment_txid, q.get("inProgressOk", "true") != "false",
+                                                         q.get("storageInfo"), throttle.chunk_bytes)
         except InvalidRequestError as e:
             return web.Response(status=400, text=f"{e.message}\n")
         except NamespaceMismatchError as e:
@@ -140,30 +129,28 @@ class JournalNodeHttpServer:
         except QJournalError as e:
             log.warning("getJournal %s failed: %s", request.query_string, e)
             return web.Response(status=500, text=f"getedit failed. {e.message}\n")
-        try:
-            loop = asyncio.get_running_loop()
-            crc = await loop.run_in_executor(None, crc_of_prefix, rs.stream, rs.length)
+        async with download:
             resp = web.StreamResponse(status=200, headers={
                 "Content-Type": "application/octet-stream",
-                "X-Qjournal-Crc32c": f"{crc:08x}",
-                "X-Qjournal-Segment": rs.file_name,
+                "X-Qjournal-Crc32c": f"{download.crc:08x}",
+                "X-Qjournal-Segment": name,
             })
-            resp.content_length = rs.length
-            await resp.prepare(request)
-            rs.stream.seek(0)
-            left = rs.length
-            throttle = Throttle(self.node.transfer_bytes_per_s, CHUNK_BYTES)
-            while left > 0:
-                chunk = await loop.run_in_executor(None, rs.stream.read, min(throttle.chunk_bytes, left))
-                if not chunk:
-                    raise OSError(f"{rs.file_name}: file shrank while being served ({left} bytes missing)")
-                await resp.write(chunk)
-                left -= len(chunk)
-                await throttle.account(len(chunk))
+            resp.content_length = download.length
+            writer = await resp.prepare(request)
+            transport = request.transport
+            if (download.local_file is not None and throttle.unlimited and transport is not None
+                    and transport.get_extra_info("sslcontext") is None):
+                # plain HTTP, no throttle: the kernel copies the file to the socket (the bytes never enter
+                # this process); TLS and throttled transfers read the chunks below
+                await writer.drain()
+                await asyncio.get_running_loop().sendfile(transport, download.local_file, 0, download.length)
+                self.sendfile_bytes += download.length
+            else:
+                while (chunk := await download.next_chunk()) is not None:
+                    await resp.write(chunk)
+                    await throttle.account(len(chunk))
             await resp.write_eof()
             return resp
-        finally:
-            rs.stream.close()
 
     # --- /jmx ------------------------------------------------------------------------------
 
@@ -250,25 +237,6 @@ class JournalNodeHttpServer:
                if problems else "")
             + "<p><a href='/jmx'>/jmx</a> &middot; <a href='/metrics'>/metrics</a></p></body></html>")
         return web.Response(text=body, content_type="text/html")
-
-
-def crc_of_prefix(stream, length: int, chunk_bytes: int = CHUNK_BYTES) -> int:
-    """The CRC32C of the first ``length`` bytes of ``stream`` (the ``X-Qjournal-Crc32c`` header of a
-    segment about to be served), read in chunks from the start.
-
-    Raises:
-        OSError: the file is shorter than ``length``.
-    """
-    stream.seek(0)
-    crc = 0
-    left = length
-    while left > 0:
-        chunk = stream.read(min(chunk_bytes, left))
-        if not chunk:
-            raise OSError(f"file is shorter than the {length} bytes to serve")
-        crc = crc32c(chunk, crc)
-        left -= len(chunk)
-    return crc
 
 
 #: counters of each journal on /metrics: (``Journal-<jid>`` attribute, name without ``_total``, HELP)

@@ -6,9 +6,16 @@ recovery, crash recovery on open) lives here, with no asyncio, socket, clock
 or fsync inside. Storage comes in through :class:`JournalStorage`, whose every
 durable step is a separate call, so the simulator can crash the node between
 any two of them and check that the reopened ``Journal`` is consistent. The
-daemon (``node.py``) runs one ``Journal`` per journal id on its own worker
-thread and does the networking (including the HTTP download of
+JournalNode's service (``service.py``) runs one ``Journal`` per journal id, one
+call at a time, and does the networking (including the HTTP download of
 accept-recovery, which is why that call is split in a plan and a commit).
+
+A journal is three objects with one rule: this acceptor (Hadoop's Journal: the
+writer's and the recovery's calls), its :class:`~qjournal.journalnode.segment_index.SegmentIndex`
+(which segment files exist and what each holds, scanned once) and its
+:class:`~qjournal.journalnode.sync_installer.SyncInstaller` (``journal.sync``: the
+JournalNodeSyncer's digests, plans, installs and rejoin). All three run under one
+:class:`~qjournal.journalnode.call_rule.CallRule` [I13].
 
 Theory of operation (HDFS-3077, seed 000 §2; reference §3):
 
@@ -83,6 +90,13 @@ Invariants (cited in the code as [In]):
 12. A failed append or sync leaves no half-written bytes in the index: the file
     is cut back to the indexed length and the segment is closed, so the writer
     is out of sync until its next ``start_log_segment``.
+13. One call of a journal at a time: every public call of the acceptor and of its
+    sync installer takes the journal's call rule, and a call from a second thread
+    while another runs raises ``InvariantViolation`` before it touches anything.
+    The two exceptions, which may run on any thread beside a call:
+    ``get_journaled_edits`` (the committed pair is one tuple replaced whole, the edit
+    cache has its own lock) and ``sync.finalized_digest`` (a finalized file never
+    changes [I10]; its cache entry is replaced whole).
 """
 
 from __future__ import annotations
@@ -91,35 +105,34 @@ import dataclasses
 import logging
 import struct
 from dataclasses import dataclass
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO, Callable
 
 from qjournal.errors import (CacheMissError, EpochError, InvalidRequestError, InvariantViolation, JournalError,
                              JournalAlreadyFormattedError, JournalNotFormattedError,
                              JournalOutOfSyncError, JournalRejoiningError, NamespaceMismatchError,
                              SegmentNotFoundError)
+from qjournal.journalnode.call_rule import CallRule, one_at_a_time
 from qjournal.journalnode.edit_cache import JournaledEditsCache
 from qjournal.journalnode.metrics import JournalMetrics
-from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage
-from qjournal.protocol import jn_rules, sync_rules
+from qjournal.journalnode.segment_index import Extent, SegmentIndex
+from qjournal.journalnode.storage import JournalStorage
+from qjournal.journalnode.sync_installer import SYNC_TMP_SUFFIX, SyncInstaller
+from qjournal.protocol.journal_layout import (COMMITTED_TXID, LAST_PROMISED_EPOCH, LAST_WRITER_EPOCH, PAXOS_DIR,
+                                              PURGED_BELOW, REJOIN_TXID, VERSION_FILE, paxos_name)
+from qjournal.protocol import jn_rules
 from qjournal.protocol.messages import (JournaledEdits, JournalState, Manifest, NamespaceInfo,
                                         NewEpochResponse, PersistedPaxosData, PrepareRecoveryResponse,
                                         RequestInfo, SegmentState)
 from qjournal.protocol.segment import (DEFAULT_MAX_RECORD_BYTES, HEADER_SIZE, INVALID_TXID, crc32c,
-                                       encode_header, parse_segment_file_name, scan_batch, scan_segment,
+                                       encode_header, parse_segment_file_name, scan_batch,
                                        scan_segment_chunks, segment_file_name, validate_batch)
 from qjournal.protocol.version_file import decode_version, encode_version
 
 __all__ = ["Journal", "AcceptRecoveryPlan", "ReadableSegment", "FAULT_POINTS", "SYNC_FAULT_POINTS",
-           "synced_tmp_name", "DEFAULT_READ_CHUNK_BYTES"]
+           "DEFAULT_READ_CHUNK_BYTES"]
 
 log = logging.getLogger(__name__)
 
-VERSION_FILE = "VERSION"
-LAST_PROMISED_EPOCH = "last-promised-epoch"
-LAST_WRITER_EPOCH = "last-writer-epoch"
-COMMITTED_TXID = "committed-txid"
-PURGED_BELOW = "purged-below-txid"   # the highest min_txid_to_keep of a purge: the syncer never re-fetches below
-REJOIN_TXID = "sync-rejoin-txid"     # present while a node formatted from its peers has not caught up
 _COMMITTED = struct.Struct(">qqI")  # txid, epoch that reported it, crc32c of both
 
 
@@ -164,19 +177,6 @@ FAULT_POINTS = (
 SYNC_FAULT_POINTS = (
     "before_sync_rename",       # a segment copied by the syncer is durable as .sync.tmp, not yet renamed
 )
-
-
-@dataclass
-class _Extent:
-    """What is known about one segment file [I4]."""
-
-    first_txid: int        # INVALID_TXID when no valid txn
-    last_txid: int         # INVALID_TXID when no valid txn
-    valid_length: int      # end of the last valid record (HEADER_SIZE when none)
-
-    @property
-    def num_txns(self) -> int:
-        return 0 if self.last_txid == INVALID_TXID else self.last_txid - self.first_txid + 1
 
 
 @dataclass
@@ -234,19 +234,10 @@ def _tmp_accept_name(segment_txid: int, epoch: int) -> str:
 #: passes ``qjournal.segment-transfer.chunk.bytes``)
 DEFAULT_READ_CHUNK_BYTES = 1 << 20
 
-_SYNC_TMP_SUFFIX = ".sync.tmp"
-
-
-def synced_tmp_name(state: SegmentState) -> str:
-    """The file the syncer's download of finalized segment ``state`` is written to before
-    :meth:`Journal.install_synced_segment` (a leftover ``.tmp`` is deleted on open)."""
-    return f"{segment_file_name(state.start_txid, state.end_txid)}{_SYNC_TMP_SUFFIX}"
-
-
 def _is_download_name(name: str) -> bool:
     """Whether ``name`` is a download's tmp file (never a segment, never durable state)."""
-    if name.endswith(_SYNC_TMP_SUFFIX):
-        seg = parse_segment_file_name(name[:-len(_SYNC_TMP_SUFFIX)])
+    if name.endswith(SYNC_TMP_SUFFIX):
+        seg = parse_segment_file_name(name[:-len(SYNC_TMP_SUFFIX)])
         return seg is not None and not seg.in_progress
     return _parse_tmp_accept_name(name) is not None
 
@@ -264,7 +255,7 @@ def _parse_tmp_accept_name(name: str) -> tuple[int, int] | None:
 class Journal:
     """One journal id on one JournalNode (the Paxos acceptor of HDFS-3077).
 
-    Not thread-safe: the daemon calls it from one worker thread at a time.
+    One call at a time, from any one thread at a time [I13] (enforced: ``call_rule.py``).
 
     Args:
         jid: the journal id (validated).
@@ -309,12 +300,16 @@ class Journal:
         self.current_ipc_serial = -1
         self.highest_written_txid = 0
         self._cur: _OpenSegment | None = None
-        self._extents: dict[str, _Extent] = {}
         self.purged_below = 0
         self.rejoin_txid: int | None = None
-        # finalized file name -> (file stamp, digest of its record bytes, problem found scanning it or None)
-        self._fin_checks: dict[str, tuple[tuple, int, str | None]] = {}
         self._closed = False
+        #: the one-call-at-a-time rule (call_rule.py), shared with the sync installer
+        self._rule = CallRule(self.jid)
+        #: the segment files and what they hold (segment_index.py)
+        self.index = SegmentIndex(self.jid, storage, max_record_bytes, read_chunk_bytes,
+                                  lambda name: self._cur is not None and self._cur.name == name)
+        #: the JournalNodeSyncer's calls (sync_installer.py)
+        self.sync = SyncInstaller(self)
         self.edit_cache = JournaledEditsCache(self.jid, edit_cache_bytes) if edit_cache_bytes > 0 else None
         storage.lock()
         try:
@@ -376,74 +371,16 @@ class Journal:
         Returns:
             The start txid of the newest segment holding at least one txn, or None.
         """
-        for start, end, name in reversed(self._list_segments()):
+        for start, end, name in reversed(self.index.segments()):
             if end is not None:
                 self.highest_written_txid = end
                 return start
-            ext = self._extent(name)
+            ext = self.index.extent(name)
             if ext is None:
                 continue  # empty: moved aside [I5]
             self.highest_written_txid = ext.last_txid
             return start
         return None
-
-    def _list_segments(self) -> list[tuple[int, int | None, str]]:
-        """Segment files as (start, end or None, name), sorted by start; a finalized
-        segment hides an in-progress file with the same start."""
-        by_start: dict[int, tuple[int, int | None, str]] = {}
-        for name in self.storage.list_files():
-            seg = parse_segment_file_name(name)
-            if seg is None:
-                continue
-            prev = by_start.get(seg.start_txid)
-            if prev is None or (prev[1] is None and seg.end_txid is not None):
-                by_start[seg.start_txid] = (seg.start_txid, seg.end_txid, name)
-        return [by_start[k] for k in sorted(by_start)]
-
-    def _extent(self, name: str) -> _Extent | None:
-        """The extent of an in-progress segment file from the index (scanning once).
-
-        An empty one is moved aside and None returned [I5]. On open, a torn
-        tail is truncated when safe [I11] (files this process wrote are always indexed,
-        so only files left by a crash are ever scanned).
-        """
-        ext = self._extents.get(name)
-        if ext is None:
-            seg = parse_segment_file_name(name)
-            assert seg is not None
-            buf = self.storage.read(name)
-            res = scan_segment(buf, expected_first_txid=seg.start_txid,
-                               max_record_bytes=self.max_record_bytes)
-            if not res.header_ok:
-                ext = _Extent(INVALID_TXID, INVALID_TXID, 0)
-            else:
-                ext = _Extent(res.first_txid, res.last_txid, res.valid_length)
-                kinds = [p.kind for p in res.problems]
-                if ext.num_txns and kinds and res.valid_length < len(buf):
-                    # [I11]: one problem and nothing decodable after it = a torn final write.
-                    if len(kinds) == 1 and kinds[0] in ("torn-tail", "trailing-garbage", "corrupt"):
-                        log.warning("journal %s: truncating torn tail of %s at byte %d (file had %d "
-                                    "bytes; %s)", self.jid, name, res.valid_length, len(buf),
-                                    res.problems[0].detail)
-                        self.storage.truncate(name, res.valid_length)
-                        self.storage.sync(name)
-                    else:
-                        log.error("journal %s: %s is damaged after txid %d at byte %d; left as is: %s",
-                                  self.jid, name, res.last_txid, res.valid_length,
-                                  "; ".join(p.detail for p in res.problems[:3]))
-            self._extents[name] = ext
-        if ext.num_txns == 0:
-            if self._cur is not None and self._cur.name == name:
-                return None  # the writer's own fresh segment: not moved aside
-            self._move_aside(name, ".empty")
-            return None
-        return ext
-
-    def _move_aside(self, name: str, suffix: str) -> None:
-        log.info("journal %s: moving %s aside to %s%s", self.jid, name, name, suffix)
-        self._extents.pop(name, None)
-        self.storage.rename(name, name + suffix)
-        self.storage.sync_dir()
 
     def _require_formatted(self) -> NamespaceInfo:
         if self.ns_info is None:
@@ -477,30 +414,11 @@ class Journal:
             log.info("journal %s: aborting open segment %s (%s)", self.jid, self._cur.name, why)
             self._cur = None
 
-    def _segment_state(self, segment_txid: int) -> SegmentState | None:
-        """On-disk state of the segment starting at ``segment_txid`` (empty -> None) [I5]."""
-        fin = None
-        inprog = None
-        for start, end, name in self._list_segments():
-            if start == segment_txid:
-                if end is not None:
-                    fin = end
-                else:
-                    inprog = name
-        if fin is not None:
-            return SegmentState(segment_txid, fin, False)
-        if inprog is None:
-            return None
-        ext = self._extent(inprog)
-        if ext is None:
-            return None
-        return SegmentState(segment_txid, ext.last_txid, True)
-
     def _load_paxos(self, segment_txid: int) -> PersistedPaxosData | None:
         raw = self.storage.read_paxos(segment_txid)
         if raw is None:
             return None
-        where = f"{self.storage.where}/{PAXOS_DIR}/{segment_txid}"
+        where = f"{self.storage.where}/{paxos_name(segment_txid)}"
         try:
             data = PersistedPaxosData.from_bytes(raw, where=where)
         except InvalidRequestError as e:
@@ -522,7 +440,7 @@ class Journal:
                 target = segment_file_name(segment_txid)
                 log.info("journal %s: rolling forward accepted recovery of segment %d (epoch %d): "
                          "%s -> %s", self.jid, segment_txid, parsed[1], name, target)
-                self._extents.pop(target, None)
+                self.index.forget_extent(target)
                 st.rename(name, target)
             else:
                 log.info("journal %s: deleting %s (its accept-recovery never reached the commit point)",
@@ -531,7 +449,7 @@ class Journal:
             st.sync_dir()
 
     def _update_highest_after_recovery(self, state: SegmentState) -> None:
-        segs = self._list_segments()
+        segs = self.index.segments()
         if segs and segs[-1][0] == state.start_txid:
             self.highest_written_txid = state.end_txid
         else:
@@ -539,14 +457,17 @@ class Journal:
 
     # --- formatting and state ----------------------------------------------------------------
 
+    @one_at_a_time
     def is_formatted(self) -> bool:
         """Whether the journal has a VERSION file."""
         return self.ns_info is not None
 
+    @one_at_a_time
     def has_some_data(self) -> bool:
         """Whether the journal is formatted or holds any file at all."""
         return self.ns_info is not None or bool(self.storage.list_files())
 
+    @one_at_a_time
     def format(self, ns_info: NamespaceInfo, force: bool = False) -> None:
         """Wipe the journal and write VERSION; epochs go back to 0.
 
@@ -573,8 +494,7 @@ class Journal:
         """Wipe, then the rejoin marker and the promise, then VERSION (the commit point: a crash
         before it leaves an unformatted journal, never a formatted voter without its marker)."""
         self._cur = None
-        self._extents.clear()
-        self._fin_checks.clear()
+        self.index.clear()
         if self.edit_cache is not None:
             self.edit_cache.clear()
         self.storage.wipe()
@@ -592,6 +512,7 @@ class Journal:
         self.current_ipc_serial = -1
         self.highest_written_txid = 0
 
+    @one_at_a_time
     def get_journal_state(self) -> JournalState:
         """The promise (the daemon fills in the HTTP address).
 
@@ -601,6 +522,7 @@ class Journal:
         self._require_formatted()
         return JournalState(self.last_promised_epoch)
 
+    @one_at_a_time
     def check_namespace(self, namespace_id: int, cluster_id: str) -> None:
         """Compare a caller's namespace with the journal's.
 
@@ -618,6 +540,7 @@ class Journal:
                 f"Incompatible clusterID for journal {self.jid}: NameNode has clusterId {cluster_id!r} "
                 f"but storage has clusterId {ns.cluster_id!r}", jid=self.jid)
 
+    @one_at_a_time
     def new_epoch(self, ns_info: NamespaceInfo, epoch: int) -> NewEpochResponse:
         """Promise ``epoch`` (Paxos phase 1 of the writer's election) [jn_rules I5].
 
@@ -639,6 +562,7 @@ class Journal:
 
     # --- write path -------------------------------------------------------------------------
 
+    @one_at_a_time
     def start_log_segment(self, req: RequestInfo, txid: int, layout_version: int) -> None:
         """Open ``edits_inprogress_<txid>`` for the writer of ``req.epoch``.
 
@@ -655,7 +579,7 @@ class Journal:
                         self._cur.name)
             self._abort_cur("new segment requested")
         name = segment_file_name(txid)
-        existing = self._segment_state(txid)  # also moves an empty one aside [I5]
+        existing = self.index.state_of(txid)  # also moves an empty one aside [I5]
         if existing is not None:
             if not existing.in_progress:
                 raise JournalOutOfSyncError(
@@ -674,13 +598,14 @@ class Journal:
             self.last_writer_epoch = req.epoch
         # A writer starting this segment proves any earlier recovery of it was aborted.
         self.storage.delete_paxos(txid)
-        self._extents.pop(name, None)
+        self.index.forget_extent(name)
         self.storage.create(name, encode_header(layout_version), grows=True)
         self.storage.sync(name)
         self.storage.sync_dir()
-        self._extents[name] = _Extent(INVALID_TXID, INVALID_TXID, HEADER_SIZE)
+        self.index.set_extent(name, Extent(INVALID_TXID, INVALID_TXID, HEADER_SIZE))
         self._cur = _OpenSegment(txid, name, txid, layout_version)
 
+    @one_at_a_time
     def journal(self, req: RequestInfo, segment_txid: int, first_txid: int, num_txns: int,
                 records: bytes, *, validated_last_txid: int | None = None) -> None:
         """Append a batch of framed records to the open segment [I3].
@@ -737,7 +662,7 @@ class Journal:
             last = scan_batch(records, first_txid, num_txns, max_record_bytes=self.max_record_bytes,
                               where=f"journal {self.jid} batch {first_txid}-{first_txid + num_txns - 1}")
         lagging = self.committed_txid != INVALID_TXID and last <= self.committed_txid
-        ext = self._extents[cur.name]
+        ext = self.index.entry(cur.name)
         try:
             self.storage.append(cur.name, records)
             self._hook("after_append")
@@ -783,8 +708,9 @@ class Journal:
         except (OSError, JournalError) as e2:
             log.error("journal %s: could not cut %s back to %d bytes: %s (forgetting its index)",
                       self.jid, cur.name, ext.valid_length, e2)
-            self._extents.pop(cur.name, None)
+            self.index.forget_extent(cur.name)
 
+    @one_at_a_time
     def heartbeat(self, req: RequestInfo) -> None:
         """Only the request gate: fences older writers, records the committed txid.
 
@@ -793,6 +719,7 @@ class Journal:
         """
         self._check(req)
 
+    @one_at_a_time
     def finalize_log_segment(self, req: RequestInfo, start_txid: int, end_txid: int) -> None:
         """Finalize the segment ``start_txid`` at ``end_txid`` (idempotent) [I10].
 
@@ -816,7 +743,7 @@ class Journal:
             need_validation = False
         fin_name = inprog_name = None
         fin_end = None
-        for start, end, name in self._list_segments():
+        for start, end, name in self.index.segments():
             if start == start_txid:
                 if end is None:
                     inprog_name = name
@@ -831,14 +758,14 @@ class Journal:
                     f"journal {self.jid}: Trying to re-finalize already finalized log {fin_name} with "
                     f"different endTxId {end_txid}")
             if inprog_name is not None:  # a crash left both: the finalized one is the decision
-                self._extents.pop(inprog_name, None)
+                self.index.forget_extent(inprog_name)
                 self.storage.delete(inprog_name)
                 self.storage.sync_dir()
         elif inprog_name is None:
             raise JournalOutOfSyncError(f"journal {self.jid}: No log file to finalize at transaction ID "
                                         f"{start_txid}", jid=self.jid, start_txid=start_txid)
         else:
-            ext = self._extent(inprog_name)
+            ext = self.index.extent(inprog_name)
             on_disk = ext.last_txid if ext is not None else start_txid - 1
             if need_validation and on_disk != end_txid:
                 raise JournalOutOfSyncError(
@@ -857,7 +784,7 @@ class Journal:
             # committed were appended without fsync (HDFS-3885) [I3, I10].
             self.storage.sync(inprog_name)
             self._hook("before_finalize_rename")
-            self._extents.pop(inprog_name, None)
+            self.index.forget_extent(inprog_name)
             self.storage.rename(inprog_name, segment_file_name(start_txid, end_txid))
             self._hook("after_finalize_rename")
             self.storage.sync_dir()
@@ -881,7 +808,7 @@ class Journal:
         if paxos is not None and paxos.accepted_in_epoch == req.epoch and \
                 paxos.segment_state.end_txid == end_txid:
             return
-        segs = self._list_segments()
+        segs = self.index.segments()
         if segs and segs[-1][0] == start_txid and self.last_writer_epoch == req.epoch:
             return
         raise JournalOutOfSyncError(
@@ -891,27 +818,7 @@ class Journal:
             f"{paxos.accepted_in_epoch if paxos else None})",
             jid=self.jid, start_txid=start_txid, end_txid=end_txid)
 
-    def _digest(self, state: SegmentState) -> int:
-        """CRC32C of the records ``state.start_txid .. state.end_txid`` of this node's copy.
-
-        Raises:
-            JournalError: the copy does not hold exactly those txids.
-        """
-        for start, end, name in self._list_segments():
-            if start != state.start_txid:
-                continue
-            if end is None:
-                ext = self._extent(name)
-                if ext is not None and ext.last_txid == state.end_txid:
-                    return crc32c(self.storage.read(name, HEADER_SIZE, ext.valid_length - HEADER_SIZE))
-            else:
-                data = self.storage.read(name)
-                res = scan_segment(data, expected_first_txid=start, stop_after_txid=state.end_txid,
-                                   max_record_bytes=self.max_record_bytes)
-                if res.last_txid == state.end_txid:
-                    return crc32c(memoryview(data)[HEADER_SIZE:res.valid_length])
-        raise JournalError(f"journal {self.jid}: no copy of segment {state} to digest", jid=self.jid)
-
+    @one_at_a_time
     def purge_logs_older_than(self, req: RequestInfo, min_txid_to_keep: int) -> list[str]:
         """Delete segments wholly below ``min_txid_to_keep`` and their paxos files.
 
@@ -925,7 +832,7 @@ class Journal:
         if min_txid_to_keep > self.purged_below:  # durable first: the syncer must never re-fetch below it
             self.storage.write_durable_long(PURGED_BELOW, min_txid_to_keep)
             self.purged_below = min_txid_to_keep
-        segs = self._list_segments()
+        segs = self.index.segments()
         newest = segs[-1][0] if segs else None
         deleted: list[str] = []
         cur_name = self._cur.name if self._cur is not None else None
@@ -948,8 +855,7 @@ class Journal:
             else:
                 continue
             if doomed:
-                self._extents.pop(name, None)
-                self._fin_checks.pop(name, None)
+                self.index.forget(name)
                 self.storage.delete(name)
                 deleted.append(name)
         for name in self.storage.list_files(PAXOS_DIR):
@@ -964,6 +870,7 @@ class Journal:
 
     # --- read path ----------------------------------------------------------------------------
 
+    @one_at_a_time
     def get_edit_log_manifest(self, since_txid: int, in_progress_ok: bool,
                               with_digests: bool = False) -> Manifest:
         """Segments holding txids >= ``since_txid``, sorted, the committed txid and the
@@ -979,20 +886,20 @@ class Journal:
             JournalNotFormattedError
         """
         self._require_formatted()
-        segs = self._list_segments()
+        segs = self.index.segments()
         out: list[SegmentState] = []
         for i, (start, end, name) in enumerate(segs):
             if end is None:
                 if not in_progress_ok or i != len(segs) - 1:
                     continue
-                ext = self._extent(name)
+                ext = self.index.extent(name)
                 if ext is None:
                     continue
                 end_txid, ip = ext.last_txid, True
             else:
                 end_txid, ip = end, False
             if start >= since_txid or start <= since_txid <= end_txid:
-                digest = self._check_finalized(name)[0] if with_digests and not ip else None
+                digest = self.index.check_finalized(name)[0] if with_digests and not ip else None
                 out.append(SegmentState(start, end_txid, ip, digest))
         committed_txid, committed_epoch = self._committed
         return Manifest(tuple(out), committed_txid, self.last_writer_epoch,
@@ -1004,7 +911,7 @@ class Journal:
         Never returns a txid above the committed txid this node knows, and only edits
         of the writer that reported it (``edit_cache.py`` says why that is safe).
 
-        The one call that may run on another thread than the journal's (the daemon runs it
+        One of the two calls that may run on another thread than the journal's [I13] (the daemon runs it
         on its event loop, so a tailer never waits behind the fsyncs of later batches): it
         reads the committed (txid, epoch) pair as one tuple and the cache under its lock.
 
@@ -1027,6 +934,7 @@ class Journal:
         return JournaledEdits(got.first_txid, got.num_txns, got.records, got.layout_version,
                               committed_txid, got.writer_epoch)
 
+    @one_at_a_time
     def open_segment_for_read(self, segment_txid: int, in_progress_ok: bool) -> ReadableSegment:
         """Open the segment starting at ``segment_txid`` for ``/getJournal``.
 
@@ -1037,14 +945,14 @@ class Journal:
             SegmentNotFoundError: "No edit log found starting at txid N".
         """
         self._require_formatted()
-        for start, end, name in self._list_segments():
+        for start, end, name in self.index.segments():
             if start != segment_txid:
                 continue
             if end is not None:
                 f = self.storage.open_read(name)
                 return ReadableSegment(name, self.storage.size(name), False, f)
             if in_progress_ok:
-                ext = self._extent(name)
+                ext = self.index.extent(name)
                 if ext is not None:
                     return ReadableSegment(name, ext.valid_length, True, self.storage.open_read(name))
         raise SegmentNotFoundError(f"journal {self.jid}: No edit log found starting at txid {segment_txid}",
@@ -1052,6 +960,7 @@ class Journal:
 
     # --- recovery path ---------------------------------------------------------------------
 
+    @one_at_a_time
     def prepare_recovery(self, req: RequestInfo, segment_txid: int) -> PrepareRecoveryResponse:
         """Paxos phase 1b for the segment ``segment_txid``.
 
@@ -1067,7 +976,7 @@ class Journal:
         self._abort_cur("prepare recovery")
         self._roll_forward_accept(segment_txid)  # [I7]
         paxos = self._load_paxos(segment_txid)
-        state = self._segment_state(segment_txid)
+        state = self.index.state_of(segment_txid)
         committed = None if self.committed_txid == INVALID_TXID else self.committed_txid
         if paxos is not None and (state is None or state.in_progress):
             if state is None or state.end_txid != paxos.segment_state.end_txid:
@@ -1077,9 +986,10 @@ class Journal:
             return PrepareRecoveryResponse(paxos.segment_state, paxos.accepted_in_epoch,
                                            self.last_writer_epoch, committed)
         if state is not None:
-            state = dataclasses.replace(state, digest=self._digest(state))
+            state = dataclasses.replace(state, digest=self.index.digest(state))
         return PrepareRecoveryResponse(state, None, self.last_writer_epoch, committed)
 
+    @one_at_a_time
     def accept_recovery_plan(self, req: RequestInfo, segment_state: SegmentState) -> AcceptRecoveryPlan:
         """Checks of Paxos phase 2 before any download [I8, I9].
 
@@ -1102,7 +1012,7 @@ class Journal:
             raise InvariantViolation(
                 f"journal {self.jid}: Bad paxos transition, out-of-order epochs: segment {s} in epoch "
                 f"{req.epoch} after {old.segment_state} was accepted in epoch {old.accepted_in_epoch}")
-        current = self._segment_state(s.start_txid)
+        current = self.index.state_of(s.start_txid)
         download = False
         if current is None:
             download = True
@@ -1118,12 +1028,12 @@ class Journal:
                     f"journal {self.jid}: Should never be asked to synchronize a different log {s} on top "
                     f"of an already-finalized segment {current}")
             download = True
-        elif s.digest is not None and self._digest(current) != s.digest:
+        elif s.digest is not None and self.index.digest(current) != s.digest:
             # Same length, other records (another writer's copy): replace it [I9].
             if not current.in_progress:
                 raise InvariantViolation(
                     f"journal {self.jid}: finalized segment {current} has other contents than the value "
-                    f"{s} to accept (digest {self._digest(current):08x})")
+                    f"{s} to accept (digest {self.index.digest(current):08x})")
             log.info("journal %s: accept recovery of %s: our copy has the same length but other "
                      "contents; downloading", self.jid, s)
             download = True
@@ -1139,9 +1049,10 @@ class Journal:
             raise InvalidRequestError(f"journal {self.jid}: {tmp_name!r} is not a download's tmp file",
                                       jid=self.jid)
 
+    @one_at_a_time
     def begin_download(self, tmp_name: str) -> None:
         """Create (or empty) the tmp file a download is written to: ``plan.tmp_name`` of
-        accept-recovery, or :func:`synced_tmp_name` of the syncer. Nothing is durable until the
+        accept-recovery, or ``sync_installer.synced_tmp_name`` of the syncer. Nothing is durable until the
         commit (``accept_recovery_commit``, ``install_synced_segment``) syncs it; a crash leaves a
         tmp file that opening deletes [I7].
 
@@ -1151,6 +1062,7 @@ class Journal:
         self._check_download_name(tmp_name)
         self.storage.create(tmp_name, b"")
 
+    @one_at_a_time
     def append_download(self, tmp_name: str, chunk: bytes) -> None:
         """Append the next chunk of a download to its tmp file.
 
@@ -1162,21 +1074,14 @@ class Journal:
         self._check_download_name(tmp_name)
         self.storage.append(tmp_name, chunk)
 
+    @one_at_a_time
     def discard_download(self, tmp_name: str) -> None:
         """Delete a failed download's tmp file (idempotent; a crash before the delete is durable
         leaves it to opening)."""
         self._check_download_name(tmp_name)
         self.storage.delete(tmp_name)
 
-    def _read_chunks(self, name: str, off: int = 0) -> Iterator[bytes]:
-        """The bytes of ``name`` from ``off`` in chunks of ``read_chunk_bytes`` (bounded memory)."""
-        while True:
-            chunk = self.storage.read(name, off, self.read_chunk_bytes)
-            if not chunk:
-                return
-            yield chunk
-            off += len(chunk)
-
+    @one_at_a_time
     def accept_recovery_commit(self, plan: AcceptRecoveryPlan) -> None:
         """Paxos phase 2b: check the downloaded segment, persist the paxos data (the commit
         point), then move the segment into place [I7].
@@ -1207,7 +1112,7 @@ class Journal:
                 raise JournalError(f"journal {self.jid}: accept recovery of {s}: no downloaded copy in "
                                    f"{plan.tmp_name}", jid=self.jid, txid=s.start_txid)
             try:
-                res, digest = scan_segment_chunks(self._read_chunks(plan.tmp_name),
+                res, digest = scan_segment_chunks(self.index.read_chunks(plan.tmp_name),
                                                   expected_first_txid=s.start_txid,
                                                   stop_after_txid=s.end_txid,
                                                   max_record_bytes=self.max_record_bytes,
@@ -1232,26 +1137,26 @@ class Journal:
                 raise JournalError(f"journal {self.jid}: storing the downloaded segment {s} in "
                                    f"{plan.tmp_name} failed: {e}", jid=self.jid) from e
             self._hook("after_download_tmp")
-            ext = _Extent(s.start_txid, s.end_txid, res.valid_length)
+            ext = Extent(s.start_txid, s.end_txid, res.valid_length)
         else:
             # The kept copy becomes the accepted value: its bytes must be durable before the
             # decision is (batches known committed were appended without fsync) [I3, I7].
-            for start, _end, name in self._list_segments():
+            for start, _end, name in self.index.segments():
                 if start == s.start_txid:
                     self.storage.sync(name)
         self._hook("before_persist_paxos")
         self.storage.write_paxos(s.start_txid, PersistedPaxosData(s, plan.epoch).to_bytes())  # COMMIT
         self._hook("after_persist_paxos")
         if plan.download:
-            self._extents.pop(target, None)
+            self.index.forget_extent(target)
             self.storage.rename(plan.tmp_name, target)
             self._hook("after_accept_rename")
             self.storage.sync_dir()
-            self._extents[target] = ext  # type: ignore[assignment]
+            self.index.set_extent(target, ext)  # type: ignore[arg-type]
         self._update_highest_after_recovery(s)
         log.info("journal %s: accepted recovery of segment %s in epoch %d", self.jid, s, plan.epoch)
 
-    # --- the JournalNodeSyncer's calls (protocol/sync_rules.py) ----------------------------
+    # --- the vote of a node formatted from its peers (its sync calls: sync_installer.py) ----
 
     def _refuse_vote_while_rejoining(self, call: str, epoch: int) -> None:
         """A node formatted from its peers takes no part in elections and recoveries until it
@@ -1262,188 +1167,9 @@ class Journal:
                 f"peers and must hold every finalized txid through {self.rejoin_txid} again before it may "
                 f"vote (the syncer is copying them)", jid=self.jid, epoch=epoch, txid=self.rejoin_txid)
 
-    def _check_finalized(self, name: str) -> tuple[int, str | None]:
-        """``(digest, problem)`` of a finalized segment file: the CRC32C of its record bytes (as
-        ``_digest``) and what is wrong with it (None when its records hold exactly the txids of
-        its name and nothing follows them). Cached against the file's stamp."""
-        stamp = self.storage.file_stamp(name)
-        cached = self._fin_checks.get(name)
-        if cached is not None and cached[0] == stamp:
-            return cached[1], cached[2]
-        seg = parse_segment_file_name(name)
-        assert seg is not None and seg.end_txid is not None
-        digest, problem = self._judge_finalized(name, seg.start_txid, seg.end_txid)
-        self._fin_checks[name] = (stamp, digest, problem)
-        return digest, problem
-
-    def _judge_finalized(self, name: str, start_txid: int, end_txid: int) -> tuple[int, str | None]:
-        """``(digest, problem)`` of the file ``name`` holding finalized segment ``start_txid-end_txid``,
-        read in chunks: the CRC32C of every byte after its header, and what is wrong (None when the
-        records hold exactly those txids and nothing follows them)."""
-        res, digest = scan_segment_chunks(self._read_chunks(name), expected_first_txid=start_txid,
-                                          max_record_bytes=self.max_record_bytes,
-                                          where=f"{self.storage.where}/{name}")
-        # the scan's digest covers the valid records; continue it over whatever follows them
-        # (a damaged file keeps a digest of all its bytes after the header)
-        for chunk in self._read_chunks(name, max(res.valid_length, HEADER_SIZE)):
-            digest = crc32c(chunk, digest)
-        size = self.storage.size(name)
-        problem = None
-        if not res.header_ok:
-            problem = "bad segment header"
-        elif res.first_txid != start_txid or res.last_txid != end_txid or res.valid_length != size:
-            problem = (f"the file holds txids {res.first_txid}-{res.last_txid} in {res.valid_length} of "
-                       f"{size} bytes"
-                       + (f" ({res.problems[0].detail})" if res.problems else ""))
-        return digest, problem
-
-    def finalized_digest(self, start_txid: int, end_txid: int) -> int | None:
-        """The digest of this node's finalized segment ``start_txid-end_txid`` (None when it holds no
-        such file). Unlike every other method this one may run on any thread: a finalized file never
-        changes [I10] (a damaged one changes its stamp), and the cache entry is replaced whole; the
-        daemon computes digests off the journal's thread so a peer's syncer never stalls the writer.
-        """
-        try:
-            return self._check_finalized(segment_file_name(start_txid, end_txid))[0]
-        except FileNotFoundError:
-            return None
-
-    def _local_segments(self, digest_starts: frozenset[int] = frozenset()) -> sync_rules.LocalSegments:
-        finalized: dict[int, SegmentState] = {}
-        in_progress: set[int] = set()
-        for start, end, name in self._list_segments():
-            if end is None:
-                in_progress.add(start)
-            else:
-                digest = self._check_finalized(name)[0] if start in digest_starts else None
-                finalized[start] = SegmentState(start, end, False, digest)
-        # an in-progress file hidden by a finalized one of the same start is not "in progress here"
-        return sync_rules.LocalSegments(finalized, frozenset(in_progress - set(finalized)),
-                                        self._cur.start_txid if self._cur is not None else None,
-                                        self.committed_txid, self.purged_below)
-
-    def sync_plan(self, peer: Manifest) -> sync_rules.SyncPlan:
-        """Which of a peer's finalized segments to copy, and which copies conflict (rules 1-5 of
-        :mod:`~qjournal.protocol.sync_rules`). A conflict's ``why`` says whether this node's own
-        copy fails its checksums.
-
-        Raises:
-            JournalNotFormattedError
-        """
-        self._require_formatted()
-        with_digest = frozenset(s.start_txid for s in peer.segments if s.digest is not None)
-        plan = sync_rules.plan_sync(self._local_segments(with_digest), peer)
-        if not plan.conflicts:
-            return plan
-        names = {start: name for start, end, name in self._list_segments() if end is not None}
-        conflicts = []
-        for c in plan.conflicts:
-            name = names.get(c.local.start_txid)
-            problem = self._check_finalized(name)[1] if name is not None else None
-            verdict = f"; our copy {name} is damaged: {problem}" if problem else f"; our copy {name} is valid"
-            conflicts.append(dataclasses.replace(c, why=c.why + verdict))
-        return dataclasses.replace(plan, conflicts=tuple(conflicts))
-
-    def install_synced_segment(self, state: SegmentState, peer_committed_txid: int) -> bool:
-        """Install a finalized segment copied from a peer: the download the daemon wrote to
-        :func:`synced_tmp_name` is verified (read in chunks), fsynced, renamed, and the directory
-        fsynced (a crash leaves the old directory or the whole segment; a leftover ``.tmp`` is
-        deleted on open). The rules are checked again first, as a writer, a recovery or a purge may
-        have run during the download. The tmp file is gone when this returns or raises, unless a
-        crash interrupted it.
-
-        Args:
-            state: the peer's finalized segment (with its digest when it sent one).
-            peer_committed_txid: the committed txid the peer reported with it.
-
-        Returns:
-            True when installed, False when the rules now skip it (nothing changed).
-
-        Raises:
-            JournalNotFormattedError
-            JournalError: no downloaded copy, the bytes do not hold exactly the segment's txids, or
-                storing them failed.
-        """
-        tmp = synced_tmp_name(state)
-        st = self.storage
-        self._require_formatted()
-        local = self._local_segments(frozenset([state.start_txid]) if state.digest is not None else frozenset())
-        plan = sync_rules.plan_sync(local, Manifest((state,), peer_committed_txid))
-        if state not in plan.fetch:
-            st.delete(tmp)
-            return False
-        if not st.exists(tmp):
-            raise JournalError(f"journal {self.jid}: no downloaded copy of finalized segment {state} in "
-                               f"{tmp}", jid=self.jid, txid=state.start_txid)
-        try:
-            digest, problem = self._judge_finalized(tmp, state.start_txid, state.end_txid)
-        except OSError as e:
-            st.delete(tmp)
-            raise JournalError(f"journal {self.jid}: reading the copy of finalized segment {state} failed: "
-                               f"{e}", jid=self.jid, txid=state.start_txid) from e
-        if problem is not None:
-            st.delete(tmp)
-            raise JournalError(f"journal {self.jid}: the copy of finalized segment {state} from a peer: "
-                               f"{problem}; not installed", jid=self.jid, txid=state.start_txid)
-        if state.digest is not None and digest != state.digest:
-            st.delete(tmp)
-            raise JournalError(f"journal {self.jid}: the copy of finalized segment {state} has digest "
-                               f"{digest:08x}; not installed", jid=self.jid, txid=state.start_txid)
-        target = segment_file_name(state.start_txid, state.end_txid)
-        try:
-            st.sync(tmp)
-            self._hook("before_sync_rename")
-            st.rename(tmp, target)
-            st.sync_dir()
-        except OSError as e:
-            st.delete(tmp)
-            raise JournalError(f"journal {self.jid}: installing finalized segment {state} failed: {e}",
-                               jid=self.jid, txid=state.start_txid) from e
-        stale = segment_file_name(state.start_txid)
-        if state.start_txid in local.in_progress and st.exists(stale):  # superseded (sync rule 4)
-            self._move_aside(stale, ".stale")
-        self._fin_checks[target] = (st.file_stamp(target), digest, None)
-        self.highest_written_txid = max(self.highest_written_txid, state.end_txid)
-        self.metrics.num_edit_logs_synced += 1
-        log.info("journal %s: installed finalized segment %s copied from a peer", self.jid, state)
-        return True
-
-    def format_from_peers(self, ns_info: NamespaceInfo, promised_epoch: int, rejoin_txid: int) -> None:
-        """Format an empty journal with the namespace its peers agree on (HDFS-16690), promise the
-        highest epoch they promised (an older writer is fenced here too), and refuse to vote until
-        the finalized segments through ``rejoin_txid`` are back (``finish_rejoin``).
-
-        Raises:
-            JournalAlreadyFormattedError: the journal holds data.
-        """
-        leftovers = [n for n in self.storage.list_files() if n not in (REJOIN_TXID, LAST_PROMISED_EPOCH)]
-        if self.ns_info is not None or leftovers:  # only a crashed format-from-peers may have left those two
-            raise JournalAlreadyFormattedError(
-                f"journal {self.jid}: {self.storage.where} already holds data; not formatting it from its "
-                f"peers", jid=self.jid)
-        self._format(ns_info, promised_epoch, rejoin_txid)
-        log.warning("journal %s: formatted from its peers with %s, promised epoch %d; takes no part in "
-                    "elections or recoveries until it holds every finalized txid through %d again",
-                    self.jid, ns_info, promised_epoch, rejoin_txid)
-
-    def finish_rejoin(self, first_needed: int) -> bool:
-        """Drop the rejoin marker once the finalized segments cover ``first_needed`` .. the rejoin
-        txid (``sync_rules.rejoin_complete``). Returns whether the node may vote."""
-        if self.rejoin_txid is None:
-            return True
-        local = self._local_segments()
-        if not sync_rules.rejoin_complete(local.finalized.values(), self.rejoin_txid,
-                                          max(first_needed, self.purged_below)):
-            return False
-        self.storage.delete(REJOIN_TXID)
-        self.storage.sync_dir()
-        log.info("journal %s: holds every finalized txid through %d again; votes again", self.jid,
-                 self.rejoin_txid)
-        self.rejoin_txid = None
-        return True
-
     # --- lifecycle / status ----------------------------------------------------------------
 
+    @one_at_a_time
     def close(self) -> None:
         """Release the storage. Idempotent."""
         if not self._closed:
@@ -1451,9 +1177,10 @@ class Journal:
             self._cur = None
             self.storage.close()
 
+    @one_at_a_time
     def status(self) -> dict:
         """A snapshot for the status page and ``/jmx``."""
-        segs = self._list_segments()
+        segs = self.index.segments()
         return {
             "jid": self.jid,
             "formatted": self.is_formatted(),
@@ -1469,6 +1196,7 @@ class Journal:
             "segments": [[s, e, e is None] for s, e, _ in segs],
         }
 
+    @one_at_a_time
     def metrics_snapshot(self) -> dict:
         """The ``Journal-<jid>`` bean (Hadoop metric names)."""
         out = self.metrics.snapshot(last_writer_epoch=self.last_writer_epoch,

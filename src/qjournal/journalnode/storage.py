@@ -20,7 +20,8 @@ separate call, and each call states what survives a crash:
   the old value, the new one, or (simulated) garbage, and the Journal copes.
 
 Names are relative to the journal's ``current/`` directory and may have one
-subdirectory component (``paxos/<segment start>``).
+subdirectory component (``paxos/<segment start>``); the layout is
+:mod:`qjournal.protocol.journal_layout`.
 
 This module is the interface alone (pure: no file system): the disk implementation
 is :mod:`qjournal.journalnode.disk_storage`, the simulated one
@@ -41,10 +42,9 @@ from __future__ import annotations
 import abc
 from typing import BinaryIO
 
-__all__ = ["JournalStorage", "PAXOS_DIR", "paxos_name"]
+from qjournal.protocol.journal_layout import PAXOS_DIR, paxos_name
 
-#: subdirectory of ``current/`` holding one paxos file per segment under recovery
-PAXOS_DIR = "paxos"
+__all__ = ["JournalStorage"]
 
 
 class JournalStorage(abc.ABC):
@@ -207,8 +207,3 @@ class JournalStorage(abc.ABC):
         """``rename`` then ``sync_dir`` (two steps; a crash may fall between them)."""
         self.rename(src, dst)
         self.sync_dir()
-
-
-def paxos_name(segment_txid: int) -> str:
-    """Name of the paxos file of a segment (decimal start txid, no padding, as Hadoop)."""
-    return f"{PAXOS_DIR}/{int(segment_txid)}"

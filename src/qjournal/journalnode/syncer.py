@@ -7,9 +7,9 @@ can lose it. The syncer closes that window without the writer: every
 ``dfs.journalnode.sync.interval`` it asks each peer for its manifest (with digests of the finalized
 segments), lets the journal decide what to copy (:mod:`qjournal.protocol.sync_rules`, pure), streams
 each missing segment from the peers' ``/getJournal`` into the journal's tmp file
-(:func:`~qjournal.journalnode.journal.synced_tmp_name`, chunk by chunk: memory use does not depend on
+(:func:`~qjournal.journalnode.sync_installer.synced_tmp_name`, chunk by chunk: memory use does not depend on
 the segment's size) and has the journal verify and install it atomically
-(:meth:`Journal.install_synced_segment`).
+(:meth:`SyncInstaller.install_synced_segment <qjournal.journalnode.sync_installer.SyncInstaller.install_synced_segment>`).
 
 Theory of operation:
 
@@ -49,12 +49,13 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable
 
 from qjournal.errors import QJournalError
-from qjournal.journalnode.journal import synced_tmp_name
+from qjournal.journalnode.sync_installer import synced_tmp_name
 from qjournal.protocol.journal_uri import parse_qjournal_uri, segment_url
 from qjournal.protocol.messages import JournalState, Manifest, NamespaceInfo, SegmentState
 from qjournal.protocol.segment import INVALID_TXID
 from qjournal.protocol.sync_rules import finalized_replicas
-from qjournal.transport.rpc import RpcClient, RpcConnector
+from qjournal.transport import RpcClient, RpcConnector
+from qjournal.protocol.protocols import QJOURNAL
 
 __all__ = ["JournalSyncer", "SyncerSettings", "SyncerStats", "syncer_targets"]
 
@@ -200,9 +201,9 @@ class JournalSyncer:
         states: dict[tuple[str, int], JournalState] = {}
         for peer in self.peers:
             try:
-                states[peer] = JournalState.from_wire(await self._call(peer, "get_journal_state", jid=self.jid))
+                states[peer] = JournalState.from_wire(await self._call(peer, QJOURNAL.get_journal_state, jid=self.jid))
                 manifests[peer] = Manifest.from_wire(await self._call(
-                    peer, "get_edit_log_manifest", jid=self.jid, since_txid=0, in_progress_ok=True,
+                    peer, QJOURNAL.get_edit_log_manifest, jid=self.jid, since_txid=0, in_progress_ok=True,
                     with_digests=True))
             except QJournalError as e:
                 log.debug("journal %s: peer %s:%d unavailable to the syncer: %s", self.jid, *peer, e)
@@ -217,7 +218,7 @@ class JournalSyncer:
         await self._count_replicas(manifests)
         if manifests and status["rejoin_txid"] is not None:
             starts = [s.start_txid for m in manifests.values() for s in m.segments]
-            await self._journal("finish_rejoin", min(starts) if starts else 1)
+            await self._journal("sync.finish_rejoin", min(starts) if starts else 1)
 
     async def _call(self, peer: tuple[str, int], method: str, **kwargs: Any) -> Any:
         client = self._clients.get(peer)
@@ -257,7 +258,7 @@ class JournalSyncer:
         held = [s.end_txid for m in manifests.values() for s in m.segments]
         held += [m.committed_txid for m in manifests.values() if m.committed_txid != INVALID_TXID]
         rejoin_txid = max(held, default=0)
-        await self._journal("format_from_peers", best[0], promised, rejoin_txid)
+        await self._journal("sync.format_from_peers", best[0], promised, rejoin_txid)
         self.stats.formatted_from_peers = True
         return True
 
@@ -279,7 +280,7 @@ class JournalSyncer:
                 for seg in manifests[peer].segments:
                     if seg.digest is not None and not seg.in_progress:
                         await self._warm_digest(seg)
-            plan = await self._journal("sync_plan", manifests[peer])
+            plan = await self._journal("sync.sync_plan", manifests[peer])
             for c in plan.conflicts:
                 text = f"with {peer[0]}:{peer[1]}: {c}"
                 conflicts.append(text)
@@ -309,7 +310,7 @@ class JournalSyncer:
             url = segment_url(st.http_url, self.jid, seg.start_txid, storage_info, in_progress_ok=False)
             try:
                 size = await self._download(url, synced_tmp_name(seg))
-                installed = await self._journal("install_synced_segment", seg,
+                installed = await self._journal("sync.install_synced_segment", seg,
                                                 manifests[peer].committed_txid)
             except QJournalError as e:
                 self.stats.download_failures += 1

@@ -73,6 +73,7 @@ from qjournal.transport.tls import client_context_from_conf
 from qjournal.util.fs import atomic_write
 from qjournal.util.proc import (kill_after, pid_alive, qjournal_argv, read_cmdline, read_last_lines,
                                 start_daemon)
+from qjournal.protocol.protocols import HA_SERVICE, ZKFC
 
 __all__ = ["LocalCluster", "ClusterError", "ProcessRecord", "CLUSTER_STATE_FILE"]
 
@@ -421,7 +422,7 @@ class LocalCluster:
     async def _transition_to_observer(rec: ProcessRecord, ssl: Any, timeout_ms: int = 10000) -> None:
         c = await RpcClient.connect_tcp(*split_host_port(rec.address), connect_timeout_ms=timeout_ms, ssl=ssl)
         try:
-            await c.call("transition_to_observer", timeout_ms=timeout_ms, request_source="user")
+            await c.call(HA_SERVICE.transition_to_observer, timeout_ms=timeout_ms, request_source="user")
         finally:
             await c.close()
 
@@ -476,11 +477,11 @@ class LocalCluster:
     # ------------------------------------------------------------------ inspection
     def nn_states(self) -> dict[str, dict | None]:
         """``get_service_status`` of each NameNode (None if it does not answer)."""
-        return _run_async(self._query_all("namenode", "get_service_status", {}))
+        return _run_async(self._query_all("namenode", HA_SERVICE.get_service_status, {}))
 
     def zkfc_states(self, events: bool = False) -> dict[str, dict | None]:
         """``get_zkfc_status`` of each ZKFC (None if it does not answer)."""
-        return _run_async(self._query_all("zkfc", "get_zkfc_status", {"events": events}))
+        return _run_async(self._query_all("zkfc", ZKFC.get_zkfc_status, {"events": events}))
 
     async def _query_all(self, kind: str, method: str, kwargs: dict) -> dict[str, dict | None]:
         names = sorted(n for n, p in self.procs.items() if p.kind == kind)

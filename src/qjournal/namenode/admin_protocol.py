@@ -57,6 +57,7 @@ from qjournal.namenode.client_protocol import call_context
 from qjournal.namenode.editlog import FSEditLog
 from qjournal.namenode.ha_state import SAFE_MODE_TIP, HAState, OpCategory
 from qjournal.namenode.namenode_protocol import roll_edit_log
+from qjournal.protocol.protocols import DFSADMIN
 from qjournal.namenode.namespace import CallContext, Namespace
 from qjournal.namenode.storage import journal_statuses
 from qjournal.protocol.messages import NamespaceInfo
@@ -108,7 +109,8 @@ class AdminProtocolHandler:
         nn: the NameNode, through the narrow :class:`AdminContext`.
     """
 
-    rpc_concurrent = ("set_safe_mode", "save_namespace", "roll_edits", "get_report")
+    #: the protocol this handler serves (calls run concurrently; arguments decoded by the RPC server)
+    rpc_protocols = (DFSADMIN,)
 
     def __init__(self, nn: AdminContext) -> None:
         self.nn = nn
@@ -142,7 +144,7 @@ class AdminProtocolHandler:
             raise InvalidRequestError(f"unknown safe mode action {action!r} (expected one of "
                                       f"{', '.join(SAFE_MODE_ACTIONS)})")
         nn = self.nn
-        ctx = await self._caller("set_safe_mode", user, groups, superuser=action != "get")
+        ctx = await self._caller(DFSADMIN.set_safe_mode, user, groups, superuser=action != "get")
         if action == "enter":
             if not nn.safe_mode:
                 nn.safe_mode = True  # no await since the check: every later write sees it
@@ -170,7 +172,7 @@ class AdminProtocolHandler:
             (a transition under way); PermissionDeniedError; InvalidRequestError.
         """
         nn = self.nn
-        ctx = await self._caller("save_namespace", user, groups)
+        ctx = await self._caller(DFSADMIN.save_namespace, user, groups)
         for v, what in ((time_window_s, "time_window_s"), (tx_gap, "tx_gap")):
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise InvalidRequestError(f"save_namespace: {what} must be a non-negative int, got {v!r}")
@@ -199,7 +201,7 @@ class AdminProtocolHandler:
             StandbyError: not the active (the DFS client fails over); SafeModeError; PermissionDeniedError.
         """
         nn = self.nn
-        await self._caller("roll_edits", user, groups)
+        await self._caller(DFSADMIN.roll_edits, user, groups)
         txid = await roll_edit_log(nn, min_txns=0)  # type: ignore[arg-type]
         if txid is None:
             raise StandbyError(f"{nn.label}: no edit log open for write", state=nn.state.value)
@@ -216,7 +218,7 @@ class AdminProtocolHandler:
             PermissionDeniedError, StandbyError (stopping after a journal failure).
         """
         nn = self.nn
-        ctx = await self._caller("get_report", user, groups)
+        ctx = await self._caller(DFSADMIN.get_report, user, groups)
         cs = nn.namespace.get_content_summary(ctx, "/")  # type: ignore[union-attr]
         newest = img.newest_image_time_ms(nn.name_dir)
         ns = nn.ns_info

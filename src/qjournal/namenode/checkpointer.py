@@ -53,14 +53,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Protocol
+from typing import Awaitable, Callable, Protocol
 
 from qjournal.config import Configuration
 from qjournal.errors import QJournalError, StandbyError
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import namenode_ids, rpc_address_of
-from qjournal.transport.rpc import RpcConnector
+from qjournal.transport import RpcConnector
 from qjournal.util.tasks import cancel_and_wait, spawn
+from qjournal.protocol.protocols import NAMENODE
 
 log = logging.getLogger(__name__)
 
@@ -107,13 +108,17 @@ class Checkpointer:
         ha_enabled: checkpoint on the standby and upload to the active (else: the active checkpoints itself).
         connect: reaches the other NameNodes (the upload).
         on_crash: told if the checkpoint loop dies of an unexpected error (the NameNode fails).
+        after_upload: awaited after an image reached the active (HA): the standby asks the active to roll
+            its log (``log_roller.py``), so the edits after the image start a segment of their own.
     """
 
     def __init__(self, nn: CheckpointSource, conf: Configuration, *, nn_id: str | None, name_dir: str,
                  clock_ms: Callable[[], int], ha_enabled: bool, connect: RpcConnector,
-                 on_crash: Callable[[BaseException], None] | None = None) -> None:
+                 on_crash: Callable[[BaseException], None] | None = None,
+                 after_upload: Callable[[], Awaitable[object]] | None = None) -> None:
         self.nn = nn
         self.connect = connect
+        self.after_upload = after_upload
         self.on_crash = on_crash
         self.conf = conf
         self.nn_id = nn_id
@@ -213,7 +218,7 @@ class Checkpointer:
             try:
                 c = await self.connect(*rpc_address_of(self.conf, other))
                 try:
-                    await c.call("upload_image", timeout_ms=self.upload_timeout_ms, txid=txid,
+                    await c.call(NAMENODE.upload_image, timeout_ms=self.upload_timeout_ms, txid=txid,
                                  data=data, crc=crc)
                 finally:
                     await c.close()
@@ -221,6 +226,9 @@ class Checkpointer:
                 log.info("uploaded checkpoint", extra={"txid": txid, "to": other})
             except QJournalError as e:
                 log.info("checkpoint upload to %s not accepted: %s", other, e)
+                continue
+            if self.after_upload is not None:
+                await self.after_upload()
 
 
 def save_needed(image_age_ms: int | None, image_txid: int, last_txid: int, time_window_s: int,

@@ -78,6 +78,7 @@ from qjournal.namenode.namespace import CallContext, Namespace, check_int, check
 from qjournal.namenode.observer_rules import ReadDecision, observer_read_decision
 from qjournal.namenode.retry_cache import RetryCache, answer_from_ops
 from qjournal.namenode.state_id import AppliedTxidWaiters
+from qjournal.protocol.protocols import CLIENT
 from qjournal.security.groups import MAX_GROUPS
 from qjournal.security.identity import Caller
 
@@ -142,9 +143,8 @@ class ClientProtocolHandler:
         nn: the NameNode, through the narrow :class:`Namesystem`.
     """
 
-    rpc_concurrent = ("mkdirs", "create", "delete", "rename", "set_permission", "set_owner",
-                      "set_times", "set_replication", "get_file_info", "check_access", "list_status",
-                      "get_listing", "get_content_summary", "msync")
+    #: the protocol this handler serves (its calls run concurrently; the RPC server decodes their arguments)
+    rpc_protocols = (CLIENT,)
 
     def __init__(self, nn: Namesystem) -> None:
         self.nn = nn
@@ -264,7 +264,7 @@ class ClientProtocolHandler:
             PermissionDeniedError, InvalidRequestError, StandbyError (not active),
             EditLogFatalError (the journal failed: not durable).
         """
-        return await self._write("mkdirs", path, user, groups, client_id, call_id,
+        return await self._write(CLIENT.mkdirs, path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.mkdirs(ctx, path, perm, create_parent),
                                  state_id)
 
@@ -280,7 +280,7 @@ class ClientProtocolHandler:
         Raises:
             as :meth:`rpc_mkdirs`.
         """
-        return await self._write("create", path, user, groups, client_id, call_id,
+        return await self._write(CLIENT.create, path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.create(ctx, path, perm, bool(overwrite),
                                                                       replication, block_size),
                                  state_id)
@@ -296,7 +296,7 @@ class ClientProtocolHandler:
             FileNotFoundError_, DirectoryNotEmptyError, PermissionDeniedError,
             StandbyError, EditLogFatalError.
         """
-        return await self._write("delete", path, user, groups, client_id, call_id,
+        return await self._write(CLIENT.delete, path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.delete(ctx, path, bool(recursive)), state_id)
 
     async def rpc_rename(self, src: str, dst: str, overwrite: bool = False, user: str = "",
@@ -311,34 +311,34 @@ class ClientProtocolHandler:
             FileNotFoundError_, FileAlreadyExistsError, InvalidRequestError,
             PermissionDeniedError, StandbyError, EditLogFatalError.
         """
-        return await self._write("rename", src, user, groups, client_id, call_id,
+        return await self._write(CLIENT.rename, src, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.rename(ctx, src, dst, bool(overwrite)), state_id)
 
     async def rpc_set_permission(self, path: str, perm: int, user: str = "", groups: list = (),
                                  client_id: bytes = b"", call_id: int = -1, state_id: int | None = None) -> Any:
         """chmod. Returns None. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
-        return await self._write("set_permission", path, user, groups, client_id, call_id,
+        return await self._write(CLIENT.set_permission, path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.set_permission(ctx, path, perm), state_id)
 
     async def rpc_set_owner(self, path: str, owner: str | None = None, group: str | None = None,
                             user: str = "", groups: list = (), client_id: bytes = b"",
                             call_id: int = -1, state_id: int | None = None) -> Any:
         """chown. Returns None. Raises FileNotFoundError_, PermissionDeniedError, StandbyError."""
-        return await self._write("set_owner", path, user, groups, client_id, call_id,
+        return await self._write(CLIENT.set_owner, path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.set_owner(ctx, path, owner, group), state_id)
 
     async def rpc_set_times(self, path: str, mtime: int = -1, atime: int = -1, user: str = "",
                             groups: list = (), client_id: bytes = b"", call_id: int = -1,
                             state_id: int | None = None) -> Any:
         """Set mtime/atime (-1 = unchanged). Returns None. Raises FileNotFoundError_, PermissionDeniedError."""
-        return await self._write("set_times", path, user, groups, client_id, call_id,
+        return await self._write(CLIENT.set_times, path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.set_times(ctx, path, mtime, atime), state_id)
 
     async def rpc_set_replication(self, path: str, replication: int, user: str = "",
                                   groups: list = (), client_id: bytes = b"", call_id: int = -1,
                                   state_id: int | None = None) -> Any:
         """setrep on a file. Returns None. Raises FileNotFoundError_, InvalidRequestError, PermissionDeniedError."""
-        return await self._write("set_replication", path, user, groups, client_id, call_id,
+        return await self._write(CLIENT.set_replication, path, user, groups, client_id, call_id,
                                  lambda ctx: self.nn.namespace.set_replication(ctx, path, replication), state_id)
 
     async def _observer_wait(self, method: str, client_state_id: int | None) -> None:
@@ -392,7 +392,7 @@ class ClientProtocolHandler:
         return self._reply(result, sid, client_sid)
 
     async def rpc_get_file_info(self, path: str, user: str = "", groups: list = (),
-                                state_id: int | None = None, **_kw: Any) -> Any:
+                                state_id: int | None = None) -> Any:
         """stat.
 
         Returns:
@@ -403,33 +403,32 @@ class ClientProtocolHandler:
             ObserverRetryOnActiveError (an observer behind the client's state id),
             EditLogFatalError (the active could not pass its read barrier).
         """
-        return await self._read("get_file_info", user, groups,
+        return await self._read(CLIENT.get_file_info, user, groups,
                                 lambda ctx: self.nn.namespace.get_file_info(ctx, path),  # type: ignore[union-attr]
                                 state_id)
 
     async def rpc_check_access(self, path: str, access: int, user: str = "", groups: list = (),
-                               state_id: int | None = None, **_kw: Any) -> Any:
+                               state_id: int | None = None) -> Any:
         """HDFS checkAccess: None when the caller may ``access`` (READ/WRITE/EXECUTE bits) the path.
 
         Raises:
             FileNotFoundError_, PermissionDeniedError, InvalidRequestError, StandbyError,
             ObserverRetryOnActiveError, EditLogFatalError.
         """
-        return await self._read("check_access", user, groups,
+        return await self._read(CLIENT.check_access, user, groups,
                                 lambda ctx: self.nn.namespace.check_access(ctx, path, access),  # type: ignore[union-attr]
                                 state_id)
 
     async def rpc_list_status(self, path: str, user: str = "", groups: list = (),
-                              state_id: int | None = None, **_kw: Any) -> Any:
+                              state_id: int | None = None) -> Any:
         """ls. Returns FileStatus dicts sorted by name. Raises FileNotFoundError_, PermissionDeniedError,
         StandbyError, ObserverRetryOnActiveError, EditLogFatalError."""
-        return await self._read("list_status", user, groups,
+        return await self._read(CLIENT.list_status, user, groups,
                                 lambda ctx: self.nn.namespace.list_status(ctx, path),  # type: ignore[union-attr]
                                 state_id)
 
     async def rpc_get_listing(self, path: str, start_after: str = "", limit: int | None = None,
-                              user: str = "", groups: list = (), state_id: int | None = None,
-                              **_kw: Any) -> Any:
+                              user: str = "", groups: list = (), state_id: int | None = None) -> Any:
         """One batch of ls (HDFS getListing): children after ``start_after``, at most ``limit``.
 
         Returns:
@@ -438,21 +437,20 @@ class ClientProtocolHandler:
         Raises:
             as :meth:`rpc_list_status`, and InvalidRequestError (bad ``start_after`` or ``limit``).
         """
-        return await self._read("get_listing", user, groups,
+        return await self._read(CLIENT.get_listing, user, groups,
                                 lambda ctx: self.nn.namespace.get_listing(  # type: ignore[union-attr]
                                     ctx, path, start_after, limit),
                                 state_id)
 
     async def rpc_get_content_summary(self, path: str, user: str = "", groups: list = (),
-                                      state_id: int | None = None, **_kw: Any) -> Any:
+                                      state_id: int | None = None) -> Any:
         """du/count. Returns the summary dict. Raises FileNotFoundError_, PermissionDeniedError, StandbyError,
         ObserverRetryOnActiveError, EditLogFatalError."""
-        return await self._read("get_content_summary", user, groups,
+        return await self._read(CLIENT.get_content_summary, user, groups,
                                 lambda ctx: self.nn.namespace.get_content_summary(ctx, path),  # type: ignore[union-attr]
                                 state_id)
 
-    async def rpc_msync(self, user: str = "", groups: list = (), state_id: int | None = None,
-                        **_kw: Any) -> Any:
+    async def rpc_msync(self, user: str = "", groups: list = (), state_id: int | None = None) -> Any:
         """ClientProtocol msync: the active's latest state id (HDFS-13688).
 
         Returns:
@@ -467,7 +465,7 @@ class ClientProtocolHandler:
         nn = self.nn
         client_sid = self._check_state_id(state_id)
         await self._ctx(user, groups)
-        nn.check_operation(OpCategory.MSYNC, "msync")
+        nn.check_operation(OpCategory.MSYNC, CLIENT.msync)
         el = nn.editlog
         if el is None:
             raise StandbyError(f"{nn.label}: not active", state=nn.state.value)

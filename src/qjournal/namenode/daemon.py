@@ -71,7 +71,7 @@ import time
 from typing import Any, Callable
 
 from qjournal.config import Configuration
-from qjournal.errors import (CorruptSegmentError, InvalidRequestError, InvariantViolation,
+from qjournal.errors import (CorruptSegmentError, InvalidRequestError,
                              JournalNotFormattedError, NamespaceMismatchError, QJournalError, StandbyError)
 from qjournal.journalmanager.base import JournalManager
 from qjournal.namenode import image as img
@@ -82,6 +82,7 @@ from qjournal.namenode.client_protocol import ClientProtocolHandler
 from qjournal.namenode.editlog import FSEditLog
 from qjournal.namenode.ha_service import HAService
 from qjournal.namenode.ha_state import HAState, OpCategory, check_operation
+from qjournal.namenode.log_roller import ActiveLogRoller
 from qjournal.namenode.namenode_protocol import NamenodeProtocolHandler
 from qjournal.namenode.namespace import Namespace
 from qjournal.namenode.retry_cache import RetryCache
@@ -91,10 +92,11 @@ from qjournal.namenode.storage import (make_journal_set, name_dir_of, open_journ
 from qjournal.namenode.tailer import EditLogTailer
 from qjournal.protocol.messages import NamespaceInfo
 from qjournal.security.identity import Caller
-from qjournal.security.service_auth import HTTP_NAMENODE, PROTOCOLS_NAMENODE, ServiceAuthorization
-from qjournal.journalmanager.registry import JournalOpener, open_journal
+from qjournal.protocol.protocols import NAMENODE_ACLS
+from qjournal.security.service_auth import HTTP_NAMENODE, ServiceAuthorization
+from qjournal.namenode.journal_registry import JournalOpener, open_journal
 from qjournal.transport.memory import MemoryNetwork
-from qjournal.transport.rpc import RpcConnector, RpcHandlers, RpcServer, current_peer, tcp_connector
+from qjournal.transport import RpcConnector, RpcHandlers, RpcServer, current_peer, tcp_connector
 from qjournal.transport.tls import client_context_from_conf, server_context_from_conf
 from qjournal.util.tasks import cancel_and_wait, spawn
 
@@ -155,7 +157,6 @@ class NameNode:
                 log.warning("dfs.ha.tail-edits.in-progress needs a qjournal:// shared edits dir; "
                             "tailing finalized segments only")
             self.tail_in_progress = False
-        self.roll_period_ms = int(conf.get_duration_ms("dfs.ha.log-roll.period") or 0)
         self.tail_period_ms = int(conf.get_duration_ms("dfs.ha.tail-edits.period") or 0)
         self.tail_backoff_max_ms = int(conf.get_duration_ms("dfs.ha.tail-edits.period.backoff-max") or 0)
         ckpt_txns = int(conf.get_int("dfs.namenode.checkpoint.txns") or 0)
@@ -181,11 +182,11 @@ class NameNode:
         self.namenode_protocol = NamenodeProtocolHandler(self)
         self.admin_protocol = AdminProtocolHandler(self)
         #: service-level ACLs and the identity of callers (docs/security.md)
-        self.service_auth = ServiceAuthorization(conf, PROTOCOLS_NAMENODE, service=self.label, http=HTTP_NAMENODE)
+        self.service_auth = ServiceAuthorization(conf, NAMENODE_ACLS, service=self.label, http=HTTP_NAMENODE)
         self.rpc_server: RpcServer | None = None
         self.address: tuple[str, int] | None = None
-        self._roll_task: asyncio.Task | None = None
-        self._stopped = asyncio.Event()
+        #: HA: the standby's requests that the active roll its log (log_roller.py); None without HA
+        self.log_roller: ActiveLogRoller | None = None
         self.fatal_error: BaseException | None = None
 
     # ------------------------------------------------------------ properties
@@ -230,7 +231,6 @@ class NameNode:
         self.namespace = Namespace.from_image_columns(
             cols, info.last_inode_id, superuser=self.superuser, supergroup=self.supergroup,
             permissions_enabled=self.permissions_enabled, where=path)
-        self.namespace.last_applied_txid = info.txid
         self.last_checkpoint_txid = info.txid
         self.tailer = EditLogTailer(self.namespace, self.retry_cache, self.ns_lock, info.txid,
                                     self.monotonic_ms, self.tail_period_ms,
@@ -251,9 +251,16 @@ class NameNode:
             self.start_standby_services()
         else:
             await self._become_active_non_ha()
+        if self.ha_enabled:
+            self.log_roller = ActiveLogRoller(self.conf, self.nn_id, self.connect,
+                                              is_standby=lambda: self.state == HAState.STANDBY,
+                                              last_applied_txid=lambda: self.last_applied_txid,
+                                              on_crash=self._on_fatal)
+            self.log_roller.start()
         self.checkpointer = Checkpointer(self, self.conf, nn_id=self.nn_id, name_dir=self.name_dir,
                                          clock_ms=self.monotonic_ms, ha_enabled=self.ha_enabled,
-                                         connect=self.connect, on_crash=self._on_fatal)
+                                         connect=self.connect, on_crash=self._on_fatal,
+                                         after_upload=self.log_roller.trigger if self.log_roller else None)
         self.checkpointer.start()
         if serve:
             return await self._serve(host, port, network)
@@ -298,26 +305,6 @@ class NameNode:
         self.editlog = FSEditLog(jset, clock_ms=self.clock_ms, user=self.superuser,
                                  roll_txns=self.roll_txns, on_fatal=self._on_fatal, lock=self.ns_lock)
         await self.editlog.open_for_write(self.tailer.last_applied_txid + 1)
-        self.namespace.last_applied_txid = self.editlog.last_written_txid  # type: ignore[union-attr]
-        if self.roll_period_ms > 0:
-            self._roll_task = spawn(self._roll_loop(), name=f"log-roll-{self.nn_id}", on_crash=self._on_fatal)
-
-    async def _roll_loop(self) -> None:
-        while self.state == HAState.ACTIVE and self.editlog is not None:
-            await asyncio.sleep(self.roll_period_ms / 1000.0)
-            el = self.editlog
-            if el is None or self.state != HAState.ACTIVE:
-                return
-            if self.safe_mode:  # no roll in safe mode (nothing is written either)
-                continue
-            try:
-                await el.roll()
-            except QJournalError as e:
-                log.warning("periodic log roll failed: %s", e)
-
-    async def _stop_roll_loop(self) -> None:
-        t, self._roll_task = self._roll_task, None
-        await cancel_and_wait(t)
 
     # ------------------------------------------- services (ha_service.HAContext)
     async def start_active_services(self) -> dict[str, int]:
@@ -366,7 +353,6 @@ class NameNode:
         would hold edits that the next writer may overwrite.
         """
         assert self.tailer is not None
-        await self._stop_roll_loop()
         el = self.editlog
         if el is not None:
             try:
@@ -378,7 +364,6 @@ class NameNode:
                     log.warning("finalizing the segment on transition to standby failed "
                                 "(every edit up to txid %d is durable): %s", el.last_written_txid, e)
             self.tailer.last_applied_txid = el.last_written_txid
-            self.namespace.last_applied_txid = el.last_written_txid
             self.editlog = None
         if self.journal_set is not None:
             try:
@@ -411,7 +396,8 @@ class NameNode:
                 await self.tailer.stop()
             except Exception as e:
                 log.warning("tailer ended with %s", e)
-        await self._stop_roll_loop()
+        if self.log_roller is not None:
+            await self.log_roller.stop()
         if self.editlog is not None:
             try:
                 await self.editlog.close()
@@ -425,10 +411,6 @@ class NameNode:
                     log.warning("closing a journal failed: %s", e)
         if self.rpc_server is not None:
             await self.rpc_server.stop()
-        self._stopped.set()
-
-    async def wait_stopped(self) -> None:
-        await self._stopped.wait()
 
     def _on_fatal(self, e: BaseException) -> None:
         """The required journal failed (fenced, quorum lost), or a background task died: stop serving

@@ -64,15 +64,16 @@ from qjournal.errors import (ConfigError, InvalidRequestError, ObserverRetryOnAc
                              RpcTimeoutError, StandbyError, TransportError)
 from qjournal.namenode.addresses import namenode_addresses
 from qjournal.namenode.editlog import EditLogFatalError  # registers the type for the wire
-from qjournal.transport.rpc import RpcClient, RpcConnector, tcp_connector
+from qjournal.protocol.protocols import CLIENT, CLIENT_READS, CLIENT_WRITES, HA_SERVICE
+from qjournal.transport import RpcClient, RpcConnector, tcp_connector
 from qjournal.transport.tls import client_context_from_conf
 
 log = logging.getLogger(__name__)
 
-WRITE_METHODS = ("mkdirs", "create", "delete", "rename", "set_permission", "set_owner",
-                 "set_times", "set_replication")
-#: the calls an observer serves
-READ_METHODS = ("get_file_info", "list_status", "get_content_summary")
+#: the ClientProtocol calls sent with a client id and call id (the retry cache's), and those an observer
+#: serves (the protocol table's)
+WRITE_METHODS = frozenset(CLIENT_WRITES)
+READ_METHODS = frozenset(CLIENT_READS)
 
 CONFIGURED_FAILOVER_PROXY_PROVIDER = "org.apache.hadoop.hdfs.server.namenode.ha.ConfiguredFailoverProxyProvider"
 OBSERVER_READ_PROXY_PROVIDER = "org.apache.hadoop.hdfs.server.namenode.ha.ObserverReadProxyProvider"
@@ -241,7 +242,7 @@ class DFSClient:
         Returns:
             The client's state id afterwards.
         """
-        await self._active_call("msync", dict(user=self.user, groups=self.groups))
+        await self._active_call(CLIENT.msync, dict(user=self.user, groups=self.groups))
         self._last_msync_ms = self.clock_ms()
         return self.state_id
 
@@ -261,7 +262,7 @@ class DFSClient:
         for idx in range(len(self.addresses)):
             try:
                 c = await self._client(idx)
-                st = await c.call("get_service_status", timeout_ms=self.rpc_timeout_ms)
+                st = await c.call(HA_SERVICE.get_service_status, timeout_ms=self.rpc_timeout_ms)
             except (QJournalError, OSError) as e:
                 if isinstance(e, (TransportError, RpcTimeoutError, OSError)):
                     await self._drop(idx)
@@ -386,49 +387,49 @@ class DFSClient:
     # StandbyError / TransportError / RpcTimeoutError.
     async def mkdirs(self, path: str, perm: int = 0o755, create_parent: bool = True) -> bool:
         """mkdir (-p with create_parent). Returns True. Raises the NameNode's typed errors."""
-        return await self.call("mkdirs", path=path, perm=perm, create_parent=create_parent)
+        return await self.call(CLIENT.mkdirs, path=path, perm=perm, create_parent=create_parent)
 
     async def create(self, path: str, perm: int = 0o644, overwrite: bool = False,
                      replication: int = 3, block_size: int = 134217728) -> dict:
         """Create an empty file. Returns its FileStatus dict. Raises FileAlreadyExistsError and others."""
-        return await self.call("create", path=path, perm=perm, overwrite=overwrite,
+        return await self.call(CLIENT.create, path=path, perm=perm, overwrite=overwrite,
                                replication=replication, block_size=block_size)
 
     async def delete(self, path: str, recursive: bool = False) -> bool:
         """Delete (recursive for a tree). Returns True. Raises FileNotFoundError_, DirectoryNotEmptyError."""
-        return await self.call("delete", path=path, recursive=recursive)
+        return await self.call(CLIENT.delete, path=path, recursive=recursive)
 
     async def rename(self, src: str, dst: str, overwrite: bool = False) -> bool:
         """Rename (into dst when it is a directory). Returns True. Raises FileAlreadyExistsError and others."""
-        return await self.call("rename", src=src, dst=dst, overwrite=overwrite)
+        return await self.call(CLIENT.rename, src=src, dst=dst, overwrite=overwrite)
 
     async def set_permission(self, path: str, perm: int) -> None:
         """chmod. Returns None. Raises FileNotFoundError_, PermissionDeniedError."""
-        return await self.call("set_permission", path=path, perm=perm)
+        return await self.call(CLIENT.set_permission, path=path, perm=perm)
 
     async def set_owner(self, path: str, owner: str | None = None, group: str | None = None) -> None:
         """chown. Returns None. Raises FileNotFoundError_, PermissionDeniedError."""
-        return await self.call("set_owner", path=path, owner=owner, group=group)
+        return await self.call(CLIENT.set_owner, path=path, owner=owner, group=group)
 
     async def set_times(self, path: str, mtime: int = -1, atime: int = -1) -> None:
         """Set mtime/atime (-1 unchanged). Returns None. Raises FileNotFoundError_."""
-        return await self.call("set_times", path=path, mtime=mtime, atime=atime)
+        return await self.call(CLIENT.set_times, path=path, mtime=mtime, atime=atime)
 
     async def set_replication(self, path: str, replication: int) -> None:
         """setrep. Returns None. Raises FileNotFoundError_, InvalidRequestError."""
-        return await self.call("set_replication", path=path, replication=replication)
+        return await self.call(CLIENT.set_replication, path=path, replication=replication)
 
     async def get_file_info(self, path: str) -> dict | None:
         """stat. Returns the FileStatus dict or None. Raises PermissionDeniedError."""
-        return await self.call("get_file_info", path=path)
+        return await self.call(CLIENT.get_file_info, path=path)
 
     async def list_status(self, path: str) -> list[dict]:
         """ls. Returns FileStatus dicts sorted by name. Raises FileNotFoundError_."""
-        return await self.call("list_status", path=path)
+        return await self.call(CLIENT.list_status, path=path)
 
     async def get_content_summary(self, path: str) -> dict:
         """du/count. Returns the summary dict. Raises FileNotFoundError_."""
-        return await self.call("get_content_summary", path=path)
+        return await self.call(CLIENT.get_content_summary, path=path)
 
 
 class HAServiceClient:
@@ -447,25 +448,25 @@ class HAServiceClient:
 
     async def get_service_status(self) -> dict:
         """HAServiceProtocol get_service_status. Returns the status dict."""
-        return await (await self._client()).call("get_service_status", timeout_ms=self.timeout_ms)
+        return await (await self._client()).call(HA_SERVICE.get_service_status, timeout_ms=self.timeout_ms)
 
     async def monitor_health(self) -> None:
         """HAServiceProtocol monitor_health. Returns None. Raises HealthCheckFailedError."""
-        return await (await self._client()).call("monitor_health", timeout_ms=self.timeout_ms)
+        return await (await self._client()).call(HA_SERVICE.monitor_health, timeout_ms=self.timeout_ms)
 
     async def transition_to_active(self, request_source: str = "user") -> None:
         """HAServiceProtocol transition_to_active. Raises ServiceFailedError."""
-        return await (await self._client()).call("transition_to_active", timeout_ms=self.timeout_ms,
+        return await (await self._client()).call(HA_SERVICE.transition_to_active, timeout_ms=self.timeout_ms,
                                                  request_source=request_source)
 
     async def transition_to_standby(self, request_source: str = "user") -> None:
         """HAServiceProtocol transition_to_standby. Raises ServiceFailedError."""
-        return await (await self._client()).call("transition_to_standby", timeout_ms=self.timeout_ms,
+        return await (await self._client()).call(HA_SERVICE.transition_to_standby, timeout_ms=self.timeout_ms,
                                                  request_source=request_source)
 
     async def transition_to_observer(self, request_source: str = "user") -> None:
         """HAServiceProtocol transition_to_observer. Raises ServiceFailedError."""
-        return await (await self._client()).call("transition_to_observer", timeout_ms=self.timeout_ms,
+        return await (await self._client()).call(HA_SERVICE.transition_to_observer, timeout_ms=self.timeout_ms,
                                                  request_source=request_source)
 
     async def close(self) -> None:

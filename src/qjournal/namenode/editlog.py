@@ -140,10 +140,6 @@ class FSEditLog:
         self.max_batch_txns = 0
 
     # ------------------------------------------------------------- lifecycle
-    @property
-    def is_open(self) -> bool:
-        return self._stream is not None
-
     def _check_usable(self) -> None:
         if self.fatal is not None:
             raise EditLogFatalError(f"edit log failed earlier: {self.fatal}", cause=str(self.fatal))

@@ -34,7 +34,7 @@ import time
 from qjournal.config import Configuration
 from qjournal.errors import (InvalidRequestError, JournalAlreadyFormattedError, JournalNotFormattedError,
                              QJournalError, ServiceFailedError)
-from qjournal.journalmanager.registry import JournalOpener, open_journal
+from qjournal.namenode.journal_registry import JournalOpener, open_journal
 from qjournal.namenode import image as img
 from qjournal.namenode.addresses import namenode_ids, rpc_address_of
 from qjournal.namenode.namespace import Namespace
@@ -42,8 +42,9 @@ from qjournal.namenode.storage import (make_journal_set, name_dir_of, open_journ
                                        write_nn_version)
 from qjournal.protocol.messages import NamespaceInfo
 from qjournal.protocol.segment import LAYOUT_VERSION
-from qjournal.transport.rpc import RpcClient
+from qjournal.transport import RpcClient
 from qjournal.transport.tls import client_context_from_conf
+from qjournal.protocol.protocols import NAMENODE
 
 
 async def format_namenode(conf: Configuration, *, cluster_id: str | None = None, force: bool = False,
@@ -112,7 +113,8 @@ async def bootstrap_standby(conf: Configuration, nn_id: str | None, *, force: bo
             c = await RpcClient.connect_tcp(host, port, connect_timeout_ms=5000,
                                             ssl=client_context_from_conf(conf))
             try:
-                got = await c.call("get_image", timeout_ms=60000)
+                got = await c.call(NAMENODE.get_image,
+                                   timeout_ms=conf.get_duration_ms(NAMENODE.get_image.timeout_key))
             finally:
                 await c.close()
         except QJournalError as e:

@@ -59,6 +59,7 @@ from qjournal.namenode.addresses import nameservice_of
 from qjournal.namenode.ha_state import SAFE_MODE_TIP, HAState, Transition, check_transition
 from qjournal.namenode.storage import local_edits_dirs
 from qjournal.namenode.tailer import EditLogTailer
+from qjournal.protocol.protocols import HA_SERVICE
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +112,8 @@ class HAService:
         ha_enabled: a shared edits dir is configured (else no transition is possible).
     """
 
-    rpc_concurrent = ("get_service_status", "monitor_health", "transition_to_active", "transition_to_standby",
-                      "transition_to_observer")
+    #: the protocol this handler serves (calls run concurrently; arguments decoded by the RPC server)
+    rpc_protocols = (HA_SERVICE,)
 
     def __init__(self, nn: HAContext, conf: Configuration, *, name_dir: str, ha_enabled: bool) -> None:
         self.nn = nn

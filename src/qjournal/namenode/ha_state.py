@@ -52,6 +52,7 @@ from __future__ import annotations
 import enum
 
 from qjournal.errors import SafeModeError, ServiceFailedError, StandbyError
+from qjournal.protocol.protocols import CLIENT, NAMENODE
 
 
 class HAState(str, enum.Enum):
@@ -163,10 +164,10 @@ def check_operation(state: HAState, category: OpCategory, allow_stale_reads: boo
 
 #: what a write refused in safe mode could not do, by method (HDFS's messages), invariant 4
 SAFE_MODE_REFUSALS: dict[str, str] = {
-    "mkdirs": "Cannot create directory", "create": "Cannot create file", "delete": "Cannot delete",
-    "rename": "Cannot rename", "set_permission": "Cannot set permission for",
-    "set_owner": "Cannot set owner for", "set_times": "Cannot set times",
-    "set_replication": "Cannot set replication for", "roll_edit_log": "Log not rolled",
+    CLIENT.mkdirs: "Cannot create directory", CLIENT.create: "Cannot create file", CLIENT.delete: "Cannot delete",
+    CLIENT.rename: "Cannot rename", CLIENT.set_permission: "Cannot set permission for",
+    CLIENT.set_owner: "Cannot set owner for", CLIENT.set_times: "Cannot set times",
+    CLIENT.set_replication: "Cannot set replication for", NAMENODE.roll_edit_log: "Log not rolled",
 }
 
 #: how an operator leaves safe mode (HDFS's "safe mode tip" for a manual safe mode)

@@ -110,8 +110,13 @@ def parse_image_file_name(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+#: the directory of a name dir holding its images and NNVERSION
+CURRENT_DIR = "current"
+
+
 def current_dir(name_dir: str) -> str:
-    return os.path.join(name_dir, "current")
+    """``<name dir>/current``: where the images live."""
+    return os.path.join(name_dir, CURRENT_DIR)
 
 
 def image_path(name_dir: str, txid: int) -> str:

@@ -27,13 +27,14 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import Protocol
 
-from qjournal.errors import InvalidRequestError, JournalError, QJournalError
+from qjournal.errors import JournalError, QJournalError
 from qjournal.namenode import image as img
 from qjournal.namenode.editlog import FSEditLog
 from qjournal.namenode.ha_state import OpCategory, check_safe_mode
 from qjournal.protocol.messages import NamespaceInfo
+from qjournal.protocol.protocols import NAMENODE
 
 
 class NamenodeContext(Protocol):
@@ -75,8 +76,8 @@ async def roll_edit_log(nn: NamenodeContext, min_txns: int = 1) -> int | None:
     Raises:
         StandbyError: not the active; SafeModeError: in safe mode (HDFS: "Log not rolled").
     """
-    nn.check_operation(OpCategory.WRITE, "roll_edit_log")
-    check_safe_mode(nn.safe_mode, OpCategory.WRITE, "roll_edit_log", nn_label=nn.label)
+    nn.check_operation(OpCategory.WRITE, NAMENODE.roll_edit_log)
+    check_safe_mode(nn.safe_mode, OpCategory.WRITE, NAMENODE.roll_edit_log, nn_label=nn.label)
     return await nn.editlog.roll(min_txns) if nn.editlog is not None else None
 
 
@@ -87,7 +88,8 @@ class NamenodeProtocolHandler:
         nn: the NameNode, through the narrow :class:`NamenodeContext`.
     """
 
-    rpc_concurrent = ("upload_image", "get_namespace_info", "get_image", "roll_edit_log", "get_stats")
+    #: the protocol this handler serves (calls run concurrently; arguments decoded by the RPC server)
+    rpc_protocols = (NAMENODE,)
 
     def __init__(self, nn: NamenodeContext) -> None:
         self.nn = nn
@@ -97,19 +99,18 @@ class NamenodeProtocolHandler:
 
         Raises:
             StandbyError: this NameNode is not active.
-            InvalidRequestError: malformed arguments.
             CorruptSegmentError: the bytes do not match their checksum.
         """
         nn = self.nn
-        nn.check_operation(OpCategory.CHECKPOINT, "upload_image")
-        if not isinstance(txid, int) or not isinstance(data, bytes) or not isinstance(crc, bytes):
-            raise InvalidRequestError("upload_image needs txid (int), data and crc (bytes)")
+        nn.check_operation(OpCategory.CHECKPOINT, NAMENODE.upload_image)
         await asyncio.to_thread(img.save_image_bytes, nn.name_dir, txid, data, crc)
         nn.last_checkpoint_txid = max(nn.last_checkpoint_txid, txid)
         await nn.purge_old_storage()
 
-    async def rpc_get_namespace_info(self, **_kw: Any) -> dict:
-        """Returns this namespace's NamespaceInfo wire dict."""
+    async def rpc_get_namespace_info(self, user: str = "", groups: list = (), state_id: int | None = None) -> dict:
+        """Returns this namespace's NamespaceInfo wire dict. (``user``, ``groups``, ``state_id``: the DFS
+        client sends its identity with every call; a NamenodeProtocol caller is judged by the protocol's
+        ACL, so this call and the two below do not use them.)"""
         return self.nn.ns_info.to_wire()  # type: ignore[union-attr]
 
     async def rpc_get_image(self) -> dict:
@@ -131,12 +132,12 @@ class NamenodeProtocolHandler:
             return {"txid": txid, "data": data, "crc": crc, "ns_info": nn.ns_info.to_wire()}  # type: ignore[union-attr]
         raise JournalError(f"{nn.name_dir}: no valid image to send")
 
-    async def rpc_roll_edit_log(self, **_kw: Any) -> int | None:
+    async def rpc_roll_edit_log(self, user: str = "", groups: list = (), state_id: int | None = None) -> int | None:
         """Roll the edit log now. Returns the new segment's first txid (None: nothing to roll).
         Raises StandbyError, SafeModeError."""
         return await roll_edit_log(self.nn)
 
-    async def rpc_get_stats(self, **_kw: Any) -> dict:
+    async def rpc_get_stats(self, user: str = "", groups: list = (), state_id: int | None = None) -> dict:
         """Returns counters: state, last applied txid, inodes, edit log and retry cache statistics."""
         return self.nn.stats()
 

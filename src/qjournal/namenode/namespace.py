@@ -199,8 +199,6 @@ class Namespace:
         self.inodes: dict[int, INode] = {
             ROOT_INODE_ID: INode(ROOT_INODE_ID, 0, "", True, 0o755, superuser, supergroup, root_mtime)}
         self.last_inode_id = ROOT_INODE_ID
-        #: txid of the last op applied (kept by the edit log / loader; informational here)
-        self.last_applied_txid = 0
         #: one object per distinct owner, group, permission, replication and block size (memory:
         #: a decoded edit or image row brings its own copy of each; an inode keeps the shared one)
         self._shared: dict[Any, Any] = {}

@@ -34,12 +34,13 @@ from typing import Any
 from qjournal.errors import InvariantViolation
 from qjournal.namenode.ops import (NO_CLIENT_ID, OP_CREATE, CreateOp, DeleteOp, EditOp, MkdirOp, RenameOp,
                                    SetOwnerOp, SetPermissionOp, SetReplicationOp, SetTimesOp, decode_op)
+from qjournal.protocol.protocols import CLIENT
 
 #: the RPC method that logs each op class, for rebuilding answers from ops (tailer side)
 _METHOD_BY_CLASS: dict[type, str] = {
-    MkdirOp: "mkdirs", CreateOp: "create", DeleteOp: "delete", RenameOp: "rename",
-    SetPermissionOp: "set_permission", SetOwnerOp: "set_owner", SetTimesOp: "set_times",
-    SetReplicationOp: "set_replication"}
+    MkdirOp: CLIENT.mkdirs, CreateOp: CLIENT.create, DeleteOp: CLIENT.delete, RenameOp: CLIENT.rename,
+    SetPermissionOp: CLIENT.set_permission, SetOwnerOp: CLIENT.set_owner, SetTimesOp: CLIENT.set_times,
+    SetReplicationOp: CLIENT.set_replication}
 
 
 def create_status(op: CreateOp) -> dict:
@@ -57,18 +58,18 @@ def answer_from_ops(method: str, ops: list[EditOp]) -> Any:
         method: the RPC method (``mkdirs``, ``create``, ...).
         ops: the ops the call logged (possibly none).
     """
-    if method == "create":
+    if method == CLIENT.create:
         for op in ops:
             if isinstance(op, CreateOp):
                 return create_status(op)
         return None
-    if method in ("mkdirs", "delete", "rename"):
+    if method in (CLIENT.mkdirs, CLIENT.delete, CLIENT.rename):
         return True
     return None
 
 
 #: RPC method -> its answer where that does not depend on the ops (every method but ``create``)
-_CONSTANT_ANSWERS = {m: answer_from_ops(m, []) for m in _METHOD_BY_CLASS.values() if m != "create"}
+_CONSTANT_ANSWERS = {m: answer_from_ops(m, []) for m in _METHOD_BY_CLASS.values() if m != CLIENT.create}
 
 
 def _key(client_id: bytes, call_id: int) -> bytes | tuple[bytes, int]:
@@ -178,7 +179,7 @@ class RetryCache:
         key = self.key(op.client_id, op.call_id)
         if key is None:
             return
-        if method == "create":
+        if method == CLIENT.create:
             entry: tuple[int, str, Any] = (now_ms, method, op if body is None else body)
         else:  # one entry tuple per (time, method), shared: fewer objects for the garbage collector
             if now_ms != self._shared_ms:

@@ -40,7 +40,7 @@ from qjournal.errors import InvalidRequestError, QJournalError
 from qjournal.journalmanager.base import JournalManager
 from qjournal.journalmanager.file import local_path_of_uri
 from qjournal.journalmanager.journalset import JournalSet
-from qjournal.journalmanager.registry import JournalOpener, open_journal
+from qjournal.namenode.journal_registry import JournalOpener, open_journal
 from qjournal.namenode import image as img
 from qjournal.protocol.messages import NamespaceInfo
 from qjournal.util.storage_dir import read_version, write_version

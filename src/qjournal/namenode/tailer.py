@@ -7,8 +7,9 @@ replaying the log from the last checkpoint. HDFS's ``EditLogTailer``; reference
 
 Theory of operation: every ``dfs.ha.tail-edits.period`` the tailer asks the
 shared journal for the *finalized* segments after the last applied txid
-(``open_input(last + 1, in_progress_ok=False)``; the active rolls its segment
-every ``dfs.ha.log-roll.period``, so finalized segments keep appearing), and
+(``open_input(last + 1, in_progress_ok=False)``; the standby asks the active to
+roll its segment every ``dfs.ha.log-roll.period``, ``log_roller.py``, so
+finalized segments keep appearing), and
 applies each op to the namespace and to the retry cache. With
 ``dfs.ha.tail-edits.in-progress`` and a quorum journal it also reads the
 in-progress segment: the committed edits after its last txid that a majority
@@ -168,7 +169,6 @@ class EditLogTailer:
             finally:
                 if n:
                     self.last_applied_txid = last
-                    self.namespace.last_applied_txid = last
         if n and self.on_applied is not None:
             self.on_applied(self.last_applied_txid)
         return n

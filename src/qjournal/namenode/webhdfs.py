@@ -89,6 +89,7 @@ from qjournal.transport.http import peer_cert, remote_exception
 from qjournal.namenode.ha_state import OpCategory
 from qjournal.namenode.namespace import (DEFAULT_BLOCK_SIZE, DEFAULT_REPLICATION, EXECUTE, INT64_MAX, READ,
                                          WRITE, check_name, join_path, split_path)
+from qjournal.protocol.protocols import CLIENT
 
 __all__ = ["WebHdfs", "API_PREFIX", "DATA_STEP", "HADOOP_EXCEPTIONS", "HADOOP_OPS", "hadoop_exception_of",
            "remote_exception", "file_status_json"]
@@ -487,7 +488,7 @@ class WebHdfs:
         block_size = call.integer("blocksize", DEFAULT_BLOCK_SIZE, 1)
         create_parent = call.flag("createparent", True)
         if call.text(DATA_STEP) is None:
-            self.client.nn.check_operation(OpCategory.WRITE, "create")
+            self.client.nn.check_operation(OpCategory.WRITE, CLIENT.create)
             return self._redirect(call)
         if not await self._body_is_empty(call):
             raise self._refuse_data(call)

@@ -56,6 +56,7 @@ from pyspark.sql import functions as F
 from qjournal.errors import QJournalError, register_error
 from qjournal.namenode import image as nn_image
 from qjournal.namenode import ops as nn_ops
+from qjournal.namenode.namespace import Namespace
 from qjournal.pipeline import fetch as fe
 from qjournal.pipeline import fold as fo
 from qjournal.pipeline.audit import clean_copies
@@ -74,15 +75,10 @@ class CheckpointError(QJournalError):
 
 def empty_image_table(superuser: str = "root", supergroup: str = "supergroup",
                       root_mtime: int = 0) -> pa.Table:
-    """The image of a freshly formatted namespace: the root directory only.
-
-    Matches ``Namespace(superuser, supergroup, root_mtime=...)``.
-    """
-    return pa.table({"inode_id": [nn_ops.ROOT_INODE_ID], "parent_id": [0], "name": [""],
-                     "type": ["d"], "permission": [0o755], "owner": [superuser],
-                     "group": [supergroup], "mtime": [root_mtime], "atime": [0],
-                     "replication": [0], "block_size": [0], "length": [0]},
-                    schema=nn_image.IMAGE_SCHEMA)
+    """The image of a freshly formatted namespace: the root directory only (the one the
+    NameNode's :class:`Namespace` starts from, written by it)."""
+    ns = Namespace(superuser, supergroup, root_mtime=root_mtime)
+    return pa.table(ns.to_image_columns(), schema=nn_image.IMAGE_SCHEMA)
 
 
 # --- step 1-2 -------------------------------------------------------------------------
@@ -469,7 +465,7 @@ def write_image(spark, name_dir: str, table: pa.Table, info: nn_image.ImageInfo)
         ``<name_dir>/current/fsimage_<txid>``.
     """
     data = nn_image.image_to_bytes(table, info)
-    path = join(name_dir, "current", nn_image.image_file_name(info.txid))
+    path = join(name_dir, nn_image.CURRENT_DIR, nn_image.image_file_name(info.txid))
     with OutputStore(spark, name_dir) as store:
         store.write_bytes(path + ".crc", nn_image.crc_line(data))
         store.write_bytes(path, data)

@@ -44,6 +44,7 @@ from qjournal.namenode import image as nn_image
 from qjournal.namenode import ops as nn_ops
 from qjournal.namenode.namespace import CallContext, Namespace
 from qjournal.protocol import segment as seg
+from qjournal.protocol.journal_layout import current_dir
 from qjournal.util.fs import atomic_write
 
 DAMAGE_KINDS = ("lagging", "bitflip", "divergent", "gap")
@@ -300,7 +301,7 @@ def generate(opts: GenOptions) -> GenResult:
     gen = HistoryGenerator(opts.seed, opts.users, opts.start_ts_ms, opts.mean_step_ms)
     node_names = [f"jn{i + 1}" for i in range(opts.nodes)]
     journal_dirs = [os.path.join(opts.out, n) for n in node_names]
-    currents = [os.path.join(d, opts.jid, "current") for d in journal_dirs]
+    currents = [current_dir(d, opts.jid) for d in journal_dirs]
     for c in currents:
         os.makedirs(c, exist_ok=True)
     name_dir = os.path.join(opts.out, "namenode")
@@ -326,7 +327,6 @@ def generate(opts: GenOptions) -> GenResult:
                 op = gen.next_op()
             opcode, body = nn_ops.encode_op(op)
             parts.append(seg.encode_record(t, opcode, body))
-            gen.ns.last_applied_txid = t
             while pending_images and pending_images[0] == t:
                 _save_image(name_dir, gen.ns, t, opts)
                 images.append(pending_images.pop(0))

@@ -120,13 +120,6 @@ class OutputStore:
         """Create ``uri`` and its parents (no error if it exists)."""
         self._fs.mkdirs(self._path(uri))
 
-    def list_names(self, uri: str) -> list[str]:
-        """Sorted names in directory ``uri`` (empty when it does not exist)."""
-        p = self._path(uri)
-        if not self._fs.exists(p):
-            return []
-        return sorted(str(s.getPath().getName()) for s in self._fs.listStatus(p))
-
     def read_bytes(self, uri: str) -> bytes:
         """The whole content of ``uri``.
 

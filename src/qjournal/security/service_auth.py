@@ -6,16 +6,17 @@ administrator. Hadoop answers this with ``hadoop.security.authorization`` and
 one ACL per protocol (``hadoop-policy.xml``, ``ServiceAuthorizationManager``);
 qjournal reads the same keys and enforces them in one place per transport: the
 RPC server's dispatch (:meth:`ServiceAuthorization.authorize_rpc`, given to
-:class:`~qjournal.transport.rpc.RpcServer` as its ``authorize`` hook) and the
+:class:`~qjournal.transport.server.RpcServer` as its ``authorize`` hook) and the
 HTTP servers' middleware (:meth:`ServiceAuthorization.http_middleware`).
 
 Theory of operation:
 
-* Each daemon names its protocols: a table from RPC method to the ACL keys that
-  admit it (``PROTOCOLS_*`` below; a method in two protocols, such as
-  ``get_edit_log_manifest`` of QJournalProtocol and InterQJournalProtocol, is
-  admitted by either ACL), and a table from HTTP path to keys. A method or path
-  in no table is refused while authorization is on (fail closed).
+* Each daemon names its protocols: the RPC method -> ACL keys table comes from the protocol
+  tables (:mod:`qjournal.protocol.protocols`: ``JOURNALNODE_ACLS``, ``NAMENODE_ACLS``,
+  ``ZKFC_ACLS``; a method admitted by two ACLs, such as ``get_edit_log_manifest`` of
+  QJournalProtocol and InterQJournalProtocol, is admitted by either), and a table from HTTP
+  path to keys (``HTTP_*`` below). A method or path in no table is refused while
+  authorization is on (fail closed).
 * The caller is the certificate's user (:mod:`qjournal.security.identity`);
   its groups are looked up only when an ACL names groups and not the user.
 * ``hadoop.security.authorization`` is read once, at start (as Hadoop); it needs
@@ -43,8 +44,8 @@ Invariants:
 
 1. While authorization is on, no RPC handler and no HTTP handler runs for a call
    whose caller the call's ACLs do not admit.
-2. Every method a daemon serves is in its table (``tests/security`` checks the
-   tables against the handlers), and anything else is refused.
+2. Every method a daemon serves is in its table (the RPC server serves only its protocol
+   tables' methods, and the ACLs come from the same tables), and anything else is refused.
 3. A refresh changes all ACLs at once or none.
 """
 
@@ -56,83 +57,38 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 from aiohttp import web
 
 from qjournal.errors import AuthenticationError, AuthorizationError, ConfigError
+from qjournal.protocol.protocols import (ACL_CLIENT, ACL_INTERQJOURNAL, ACL_PROTOCOL_NAMES, ACL_QJOURNAL,
+                                         REFRESH_POLICY, REFRESH_USER_MAPPINGS)
 from qjournal.security.acl import AccessControlList
 from qjournal.security.identity import Authenticator, Caller, principal_of
 from qjournal.transport.http import https_enabled, peer_cert, remote_exception
 
-__all__ = ["ServiceAuthorization", "PROTOCOL_NAMES", "PROTOCOLS_JOURNALNODE", "PROTOCOLS_NAMENODE",
-           "PROTOCOLS_ZKFC", "HTTP_JOURNALNODE", "HTTP_NAMENODE", "HTTP_ZKFC", "ADMIN", "AUTHENTICATED", "REFRESH_METHODS"]
+__all__ = ["ServiceAuthorization", "PROTOCOL_NAMES", "HTTP_JOURNALNODE", "HTTP_NAMENODE", "HTTP_ZKFC", "ADMIN",
+           "AUTHENTICATED"]
 
 log = logging.getLogger(__name__)
 
 AUTHORIZATION_KEY = "hadoop.security.authorization"
-CLIENT = "security.client.protocol.acl"
-QJOURNAL = "security.qjournal.service.protocol.acl"
-INTERQJOURNAL = "security.interqjournal.service.protocol.acl"
-HA = "security.ha.service.protocol.acl"
-ZKFC = "security.zkfc.protocol.acl"
-NAMENODE = "security.namenode.protocol.acl"
-REFRESH_POLICY = "security.refresh.policy.protocol.acl"
-REFRESH_USER_MAPPINGS = "security.refresh.user.mappings.protocol.acl"
 #: the HTTP admin ACL (Hadoop's), used when instrumentation requires the admin
 ADMINS = "dfs.cluster.administrators"
 REQUIRES_ADMIN = "hadoop.security.instrumentation.requires.admin"
 
-#: ACL key -> the protocol it guards, for messages (Hadoop's interface names)
-PROTOCOL_NAMES: dict[str, str] = {
-    CLIENT: "ClientProtocol", QJOURNAL: "QJournalProtocol", INTERQJOURNAL: "InterQJournalProtocol",
-    HA: "HAServiceProtocol", ZKFC: "ZKFCProtocol", NAMENODE: "NamenodeProtocol",
-    REFRESH_POLICY: "RefreshAuthorizationPolicyProtocol", REFRESH_USER_MAPPINGS: "RefreshUserMappingsProtocol",
-    ADMINS: "the HTTP admin endpoints",
-}
+#: ACL key -> the protocol it guards (Hadoop's interface names), for messages
+PROTOCOL_NAMES: dict[str, str] = {**ACL_PROTOCOL_NAMES, ADMINS: "the HTTP admin endpoints"}
 
 #: an HTTP path for the admins when instrumentation requires them, else any authenticated peer
 ADMIN = "instrumentation"
 #: an HTTP path open to any peer that passed the TLS handshake
 AUTHENTICATED = "authenticated"
 
-#: the refresh calls every daemon serves (through :meth:`ServiceAuthorization.rpc_refresh_service_acl`)
-REFRESH_METHODS: dict[str, tuple[str, ...]] = {
-    "refresh_service_acl": (REFRESH_POLICY,), "refresh_user_to_groups_mappings": (REFRESH_USER_MAPPINGS,)}
-
-_JN_QJOURNAL = ("is_formatted", "format", "new_epoch", "start_log_segment", "journal", "heartbeat",
-                "finalize_log_segment", "purge_logs", "get_journaled_edits", "prepare_recovery", "accept_recovery")
-#: JournalNode RPC method -> ACL keys admitting it
-PROTOCOLS_JOURNALNODE: dict[str, tuple[str, ...]] = {
-    **{m: (QJOURNAL,) for m in _JN_QJOURNAL},
-    # QJournalProtocol's calls that a peer's syncer makes too (InterQJournalProtocol's
-    # getEditLogManifestFromJournal; the journal state gives the peer's HTTP address): either ACL
-    "get_edit_log_manifest": (QJOURNAL, INTERQJOURNAL),
-    "get_journal_state": (QJOURNAL, INTERQJOURNAL),
-    **REFRESH_METHODS,
-}
-
-_NN_CLIENT = ("mkdirs", "create", "delete", "rename", "set_permission", "set_owner", "set_times",
-              "set_replication", "get_file_info", "check_access", "list_status", "get_listing",
-              "get_content_summary", "msync",
-              # dfsadmin's calls are ClientProtocol methods in Hadoop (setSafeMode, saveNamespace,
-              # rollEdits, getStats); they need the superuser besides
-              "set_safe_mode", "save_namespace", "roll_edits", "get_report")
-_NN_HA = ("get_service_status", "monitor_health", "transition_to_active", "transition_to_standby",
-          "transition_to_observer")
-_NN_NAMENODE = ("upload_image", "get_namespace_info", "get_image", "roll_edit_log", "get_stats")
-#: NameNode RPC method -> ACL keys admitting it
-PROTOCOLS_NAMENODE: dict[str, tuple[str, ...]] = {
-    **{m: (CLIENT,) for m in _NN_CLIENT}, **{m: (HA,) for m in _NN_HA},
-    **{m: (NAMENODE,) for m in _NN_NAMENODE}, **REFRESH_METHODS,
-}
-#: ZKFC RPC method -> ACL keys admitting it
-PROTOCOLS_ZKFC: dict[str, tuple[str, ...]] = {
-    **{m: (ZKFC,) for m in ("get_zkfc_status", "cede_active", "graceful_failover")}, **REFRESH_METHODS}
-
 #: HTTP path (exact, or a prefix ending in "/") -> ACL keys, or ADMIN / AUTHENTICATED
-HTTP_JOURNALNODE: dict[str, Any] = {"/getJournal": (QJOURNAL, INTERQJOURNAL), "/jmx": ADMIN,
+HTTP_JOURNALNODE: dict[str, Any] = {"/getJournal": (ACL_QJOURNAL, ACL_INTERQJOURNAL), "/jmx": ADMIN,
                                     "/metrics": ADMIN, "/": ADMIN}
-HTTP_NAMENODE: dict[str, Any] = {"/webhdfs/": (CLIENT,), "/jmx": ADMIN, "/metrics": ADMIN, "/": ADMIN,
+HTTP_NAMENODE: dict[str, Any] = {"/webhdfs/": (ACL_CLIENT,), "/jmx": ADMIN, "/metrics": ADMIN, "/": ADMIN,
                                  "/index.html": ADMIN, "/dfshealth.html": ADMIN, "/overview.json": ADMIN,
                                  "/isActive": AUTHENTICATED, "/static/": AUTHENTICATED,
                                  # the namespace browser lists what the caller's ClientProtocol calls may
-                                 "/explorer.html": (CLIENT,)}
+                                 "/explorer.html": (ACL_CLIENT,)}
 HTTP_ZKFC: dict[str, Any] = {"/jmx": ADMIN, "/metrics": ADMIN, "/": ADMIN}
 
 
@@ -149,7 +105,7 @@ class ServiceAuthorization:
     Args:
         conf: the daemon's configuration (its :meth:`~qjournal.config.conf.Configuration.reload`
             is used by :meth:`refresh`).
-        protocols: RPC method -> ACL keys (``PROTOCOLS_*``).
+        protocols: RPC method -> ACL keys (``protocols.JOURNALNODE_ACLS`` and its siblings).
         service: the daemon, for messages (``"JournalNode"``, ...).
         http: HTTP path -> ACL keys / :data:`ADMIN` / :data:`AUTHENTICATED` (``HTTP_*``), or None.
         authenticator: certificates to callers (default: from ``conf``).
@@ -335,4 +291,5 @@ class ServiceAuthorization:
         """
         self.authenticator.groups.refresh(self.conf.reload())
 
-    rpc_concurrent = ("refresh_service_acl", "refresh_user_to_groups_mappings")
+    #: the refresh calls every daemon serves (this object is one of its RPC handlers)
+    rpc_protocols = (REFRESH_POLICY, REFRESH_USER_MAPPINGS)

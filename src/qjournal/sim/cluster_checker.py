@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from qjournal.sim.checker import Violation
 from qjournal.sim.history import (Accepted, ControllerState, Healed, History, NameNodeAck, NamespaceState,
                                   NsRead, OpAcked, OpCalled, OpFailed, Progress, Setup)
+from qjournal.protocol.protocols import CLIENT
 
 __all__ = ["check_cluster", "CLUSTER_RULES"]
 
@@ -70,9 +71,9 @@ CLUSTER_RULES = ["op_lost", "op_invented", "not_once", "ack_not_durable", "read_
 
 #: the errors a second application of an operation gives, by method (rule 3)
 _SECOND_APPLICATION = {
-    "create": ("FileAlreadyExistsError",),
-    "delete": ("FileNotFoundError_",),
-    "rename": ("FileNotFoundError_", "FileAlreadyExistsError"),
+    CLIENT.create: ("FileAlreadyExistsError",),
+    CLIENT.delete: ("FileNotFoundError_",),
+    CLIENT.rename: ("FileNotFoundError_", "FileAlreadyExistsError"),
 }
 
 
@@ -87,11 +88,11 @@ class _Op:
     def effects(self) -> list[tuple[str, bool]]:
         """``(path, exists afterwards)`` for each path the operation changes."""
         c = self.call
-        if c.method in ("mkdirs", "create"):
+        if c.method in (CLIENT.mkdirs, CLIENT.create):
             return [(c.path, True)]
-        if c.method == "delete":
+        if c.method == CLIENT.delete:
             return [(c.path, False)]
-        if c.method == "rename":
+        if c.method == CLIENT.rename:
             return [(c.path, False), (c.dst, True)]
         return []
 
@@ -218,7 +219,7 @@ def _check_not_once(history, ops, lives):
             yield Violation("not_once", f"{c.client}'s {c.method} {c.path} (op {c.op_id}) failed with "
                             f"{op.error_type}: a retry saw its own first application",
                             (c.seq, op.end_seq))
-        elif op.status == "acked" and c.method == "delete" and op.result is False:
+        elif op.status == "acked" and c.method == CLIENT.delete and op.result is False:
             yield Violation("not_once", f"{c.client}'s delete {c.path} (op {c.op_id}) answered False "
                             f"for a path whose creation was acknowledged", (c.seq, op.end_seq))
 

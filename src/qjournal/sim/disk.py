@@ -407,7 +407,8 @@ class SimFS:
 # -- the JournalNode's storage interface on SimFS ------------------------------------------------
 
 from qjournal.errors import JournalError, JournalLockedError  # noqa: E402
-from qjournal.journalnode.storage import PAXOS_DIR, JournalStorage  # noqa: E402
+from qjournal.journalnode.storage import JournalStorage  # noqa: E402
+from qjournal.protocol.journal_layout import CURRENT_DIR, PAXOS_DIR  # noqa: E402
 
 
 class SimJournalStorage(JournalStorage):
@@ -438,7 +439,7 @@ class SimJournalStorage(JournalStorage):
         #: the open segment (``create(grows=True)``) -> the end of its data (the rest is preallocated)
         self._written: dict[str, int] = {}
         self.journal_dir = posixpath.normpath("/" + journal_dir.lstrip("/"))
-        self.current = posixpath.join(self.journal_dir, "current")
+        self.current = posixpath.join(self.journal_dir, CURRENT_DIR)
         self.where = f"{fs.name}:{self.current}"
         self.on_crash = on_crash
         self.on_note = on_note
@@ -448,9 +449,6 @@ class SimJournalStorage(JournalStorage):
         if not name or name.startswith("/") or ".." in name.split("/"):
             raise JournalError(f"{self.where}: bad file name {name!r}", path=name)
         return posixpath.join(self.current, name)
-
-    def _dir_of(self, name: str) -> str:
-        return posixpath.dirname(self._path(name))
 
     def _guard(self, fn, *args):
         try:

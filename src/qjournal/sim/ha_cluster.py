@@ -64,7 +64,7 @@ from qjournal.errors import QJournalError, TransportError
 from qjournal.ha.fencing import FenceMethod, FencingSettings, HATarget
 from qjournal.ha.zkfc import ZKFailoverController, ZKFCSettings
 from qjournal.journalmanager.base import JournalManager
-from qjournal.journalmanager.registry import open_journal
+from qjournal.namenode.journal_registry import open_journal
 from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.dfs_client import OBSERVER_READ_PROXY_PROVIDER, DFSClient
 from qjournal.namenode.format import format_namenode
@@ -74,7 +74,8 @@ from qjournal.sim.history import History, NameNodeAck
 from qjournal.sim.journalnodes import NS_INFO, SimCluster
 from qjournal.sim.loop import CURRENT_PROCESS, ProcessKilled, SimProcess, join_process_task, run_in_process
 from qjournal.sim.zookeeper import SimZooKeeper
-from qjournal.transport.rpc import RpcClient, memory_connector
+from qjournal.transport import RpcClient, memory_connector
+from qjournal.protocol.protocols import CLIENT, HA_SERVICE
 
 __all__ = ["SimHACluster", "NameNodeHost", "ClusterTimeouts", "StartFailed", "NAMESERVICE", "NN_IDS",
            "OBSERVER_ID", "WRITE_METHODS"]
@@ -94,7 +95,7 @@ OBSERVER_SUPERVISOR_S = 0.5
 #: after a probe found no observer, clients read from the active this long before probing again
 OBSERVER_PROBE_RETRY = "2s"
 #: the ClientProtocol writes whose answers are recorded as ``NameNodeAck``
-WRITE_METHODS = ("mkdirs", "create", "delete", "rename")
+WRITE_METHODS = (CLIENT.mkdirs, CLIENT.create, CLIENT.delete, CLIENT.rename)
 
 
 @dataclass(frozen=True)
@@ -525,7 +526,7 @@ class SimHACluster:
             try:
                 c = await RpcClient.connect_memory(self.network, h.address, src="haadmin", connect_timeout_ms=1000)
                 try:
-                    await c.call("transition_to_observer", timeout_ms=self.timeouts.client_rpc_timeout_ms,
+                    await c.call(HA_SERVICE.transition_to_observer, timeout_ms=self.timeouts.client_rpc_timeout_ms,
                                  request_source="user")
                 finally:
                     await c.close()

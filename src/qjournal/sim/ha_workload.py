@@ -65,6 +65,7 @@ from qjournal.sim.linearizability import linearizability_violations
 from qjournal.sim.loop import (SimProcess, SimulationLimitExceeded, SimulationStalled, run_in_process,
                                run_simulation)
 from qjournal.util.tasks import set_fatal_handler
+from qjournal.protocol.protocols import CLIENT
 
 __all__ = ["HAFaults", "HAOptions", "HARunResult", "ObserverSetup", "observer_setup", "clock_jumps_of", "run_ha_seed",
            "ha_replay_command", "NamespaceClient", "namespace_paths"]
@@ -249,7 +250,7 @@ async def namespace_paths(dfs: Any) -> tuple[str, ...]:
     stack = ["/"]
     while stack:
         d = stack.pop()
-        for st in await dfs.call("list_status", path=d):
+        for st in await dfs.call(CLIENT.list_status, path=d):
             paths.append(st["path"])
             if st["type"] == "d":
                 stack.append(st["path"])
@@ -304,8 +305,8 @@ class NamespaceClient:
         self.recent_paths.append(dst or path)
         del self.recent_paths[:-8]
         try:
-            if method == "rename":
-                result = await self.dfs.call("rename", src=path, dst=dst)
+            if method == CLIENT.rename:
+                result = await self.dfs.call(CLIENT.rename, src=path, dst=dst)
             else:
                 result = await self.dfs.call(method, path=path, **kwargs)
         except QJournalError as e:
@@ -322,7 +323,7 @@ class NamespaceClient:
         call_time = self.history.now()
         observer_reads = getattr(self.dfs, "observer_read_count", 0)
         try:
-            st = await self.dfs.call("get_file_info", path=path)
+            st = await self.dfs.call(CLIENT.get_file_info, path=path)
         except QJournalError as e:
             self.stat(f"read_failed:{type(e).__name__}")
             return
@@ -338,30 +339,30 @@ class NamespaceClient:
 
     async def loop(self, call_mean_s: float = CALL_MEAN_S) -> None:
         rng = self.rng
-        ok, _ = await self.write("mkdirs", self.dir)
+        ok, _ = await self.write(CLIENT.mkdirs, self.dir)
         while not ok and not self.stop:
             await asyncio.sleep(call_mean_s)
-            ok, _ = await self.write("mkdirs", self.dir)
+            ok, _ = await self.write(CLIENT.mkdirs, self.dir)
         while not self.stop:
             await asyncio.sleep(rng.expovariate(1 / call_mean_s))
             r = rng.random()
             if r < 0.55 or not self.existing:
                 path = self._next("f")
-                ok, _ = await self.write("create", path)
+                ok, _ = await self.write(CLIENT.create, path)
                 if ok:
                     self.existing.append(path)
             elif r < 0.62:
                 path = self._next("d")
-                ok, _ = await self.write("mkdirs", path)
+                ok, _ = await self.write(CLIENT.mkdirs, path)
                 if ok:
                     self.existing.append(path)
             elif r < 0.72:
                 path = self.existing.pop(rng.randrange(len(self.existing)))
-                await self.write("delete", path, recursive=True)
+                await self.write(CLIENT.delete, path, recursive=True)
             elif r < 0.82:
                 path = self.existing.pop(rng.randrange(len(self.existing)))
                 dst = self._next("r")
-                ok, _ = await self.write("rename", path, dst)
+                ok, _ = await self.write(CLIENT.rename, path, dst)
                 if ok:
                     self.existing.append(dst)
             elif r < 0.91:
@@ -554,7 +555,7 @@ class _HARun:
         while self.loop.time() < deadline:
             k += 1
             try:
-                await client.call("mkdirs", path=f"/probe/p{k}")
+                await client.call(CLIENT.mkdirs, path=f"/probe/p{k}")
             except QJournalError:
                 await asyncio.sleep(0.2)
                 continue

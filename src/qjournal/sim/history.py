@@ -290,14 +290,6 @@ class History:
         """Events of one type, in order."""
         return [e for e in self.events if type(e) is kind]
 
-    def fault_counts(self) -> dict[str, int]:
-        """Injected faults by kind, sorted by kind."""
-        counts: dict[str, int] = {}
-        for e in self.events:
-            if isinstance(e, Fault):
-                counts[e.kind] = counts.get(e.kind, 0) + 1
-        return dict(sorted(counts.items()))
-
     def format(self, limit: int | None = None, only: list[int] | None = None) -> str:
         """Human-readable lines, one per event (bytes shortened).
 

@@ -1,43 +1,46 @@
-"""A simulated JournalNode cluster on one virtual-time loop: real rules, simulated world.
+"""A simulated JournalNode cluster on one virtual-time loop: the real JournalNode, a simulated world.
 
-Why: to run the *real* per-journal JournalNode rules
-(:class:`qjournal.journalnode.journal.Journal`) and the *real* quorum client
+Why: to run the *real* JournalNode (its request handling,
+:class:`qjournal.journalnode.service.JournalNodeService`, and its rules,
+:class:`qjournal.journalnode.journal.Journal`) and the *real* quorum client
 (:class:`qjournal.client.qjm.QuorumJournalManager`) against seeded network and
 disk faults, deterministically, many thousand times.
 
 What is real and what is simulated:
 
-* Real: ``Journal`` (every fencing, contiguity, recovery and crash-repair
-  rule), the RPC layer (:mod:`qjournal.transport.rpc`: framing, ordering,
-  timeouts, typed errors) over the in-memory network, the whole client
-  (``QuorumJournalManager``, ``AsyncLoggerSet``, ``AsyncLogger``,
-  ``QuorumOutputStream``, the reader with replica failover).
-* Simulated: the disk (:class:`~qjournal.sim.disk.SimJournalStorage` on
-  :class:`~qjournal.sim.disk.SimFS`), the network's faults
-  (:class:`~qjournal.sim.faults.NetworkFaults`), the clock
-  (:class:`~qjournal.sim.loop.VirtualTimeLoop`) and the JournalNode's
-  *networking shell*: :class:`SimJournalNode` maps the RPC table of
-  docs/architecture.md onto ``Journal`` calls, as the daemon does, and serves
-  ``/getJournal`` downloads (accept-recovery and readers) through a simulated
-  HTTP fetch that obeys partitions, crashes and the network's drop/delay. The
-  production daemon's shell runs ``Journal`` calls on a worker thread and
-  serves HTTP with aiohttp; neither can run on a virtual clock. The simulated
-  HTTP hands over whole bodies (the only place that holds one); the readers
-  and the JournalNodes' downloads then consume them in chunks of
-  ``transfer_chunk_bytes`` (small here, so records straddle chunks), the
-  downloads yielding to the loop between chunks as the daemon does.
+* Real: the JournalNode's service, the very object the daemon serves (argument
+  checks and decoding by the QJournalProtocol table, epoch-checked dispatch, the
+  order of calls, the inline-write decision, accept-recovery's streamed download,
+  digests, the syncer's journal side, ``/getJournal``'s checks and chunks) and
+  ``Journal`` under it (every fencing, contiguity, recovery and crash-repair rule),
+  the RPC layer (:mod:`qjournal.transport`: framing, ordering, timeouts, typed
+  errors) over the in-memory network, the whole client (``QuorumJournalManager``,
+  ``AsyncLoggerSet``, ``AsyncLogger``, ``QuorumOutputStream``, the reader with
+  replica failover), the JournalNodeSyncer.
+* Simulated, behind the service's host (:class:`_SimHost`, one per incarnation of
+  a node): the disk (:class:`~qjournal.sim.disk.SimJournalStorage` on
+  :class:`~qjournal.sim.disk.SimFS`), each journal's worker thread (a
+  :class:`~qjournal.sim.loop.SimThread`: its calls run one at a time, a loop turn
+  away, as on the daemon's thread), the clock (:class:`~qjournal.sim.loop.VirtualTimeLoop`),
+  the network's faults (:class:`~qjournal.sim.faults.NetworkFaults`) and HTTP: a
+  simulated ``GET /getJournal`` (:meth:`SimCluster.http_fetch`) obeys partitions,
+  crashes and the network's drop/delay, and hands over a whole body (the only
+  place that holds one) that the downloads then consume in chunks of
+  ``transfer_chunk_bytes`` (small here, so records straddle chunks).
 
-Observation for the checker (server side, exact): a successful ``new_epoch``
-adds a ``Promise``; a successful ``journal`` an ``Accepted``; a successful
-``finalize_log_segment`` a ``Finalized``; each is recorded when the ``Journal``
-call returned, i.e. when the node's state changed, whether or not the reply
-reaches the writer.
+Observation for the checker (server side, exact): the service tells its host a
+``Promised`` when ``new_epoch`` returned, an ``Accepted`` when ``journal`` did, a
+``Finalized`` when ``finalize_log_segment`` did, each in the same step as the
+``Journal`` call (before any other code runs), i.e. when the node's state changed,
+whether or not the reply reaches the writer; the host records them as the history's
+``Promise``, ``Accepted`` and ``Finalized``.
 
 Invariants:
 
-1. A crashed node runs no more code against its disk: every handler checks
-   its incarnation after each ``await`` (a stale handler of a previous
-   incarnation raises instead of touching the restarted node's state).
+1. A crashed node runs no more code against its disk: every Journal call passes
+   the host's guard, which refuses a stale incarnation's call (a handler or a
+   queued thread call of a previous incarnation raises instead of touching the
+   restarted node's state).
 2. A crash loses exactly what :class:`SimFS` says is not durable.
 3. Everything is ordered by the loop and drawn from the loop's ``rng``.
 """
@@ -46,24 +49,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
+from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
-
-import crc32c
 
 from qjournal.client.qjm import QuorumJournalManager
 from qjournal.client.settings import QJMSettings
-from qjournal.errors import InvariantViolation, JournalError, QJournalError, TransportError
+from qjournal.errors import InvariantViolation, QJournalError, TransportError
 from qjournal.journalnode.journal import FAULT_POINTS, SYNC_FAULT_POINTS, Journal
+from qjournal.journalnode.service import (Accepted as Appended, Finalized as SegmentFinalized, JournalEvent,
+                                          JournalNodeService, JournalNodeSettings, Promised, RecoveryPlanned)
 from qjournal.journalnode.syncer import JournalSyncer, SyncerSettings
-from qjournal.protocol.messages import Manifest, NamespaceInfo, RequestInfo, SegmentState
+from qjournal.protocol.journal_layout import current_dir, journal_dir
+from qjournal.protocol.messages import NamespaceInfo, SegmentState
 from qjournal.protocol.segment import iter_records, parse_segment_file_name, segment_file_name
 from qjournal.sim.disk import SimFS, SimJournalStorage, SimulatedCrash
 from qjournal.sim.faults import FaultConfig, NetworkFaults
 from qjournal.sim.history import Accepted, Failure, Finalized, History, NodeSegment, Note, Promise
-from qjournal.transport import MemoryNetwork, RpcServer
+from qjournal.sim.loop import SimThread
+from qjournal.transport import MemoryNetwork, RpcServer, memory_connector
 from qjournal.transport.download import SegmentDownload, memory_download
-from qjournal.transport.rpc import current_peer, memory_connector
 
 __all__ = ["SimCluster", "SimJournalNode", "JID", "NS_INFO", "STORAGE_POINTS", "sim_settings"]
 
@@ -102,19 +106,97 @@ def sim_settings() -> QJMSettings:
         out_of_sync_heartbeat_interval_ms=1000, transfer_chunk_bytes=512)
 
 
+def jn_settings(edit_cache_bytes: int, transfer_chunk_bytes: int) -> JournalNodeSettings:
+    """The JournalNodes' limits in a simulation: the daemon's defaults, with the run's edit cache and
+    the simulation's small transfer chunks and edit answers."""
+    return JournalNodeSettings(edit_cache_bytes=edit_cache_bytes, transfer_chunk_bytes=transfer_chunk_bytes,
+                               edits_answer_max_bytes=EDIT_CACHE_MAX_ANSWER_BYTES)
+
+
 class _NodeDown(TransportError):
     """The node crashed while handling this call (the reply is never delivered)."""
 
 
+class _SimHost:
+    """The service's host in the simulation, for one incarnation of a node (module docstring)."""
+
+    def __init__(self, node: "SimJournalNode", incarnation: int) -> None:
+        self._node = node
+        self._incarnation = incarnation
+        self.name = node.name
+        self.http_port = 80
+        self.http_url = f"http://{node.name}"
+        loop = asyncio.get_running_loop()
+        self.wall_clock: Callable[[], float] = loop.time
+        self.monotonic: Callable[[], float] = loop.time
+        self.fault_hook = node._fault_point
+
+    def open_storage(self, jid: str) -> SimJournalStorage:
+        node = self._node
+        return SimJournalStorage(node.fs, journal_dir(f"/{node.name}", jid),
+                                 on_crash=lambda: node.crash_now("storage crash point"),
+                                 on_note=lambda kind, detail: node.cluster.history.add(Note(kind, node.name, detail)),
+                                 preallocate_bytes=PREALLOCATE_BYTES)
+
+    def has_journal(self, jid: str) -> bool:
+        return self._node.fs.exists(journal_dir(f"/{self._node.name}", jid))
+
+    def journal_thread(self, jid: str) -> SimThread:
+        return SimThread()
+
+    async def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    def guard(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Invariant 1, and what a crash or a broken rule looks like to the checker."""
+        node = self._node
+        if not node.alive or node.incarnation != self._incarnation:
+            raise _NodeDown(f"{node.name} is down ({what})")
+        try:
+            return fn(*args)
+        except SimulatedCrash as e:
+            raise _NodeDown(f"{node.name} crashed in {what} at {e.point}") from None
+        except InvariantViolation as e:
+            node.cluster.history.add(Failure(node.name, type(e).__name__, f"{what}: {e}"))
+            raise
+        except QJournalError:
+            raise
+        except OSError:  # the service makes it a JournalError naming the journal, as in the daemon
+            key = f"jn_storage_error:{what}"
+            node.stats[key] = node.stats.get(key, 0) + 1
+            raise
+        except Exception as e:
+            node.cluster.history.add(Failure(node.name, type(e).__name__, f"{what}: {e}"))
+            raise
+
+    async def open_download(self, url: str, chunk_bytes: int) -> SegmentDownload:
+        node = self._node
+        src, jid, seg_txid, in_progress_ok, storage_info = _parse_get_journal_url(url)
+        body, crc = await node.cluster.http_fetch(node.name, src, jid, seg_txid, in_progress_ok, storage_info)
+        return memory_download(body, crc, chunk_bytes)
+
+    def observe(self, event: JournalEvent) -> None:
+        node = self._node
+        history = node.cluster.history
+        if isinstance(event, Promised):
+            history.add(Promise(node.name, event.epoch, event.peer))
+        elif isinstance(event, Appended):
+            history.add(Accepted(node.name, event.epoch, event.first_txid, event.last_txid))
+        elif isinstance(event, SegmentFinalized):
+            history.add(Finalized(node.name, event.epoch, event.start_txid, event.end_txid))
+        elif isinstance(event, RecoveryPlanned) and not event.plan.download:
+            node._note_kept_copy(event.jid, event.plan.segment_state, event.from_url)
+            node._note_unsynced_copy(event.jid, event.plan.segment_state)
+
+
 class SimJournalNode:
-    """One JournalNode: ``Journal`` objects on a SimFS, served over the memory network.
+    """One JournalNode process: the real :class:`JournalNodeService` on a SimFS, served over the memory
+    network; restarted as a new incarnation (a new service reading its disk lazily).
 
     Args:
         cluster: the owning cluster.
         name: the node's network name (``host:port``, as written in the URI).
     """
-
-    rpc_concurrent = ("get_edit_log_manifest", "get_journal_state", "get_journaled_edits")
 
     def __init__(self, cluster: "SimCluster", name: str) -> None:
         self.cluster = cluster
@@ -122,7 +204,8 @@ class SimJournalNode:
         self.fs = SimFS(cluster.rng, name=name)
         self.alive = False
         self.incarnation = 0
-        self.journals: dict[str, Journal] = {}
+        #: the request handling of the current incarnation (the daemon's own class)
+        self.service: JournalNodeService | None = None
         self.server: RpcServer | None = None
         self.armed_point: tuple[str, int] | None = None  # Journal fault point, countdown
         self.stats: dict[str, int] = {}
@@ -133,9 +216,9 @@ class SimJournalNode:
         """Start (or restart) the node: a new incarnation that rereads its disk lazily."""
         assert not self.alive, f"{self.name} is already running"
         self.incarnation += 1
-        self.journals = {}
         self._syncer = None
-        self.server = RpcServer(self, name=self.name)
+        self.service = JournalNodeService(_SimHost(self, self.incarnation), self.cluster.jn_settings)
+        self.server = RpcServer(self.service, name=self.name)
         await self.server.start_memory(self.cluster.network, self.name)
         self.alive = True
 
@@ -148,7 +231,7 @@ class SimJournalNode:
         applied = self.fs.crash()
         for mode in applied.values():
             self.stats[f"torn:{mode}"] = self.stats.get(f"torn:{mode}", 0) + 1
-        self.journals = {}
+        self.service = None
         self.armed_point = None
         server, self.server = self.server, None
         if server is not None:
@@ -175,171 +258,52 @@ class SimJournalNode:
         self.crash_now(f"journal point {name}")
         raise SimulatedCrash(name)
 
-    def _journal(self, jid: str) -> Journal:
-        j = self.journals.get(jid)
-        if j is None:
-            storage = SimJournalStorage(
-                self.fs, f"/{self.name}/{jid}",
-                on_crash=lambda: self.crash_now("storage crash point"),
-                on_note=lambda kind, detail: self.cluster.history.add(Note(kind, self.name, detail)),
-                preallocate_bytes=PREALLOCATE_BYTES)
-            j = Journal(jid, storage, clock=asyncio.get_running_loop().time,
-                        fault_hook=self._fault_point, edit_cache_bytes=self.cluster.edit_cache_bytes,
-                        read_chunk_bytes=self.cluster.settings.transfer_chunk_bytes)
-            self.journals[jid] = j
-        return j
-
-    # -- the call wrapper ----------------------------------------------------------------
-    def _call(self, what: str, fn, *args):
-        """Run one synchronous Journal call; translate a simulated crash (invariant 1)."""
-        if not self.alive:
+    def _live_service(self, what: str) -> JournalNodeService:
+        service = self.service
+        if not self.alive or service is None:
             raise _NodeDown(f"{self.name} is down ({what})")
-        try:
-            return fn(*args)
-        except SimulatedCrash as e:
-            raise _NodeDown(f"{self.name} crashed in {what} at {e.point}") from None
-        except InvariantViolation as e:
-            self.cluster.history.add(Failure(self.name, type(e).__name__, f"{what}: {e}"))
-            raise
-        except QJournalError:
-            raise
-        except OSError as e:
-            # as the daemon's shell (journalnode/node.py) does: a storage error reaches the
-            # client typed, naming the journal
-            key = f"jn_storage_error:{what}"
-            self.stats[key] = self.stats.get(key, 0) + 1
-            raise JournalError(f"{self.name}: storage error in {what}: {e}", node=self.name) from e
-        except Exception as e:
-            self.cluster.history.add(Failure(self.name, type(e).__name__, f"{what}: {e}"))
-            raise
+        return service
 
-    def _check_incarnation(self, inc: int, what: str) -> None:
-        if not self.alive or self.incarnation != inc:
-            raise _NodeDown(f"{self.name} crashed during {what}")
+    async def journal(self, jid: str) -> Journal:
+        """The ``Journal`` of ``jid`` in this incarnation (opened through the service), for the
+        workload's oracle checks.
 
-    # -- RPC handlers (docs/architecture.md, JournalNode RPC) -----------------------------
-    async def rpc_is_formatted(self, jid: str) -> bool:
-        return self._call("is_formatted", lambda: self._journal(jid).is_formatted())
+        Raises:
+            _NodeDown: the node is down.
+        """
+        return (await self._live_service("oracle").journal_slot(jid)).journal
 
-    async def rpc_format(self, jid: str, ns_info: dict, force: bool = False) -> None:
-        self._call("format", lambda: self._journal(jid).format(NamespaceInfo.from_wire(ns_info), force))
-
-    async def rpc_get_journal_state(self, jid: str) -> dict:
-        def f():
-            j = self._journal(jid)
-            return replace(j.get_journal_state(), http_port=80, http_url=f"http://{self.name}",
-                           ns_info=j.ns_info).to_wire()
-        return self._call("get_journal_state", f)
-
-    async def rpc_new_epoch(self, jid: str, ns_info: dict, epoch: int) -> dict:
-        peer = current_peer()
-        res = self._call("new_epoch", lambda: self._journal(jid).new_epoch(
-            NamespaceInfo.from_wire(ns_info), int(epoch)))
-        self.cluster.history.add(Promise(self.name, int(epoch), peer.address if peer else "?"))
-        return res.to_wire()
-
-    async def rpc_start_log_segment(self, req: dict, txid: int, layout_version: int) -> None:
-        r = RequestInfo.from_wire(req)
-        self._call("start_log_segment", lambda: self._journal(r.jid).start_log_segment(
-            r, int(txid), int(layout_version)))
-
-    async def rpc_journal(self, req: dict, segment_txid: int, first_txid: int, num_txns: int,
-                          records: bytes) -> None:
-        r = RequestInfo.from_wire(req)
-        self._call("journal", lambda: self._journal(r.jid).journal(
-            r, int(segment_txid), int(first_txid), int(num_txns), records))
-        self.cluster.history.add(Accepted(self.name, r.epoch, int(first_txid),
-                                          int(first_txid) + int(num_txns) - 1))
-
-    async def rpc_heartbeat(self, req: dict) -> None:
-        r = RequestInfo.from_wire(req)
-        self._call("heartbeat", lambda: self._journal(r.jid).heartbeat(r))
-
-    async def rpc_finalize_log_segment(self, req: dict, start_txid: int, end_txid: int) -> None:
-        r = RequestInfo.from_wire(req)
-        self._call("finalize_log_segment", lambda: self._journal(r.jid).finalize_log_segment(
-            r, int(start_txid), int(end_txid)))
-        self.cluster.history.add(Finalized(self.name, r.epoch, int(start_txid), int(end_txid)))
-
-    async def rpc_purge_logs(self, req: dict, min_txid_to_keep: int) -> None:
-        r = RequestInfo.from_wire(req)
-        self._call("purge_logs", lambda: self._journal(r.jid).purge_logs_older_than(
-            r, int(min_txid_to_keep)))
-
-    async def rpc_get_edit_log_manifest(self, jid: str, since_txid: int, in_progress_ok: bool,
-                                        with_digests: bool = False) -> dict:
-        m: Manifest = self._call("get_edit_log_manifest", lambda: self._journal(jid).get_edit_log_manifest(
-            int(since_txid), bool(in_progress_ok), bool(with_digests)))
-        return m.to_wire()
-
-    async def rpc_get_journaled_edits(self, jid: str, since_txid: int, max_txns: int) -> dict:
-        return self._call("get_journaled_edits", lambda: self._journal(jid).get_journaled_edits(
-            int(since_txid), int(max_txns), EDIT_CACHE_MAX_ANSWER_BYTES)).to_wire()
-
-    async def rpc_prepare_recovery(self, req: dict, segment_txid: int) -> dict:
-        r = RequestInfo.from_wire(req)
-        res = self._call("prepare_recovery", lambda: self._journal(r.jid).prepare_recovery(
-            r, int(segment_txid)))
-        return res.to_wire()
-
-    async def rpc_accept_recovery(self, req: dict, segment_state: list, from_url: str) -> None:
-        r = RequestInfo.from_wire(req)
-        state = SegmentState.from_wire(segment_state)
-        inc = self.incarnation
-        plan = self._call("accept_recovery", lambda: self._journal(r.jid).accept_recovery_plan(r, state))
-        if not plan.download:
-            self._note_kept_copy(r.jid, state, from_url)
-            self._note_unsynced_copy(r.jid, state)
-        if plan.download:
-            src, seg_txid = _parse_get_journal_url(from_url)
-            body, crc = await self.cluster.http_fetch(self.name, src, r.jid, seg_txid, True)
-            if crc is not None and crc32c.crc32c(body) != crc:
-                raise TransportError(f"{self.name}: download of segment {seg_txid} from {src} "
-                                     f"failed its checksum", node=self.name)
-            await self._write_download(inc, r.jid, plan.tmp_name, body, "accept_recovery")
-        self._check_incarnation(inc, "accept_recovery download")
-        self._call("accept_recovery", lambda: self._journal(r.jid).accept_recovery_commit(plan))
-
-    async def _write_download(self, inc: int, jid: str, tmp_name: str, body: bytes, what: str) -> None:
-        """Write a downloaded body to the journal's tmp file chunk by chunk, yielding to the loop
-        between chunks (other calls of the journal interleave, as on the daemon's thread); a failed
-        download's tmp file is deleted, as the daemon does."""
-        n = self.cluster.settings.transfer_chunk_bytes
-        try:
-            self._check_incarnation(inc, f"{what} download")
-            self._call(what, lambda: self._journal(jid).begin_download(tmp_name))
-            for i in range(0, len(body), n):
-                await asyncio.sleep(0)
-                self._check_incarnation(inc, f"{what} download")
-                self._call(what, lambda i=i: self._journal(jid).append_download(tmp_name, body[i:i + n]))
-        except _NodeDown:
-            raise
-        except QJournalError:
-            if self.alive and self.incarnation == inc:
-                self._call(what, lambda: self._journal(jid).discard_download(tmp_name))
-            raise
+    # -- observation (oracles: read the disks directly, no effect on the run) ---------------
+    def _segment_bytes(self, jid: str, start_txid: int) -> bytes | None:
+        """The bytes of this node's segment file starting at ``start_txid`` (in progress first)."""
+        found = None
+        for name, data in self.segment_files(jid):
+            p = parse_segment_file_name(name)
+            if p is not None and p.start_txid == start_txid and (found is None or p.end_txid is None):
+                found = data
+        return found
 
     def _note_kept_copy(self, jid: str, state: SegmentState, from_url: str) -> None:
         """Observation for known-bug attribution (KB3): accept_recovery kept this node's copy
-        because it has the chosen length; record whether its records differ from the source's.
-        Reads the source's disk directly: an oracle, no effect on the run."""
+        because it has the chosen length; record whether its records differ from the source's."""
         try:
-            src, _ = _parse_get_journal_url(from_url)
-            other = self.cluster.nodes.get(src)
-            if other is None or other is self or not other.alive:
-                return
-            mine = _records_upto(self.serve_segment(jid, state.start_txid, True)[0], state.end_txid)
-            theirs = _records_upto(other.serve_segment(jid, state.start_txid, True)[0], state.end_txid)
-        except (QJournalError, _NodeDown):
+            src = _parse_get_journal_url(from_url)[0]
+        except TransportError:
             return
-        if mine != theirs:
+        other = self.cluster.nodes.get(src)
+        if other is None or other is self or not other.alive:
+            return
+        mine, theirs = self._segment_bytes(jid, state.start_txid), other._segment_bytes(jid, state.start_txid)
+        if mine is None or theirs is None:
+            return
+        if _records_upto(mine, state.end_txid) != _records_upto(theirs, state.end_txid):
             self.cluster.history.add(Note("accept_kept_different", self.name,
                                           f"segment {state.start_txid} {state.end_txid} from {src}"))
 
     def _note_unsynced_copy(self, jid: str, state: SegmentState) -> None:
         """Observation for KB1: the kept copy (no download) still has unsynced bytes when the
         paxos decision is about to be persisted over it."""
-        path = f"/{self.name}/{jid}/current/{segment_file_name(state.start_txid)}"
+        path = f"{current_dir(f'/{self.name}', jid)}/{segment_file_name(state.start_txid)}"
         try:
             ino = self.fs._ino(path)
         except FileNotFoundError:
@@ -350,30 +314,15 @@ class SimJournalNode:
 
     # -- the JournalNodeSyncer ---------------------------------------------------------------
     def syncer(self) -> JournalSyncer:
-        """This incarnation's syncer (the real one): peers over the memory network, downloads
-        through the simulated HTTP, every journal call through ``_call`` (invariant 1)."""
+        """This incarnation's syncer (the real one, wired by the service): peers over the memory
+        network, downloads through the simulated HTTP."""
         if self._syncer is None:
-            inc = self.incarnation
-
-            async def journal_call(method: str, *args):
-                self._check_incarnation(inc, f"sync:{method}")
-                return self._call(f"sync:{method}", lambda: getattr(self._journal(JID), method)(*args))
-
-            async def download(url: str, tmp_name: str) -> int:
-                src, seg_txid = _parse_get_journal_url(url)
-                body, crc = await self.cluster.http_fetch(self.name, src, JID, seg_txid, False)
-                if crc is not None and crc32c.crc32c(body) != crc:
-                    raise TransportError(f"{self.name}: sync download of segment {seg_txid} from {src} "
-                                         f"failed its checksum", node=self.name)
-                await self._write_download(inc, JID, tmp_name, body, "sync:download")
-                return len(body)
-            peers = [tuple(n.rsplit(":", 1)) for n in self.cluster.names if n != self.name]
             s = self.cluster.settings
-            self._syncer = JournalSyncer(
-                JID, [(h, int(p)) for h, p in peers], journal_call,
-                memory_connector(self.cluster.network, self.name,
-                                 connect_timeout_ms=s.connect_timeout_ms),
-                download, SyncerSettings(interval_s=0.0, rpc_timeout_ms=s.select_input_streams_timeout_ms),
+            peers = [tuple(n.rsplit(":", 1)) for n in self.cluster.names if n != self.name]
+            self._syncer = self._live_service("syncer").new_syncer(
+                JID, [(h, int(p)) for h, p in peers],
+                memory_connector(self.cluster.network, self.name, connect_timeout_ms=s.connect_timeout_ms),
+                SyncerSettings(interval_s=0.0, rpc_timeout_ms=s.select_input_streams_timeout_ms),
                 clock=asyncio.get_running_loop().time)
         return self._syncer
 
@@ -391,25 +340,22 @@ class SimJournalNode:
             self.cluster.history.add(Failure(self.name, "SyncConflict", text))
 
     # -- /getJournal -----------------------------------------------------------------------
-    def serve_segment(self, jid: str, segment_txid: int, in_progress_ok: bool) -> tuple[bytes, int]:
-        """What ``GET /getJournal`` would answer: the segment bytes and their CRC32C.
+    async def serve_segment(self, jid: str, segment_txid: int, in_progress_ok: bool,
+                            storage_info: str | None = None) -> tuple[bytes, int | None]:
+        """What ``GET /getJournal`` answers (the service's work): the segment bytes and their CRC32C.
 
         Raises:
-            _NodeDown, SegmentNotFoundError, JournalNotFormattedError
+            _NodeDown, SegmentNotFoundError, JournalNotFormattedError, NamespaceMismatchError
         """
-        def f():
-            seg = self._journal(jid).open_segment_for_read(int(segment_txid), bool(in_progress_ok))
-            try:
-                data = seg.stream.read(seg.length)
-            finally:
-                seg.stream.close()
-            return data
-        data = self._call("getJournal", f)
-        return data, crc32c.crc32c(data)
+        _name, download = await self._live_service("getJournal").serve_segment(jid, segment_txid, in_progress_ok,
+                                                                               storage_info)
+        async with download:
+            body = b"".join([chunk async for chunk in download])
+        return body, download.crc
 
     def segment_files(self, jid: str) -> list[tuple[str, bytes]]:
         """``(file name, bytes)`` of every segment file of ``jid`` on this node's disk, sorted."""
-        root = f"/{self.name}/{jid}/current"
+        root = current_dir(f"/{self.name}", jid)
         out = []
         for path, data in self.fs.walk_files(root):
             name = path.rsplit("/", 1)[1]
@@ -430,11 +376,13 @@ def _records_upto(data: bytes, end_txid: int) -> list[tuple[int, bytes]]:
     return out
 
 
-def _parse_get_journal_url(url: str) -> tuple[str, int]:
+def _parse_get_journal_url(url: str) -> tuple[str, str, int, bool, str | None]:
+    """``(node, jid, segment txid, in progress ok, storageInfo)`` of a ``/getJournal`` URL."""
     u = urlsplit(url)
     q = parse_qs(u.query)
     try:
-        return u.netloc, int(q["segmentTxId"][0])
+        return (u.netloc, q["jid"][0], int(q["segmentTxId"][0]), q.get("inProgressOk", ["true"])[0] != "false",
+                q["storageInfo"][0] if "storageInfo" in q else None)
     except (KeyError, ValueError, IndexError):
         raise TransportError(f"bad getJournal URL {url!r}") from None
 
@@ -462,6 +410,7 @@ class SimCluster:
         self.settings = sim_settings()
         #: every node's edit cache capacity this run (0: disabled, small ones evict and miss often)
         self.edit_cache_bytes = rng.choice(EDIT_CACHE_CHOICES)
+        self.jn_settings = jn_settings(self.edit_cache_bytes, self.settings.transfer_chunk_bytes)
         self.background: list[asyncio.Task] = []
         self.http_fetches = 0
 
@@ -480,8 +429,8 @@ class SimCluster:
                                     segment_fetcher=fetch)
 
     async def http_fetch(self, src: str, dst: str, jid: str, segment_txid: int,
-                         in_progress_ok: bool) -> tuple[bytes, int]:
-        """A simulated ``GET /getJournal`` from ``src`` to node ``dst``.
+                         in_progress_ok: bool, storage_info: str | None = None) -> tuple[bytes, int | None]:
+        """A simulated ``GET /getJournal`` from ``src`` to node ``dst`` (its answer: the node's service).
 
         Obeys partitions and crashes, and the network fault hook's drop and delay
         for the request and for the response.
@@ -505,7 +454,7 @@ class SimCluster:
             if leg == 0:
                 if node is None or not node.alive:
                     raise TransportError(f"GET /getJournal {src} -> {dst}: connection refused")
-                data, crc = node.serve_segment(jid, segment_txid, in_progress_ok)
+                data, crc = await node.serve_segment(jid, segment_txid, in_progress_ok, storage_info)
         return data, crc
 
     def disk_states(self) -> list[NodeSegment]:

@@ -21,7 +21,10 @@ Theory of operation:
   (:mod:`qjournal.sim.disk`).
 * ``run_in_executor`` (and therefore ``asyncio.to_thread``) runs the function
   inline and returns a finished future, so code that pushes fsyncs to a thread
-  stays deterministic.
+  stays deterministic. A :class:`SimThread` is a simulated worker thread: its calls run
+  one at a time, in submission order, each in a loop callback of its own, so the
+  caller waits a turn of the loop as it waits for a real thread (other callbacks
+  interleave) without leaving the one thread of the simulation.
 * All randomness of a run comes from :attr:`VirtualTimeLoop.rng`, one
   ``random.Random(seed)``.
 * Processes (:class:`SimProcess`): code started with :func:`run_in_process`
@@ -54,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.base_events
+import collections
 import concurrent.futures
 import contextvars
 import gc
@@ -63,7 +67,7 @@ import selectors
 from typing import Any, Callable, Coroutine
 
 __all__ = ["VirtualTimeLoop", "SimulationStalled", "SimulationLimitExceeded", "run_simulation",
-           "SimProcess", "run_in_process", "CURRENT_PROCESS", "ProcessKilled", "join_process_task"]
+           "SimProcess", "run_in_process", "CURRENT_PROCESS", "ProcessKilled", "join_process_task", "SimThread"]
 
 #: virtual time at which every run starts (not zero, so "time 0" bugs show)
 START_TIME_S = 1000.0
@@ -153,6 +157,44 @@ async def join_process_task(process: SimProcess, task: asyncio.Task, poll_s: flo
             raise ProcessKilled(f"{process.name} was killed")
         await asyncio.wait({task}, timeout=poll_s)
     return task.result()
+
+
+class SimThread:
+    """A simulated worker thread (module docstring): ``await run(fn, *args)`` runs ``fn(*args)`` in a
+    loop callback of its own, after every call submitted before it, and hands back its result or its
+    exception (a ``BaseException`` too, as a thread pool's future would)."""
+
+    def __init__(self) -> None:
+        self._queue: collections.deque[tuple[Callable[..., Any], tuple, asyncio.Future]] = collections.deque()
+        self._closed = False
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on this thread (see the class docstring)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._queue.append((fn, args, fut))
+        if len(self._queue) == 1:
+            loop.call_soon(self._step)
+        return await fut
+
+    def _step(self) -> None:
+        fn, args, fut = self._queue.popleft()
+        try:
+            result = fn(*args)  # a caller that went away (cancelled): its call runs, as on a real thread
+        except BaseException as exc:  # handed to the awaiting task, as a thread pool would
+            if fut.done():
+                raise  # nobody awaits it: the loop's exception handler reports it
+            fut.set_exception(exc)
+        else:
+            if not fut.done():
+                fut.set_result(result)
+        finally:
+            if self._queue:  # the next call's turn: after this one's caller was woken
+                asyncio.get_running_loop().call_soon(self._step)
+
+    def close(self) -> None:
+        """No more calls are expected (the queued ones still run)."""
+        self._closed = True
 
 
 def _task_factory(loop: asyncio.AbstractEventLoop, coro, context=None) -> asyncio.Task:

@@ -497,7 +497,7 @@ class _Run:
             for n in cl.names:
                 await cl.nodes[n].sync_once()
         try:
-            ms = {n: cl.nodes[n]._journal(JID).get_edit_log_manifest(0, True, True) for n in cl.names}
+            ms = {n: (await cl.nodes[n].journal(JID)).get_edit_log_manifest(0, True, True) for n in cl.names}
         except QJournalError as e:
             self.history.add(Failure("syncer", "NotHealed", f"cannot read the manifests: {e}"))
             return
@@ -521,7 +521,7 @@ class _Run:
                 newest = max((sg.start_txid for sg in m.segments), default=None)
                 if any(sg.in_progress and sg.start_txid == start for sg in m.segments) and start == newest:
                     continue
-                if seg.end_txid < cl.nodes[n]._journal(JID).purged_below:
+                if seg.end_txid < (await cl.nodes[n].journal(JID)).purged_below:
                     continue
                 self.history.add(Failure(n, "NotHealed", f"after two sync rounds it still lacks finalized "
                                          f"segment {seg} held by {', '.join(sorted(held))}"))

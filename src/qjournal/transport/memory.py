@@ -4,7 +4,7 @@ Why this module exists: the quorum protocol must be tested against lost,
 duplicated, delayed and reordered messages, partitions and crashed nodes, and
 every such run must replay exactly from a seed. Real sockets can do none of
 that deterministically. This network carries the *same* byte frames as TCP
-through asyncio ``Transport``/``Protocol`` objects, so :mod:`qjournal.transport.rpc`
+through asyncio ``Transport``/``Protocol`` objects, so :mod:`qjournal.transport.server`
 runs unchanged over it (same framing, same limits, same malformed-frame
 behaviour), while every delivery is a ``loop.call_soon``/``call_later`` callback
 that a virtual-time loop (:mod:`qjournal.sim.loop`) drives.

@@ -4,7 +4,10 @@ Why: the NameNode's edit directories are configured as URIs
 (``dfs.namenode.edits.dir``, ``dfs.namenode.shared.edits.dir``): ``file:///...``
 for a directory, ``qjournal://h1:8485;h2:8485;h3:8485/<jid>`` for a JournalNode
 quorum, and anything a third party provides (BookKeeper in HDFS's day). The
-NameNode must not import every back end; it asks this registry.
+NameNode asks this registry rather than naming back ends itself. It lives with
+the NameNode, its user, above both built-in back ends (the HDFS-1580
+``journalmanager`` and the quorum ``client``), so it imports them plainly: no
+import by name runs back up the layers.
 
 Resolution order for a scheme (first hit wins):
 
@@ -27,6 +30,7 @@ from importlib import metadata
 from typing import Any, Callable
 from urllib.parse import urlparse
 
+from qjournal.client.qjm import QuorumJournalManager
 from qjournal.errors import JournalError, UnknownSchemeError
 from qjournal.journalmanager.base import JournalManager
 from qjournal.journalmanager.file import FileJournal
@@ -61,21 +65,14 @@ def _file_factory(uri: str, conf: Any) -> JournalManager:
 
 
 def _qjournal_factory(uri: str, conf: Any) -> JournalManager:
-    try:
-        mod = importlib.import_module("qjournal.client.qjm")
-        cls = getattr(mod, "QuorumJournalManager")
-    except (ImportError, AttributeError) as e:
-        raise JournalError(
-            f"{uri}: the qjournal:// back end (qjournal.client.qjm.QuorumJournalManager) is not "
-            f"available: {e}", uri=uri) from None
-    return cls.from_uri(uri, conf)
+    return QuorumJournalManager.from_uri(uri, conf)
 
 
 _BUILTIN: dict[str, JournalFactory] = {"file": _file_factory, "qjournal": _qjournal_factory}
 
 
 def _load_callable(spec: str, where: str) -> JournalFactory:
-    module, sep, attr = spec.partition(":")
+    module, sep, attr = spec.partition(":")  # a third party's plugin, named by the configuration
     if not sep or not module or not attr:
         raise JournalError(f"{where}: expected 'module:callable', got {spec!r}")
     try:
