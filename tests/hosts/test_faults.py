@@ -159,13 +159,13 @@ def test_clock_faults_on_every_role(nemesis):
     assert {u for _, u in clocked} == {ZK, JN, NN, ZKFC}, clocked
     for i, (h, u) in enumerate(clocked):
         n.proc.jump(h, u, 600 if i % 2 == 0 else -600)
-    time.sleep(3.0)   # the clocks stay moved while the clients work (libfaketime re-reads its file each second)
+    time.sleep(2.0)   # the clocks stay moved while the clients work (libfaketime re-reads its file each second)
     for i, (h, u) in enumerate(clocked):
         n.proc.jump(h, u, -1200 if i % 2 == 0 else 1200)
-    time.sleep(3.0)
+    time.sleep(2.0)
     for i, (h, u) in enumerate(clocked):
         n.proc.rate(h, u, 5.0 if i % 2 == 0 else 0.1)
-    time.sleep(3.0)
+    time.sleep(2.0)
     for h, u in clocked:
         n.proc.clock_reset(h, u)
     assert n.active_host() == active, "a wall-clock fault moved the active role"

@@ -74,16 +74,17 @@ def test_the_wall_clock_moves_and_no_monotonic_wait_does(spec, offset_s, tmp_pat
 def test_libfiu_never_deadlocks_a_namenode_loading_pyarrow(tmp_path):
     """libfiu wraps malloc and mmap under a lock of its own and calls dlsym inside it; pyarrow's jemalloc
     background thread calling malloc while the NameNode's import loads libarrow deadlocked 5 starts in 20
-    (a NameNode that never sent READY). Ten starts with the disk preload's environment all finish."""
+    (a NameNode that never sent READY). Six starts with the disk preload's environment all finish (the old
+    environment hangs at least one of six in 82 % of runs)."""
     why = unavailable_reason()
     if why is not None:
         pytest.skip(why)
     env = dict(os.environ, **preload_environment("disk", "", str(tmp_path / "ctrl")))
     program = "import qjournal.namenode.daemon, asyncio; asyncio.run(asyncio.sleep(0.01)); print('ok')"
-    for i in range(10):
+    for i in range(6):
         try:
             r = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"start {i + 1} of 10 hung under libfiu (the loader-lock deadlock)")
+            pytest.fail(f"start {i + 1} of 6 hung under libfiu (the loader-lock deadlock)")
         assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
