@@ -146,7 +146,8 @@ def test_observer_seeds_hold_every_rule():
         assert any(e.nn == "nn3" and e.role == "observer" for e in r.history.of(NamespaceState)), r.summary()
         assert r.stats["observer_transitions"] >= 1
         kinds_on_observer |= {f.kind for f in r.history.of(Fault) if "nn3" in f.detail}
-    assert kinds_on_observer == {"nn_crash", "nn_pause", "nn_jn_partition", "client_nn_partition"}
+    # (the wall-clock jumps of issue 28 reach the observer's machine too, in the runs drawn to have them)
+    assert kinds_on_observer - {"clock_jump"} == {"nn_crash", "nn_pause", "nn_jn_partition", "client_nn_partition"}
 
 
 def test_an_observer_that_ignores_the_client_state_id_is_caught(monkeypatch):

@@ -103,7 +103,8 @@ class Checkpointer:
         conf: the checkpoint keys and, with HA, the addresses of the other NameNodes.
         nn_id: this NameNode's id (it never uploads to itself).
         name_dir: where images are saved.
-        clock_ms: wall clock in ms.
+        clock_ms: the monotonic clock in ms (the checkpoint period is a duration: a wall clock that
+            jumps must not start or hold back a checkpoint; issue 28, H1).
         ha_enabled: checkpoint on the standby and upload to the active (else: the active checkpoints itself).
         connect: reaches the other NameNodes (the upload).
         on_crash: told if the checkpoint loop dies of an unexpected error (the NameNode fails).

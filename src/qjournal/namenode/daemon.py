@@ -109,7 +109,11 @@ class NameNode:
     Args:
         conf: the configuration.
         nn_id: this NameNode's id in the nameservice (``dfs.ha.namenode.id`` by default).
-        clock_ms: wall clock in ms (injectable for tests).
+        clock_ms: wall clock in ms (injectable for tests): only for what a person reads as a date
+            (modification times, edit timestamps, the report's time of day).
+        monotonic_ms: the clock of every duration and deadline (retry-cache expiry, the observer's read
+            wait, the checkpoint period, phase timings), default ``time.monotonic``: a wall clock
+            that jumps or drifts (issue 28, H1) must not expire, shorten or stretch any of them.
         exit_hook: called with an exit status when the NameNode must terminate
             (fenced / journal failure). Default: nothing (the daemon passes one).
         journal_opener: opens its journals by URI (default: the registry's ``open_journal``;
@@ -120,6 +124,7 @@ class NameNode:
 
     def __init__(self, conf: Configuration, nn_id: str | None = None, *,
                  clock_ms: Callable[[], int] | None = None,
+                 monotonic_ms: Callable[[], int] | None = None,
                  exit_hook: Callable[[int], None] | None = None,
                  journal_opener: JournalOpener = open_journal,
                  connect: RpcConnector | None = None) -> None:
@@ -131,6 +136,7 @@ class NameNode:
         #: "NameNode <id>", for messages
         self.label = f"NameNode {self.nn_id or ''}".strip()
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.monotonic_ms = monotonic_ms or (lambda: int(time.monotonic() * 1000))
         self.exit_hook = exit_hook
         self.name_dir = name_dir_of(conf)
         self.superuser = conf.get("qjournal.namenode.superuser") or "root"
@@ -227,7 +233,7 @@ class NameNode:
             permissions_enabled=self.permissions_enabled, where=path)
         self.last_checkpoint_txid = info.txid
         self.tailer = EditLogTailer(self.namespace, self.retry_cache, self.ns_lock, info.txid,
-                                    self.clock_ms, self.tail_period_ms,
+                                    self.monotonic_ms, self.tail_period_ms,
                                     in_progress_ok=self.tail_in_progress, on_crash=self._on_fatal,
                                     backoff_max_ms=self.tail_backoff_max_ms,
                                     on_applied=self.applied_waiters.notify)
@@ -252,7 +258,7 @@ class NameNode:
                                               on_crash=self._on_fatal)
             self.log_roller.start()
         self.checkpointer = Checkpointer(self, self.conf, nn_id=self.nn_id, name_dir=self.name_dir,
-                                         clock_ms=self.clock_ms, ha_enabled=self.ha_enabled,
+                                         clock_ms=self.monotonic_ms, ha_enabled=self.ha_enabled,
                                          connect=self.connect, on_crash=self._on_fatal,
                                          after_upload=self.log_roller.trigger if self.log_roller else None)
         self.checkpointer.start()
@@ -313,17 +319,17 @@ class NameNode:
             QJournalError: fencing, catch-up or the new segment failed; nothing is left open.
         """
         assert self.tailer is not None
-        t0 = self.clock_ms()
+        t0 = self.monotonic_ms()
         local, shared = open_journals(self.conf, self.ns_info, self.journal_opener)
         jset = make_journal_set(local, shared)
         phases: dict[str, int] = {}
         try:
             # fencing: a new epoch on the quorum (or the lock of a shared dir)
             await jset.recover_unfinalized_segments()
-            phases["fence_ms"] = self.clock_ms() - t0
+            phases["fence_ms"] = self.monotonic_ms() - t0
             # every remaining edit (all finalized now), from the shared journal
             n = await self.tailer.catch_up(shared)  # type: ignore[arg-type]
-            phases["catch_up_ms"] = self.clock_ms() - t0 - phases["fence_ms"]
+            phases["catch_up_ms"] = self.monotonic_ms() - t0 - phases["fence_ms"]
             phases["catch_up_txns"] = n
             await self._open_editlog(jset)
         except Exception:

@@ -62,7 +62,8 @@ class EditLogTailer:
         retry_cache: rebuilt from the ops' client ids.
         lock: the NameNode's namespace lock (shared with FSEditLog).
         last_applied_txid: txid already in the namespace (image txid + replayed).
-        clock_ms: "now" for retry cache entries.
+        clock_ms: "now" for retry cache entries: the NameNode's monotonic clock (their expiry is a
+            duration; issue 28, H1).
         period_ms: ``dfs.ha.tail-edits.period``.
         backoff_max_ms: ``dfs.ha.tail-edits.period.backoff-max`` (0 or not above the period:
             no back-off).
