@@ -12,7 +12,8 @@ The writer runs on the product's event loop (``qjournal.event-loop``: uvloop whe
 NameNode runs it. Records are framed before the timed loop (the application's encoding is not
 the commit path); each timed ``sync`` sends one batch and waits for a quorum.
 
-Run: ``.venv/bin/python bench/qjm_bench.py`` (about a minute).
+Run: ``.venv/bin/python bench/qjm_bench.py`` (about a minute). ``--nodes 3,5,7`` instead measures how the commit
+latency changes as JournalNodes are added (seed 000 §performance), each quorum size against its own floor.
 """
 
 from __future__ import annotations
@@ -330,21 +331,90 @@ async def bench(args: argparse.Namespace, uri: str, jns: list, edits_root: str) 
     return lines
 
 
+#: the shapes of the --nodes table: one record, a batch of 100, and batches of 1000 with syncs in flight
+SCALING_SHAPES = [(1, 100, 1), (100, 100, 1), (1000, 100, 8)]
+
+
+async def bench_nodes(args: argparse.Namespace, uri: str, n_nodes: int, edits_root: str) -> list[str]:
+    """One row per shape for a quorum of ``n_nodes``: commit p50/p99, txns/s, and the p50's ratio to that
+    quorum's floor (``quorum_flush_s``: the ``n_nodes`` writers on this one disk until a majority is durable,
+    plus a loopback round trip): what the software adds as JournalNodes are added (seed 000 §performance)."""
+    settings = QJMSettings().with_overrides(write_txns_timeout_ms=20000)
+    qjm = QuorumJournalManager(uri, settings=settings)
+    rows = []
+    try:
+        await qjm.format(NamespaceInfo(777, "bench"))
+        await qjm.recover_unfinalized_segments()
+        rtt = loopback_rtt_s()
+        txid = 1
+        for batch, size, window in SCALING_SHAPES:
+            nbytes = batch * (size + RECORD_OVERHEAD)
+            floor = quorum_flush_s(edits_root, nbytes, 30, nodes=n_nodes) + rtt
+            if window == 1:
+                lat, txns, elapsed, txid = await run_shape(qjm, txid, batch, size, args.seconds, 100000)
+            else:
+                lat, txns, elapsed, txid = await run_shape_window(qjm, txid, batch, size, args.seconds, window)
+            p50, p99 = pct(lat, 50), pct(lat, 99)
+            row = (f"{n_nodes:>5} {batch:>6} x {size:<4} {window:>6} | {p50 * 1e3:7.2f} {p99 * 1e3:7.2f} | "
+                   f"{txns / elapsed:10,.0f} | {floor * 1e3:8.2f} {p50 / floor:8.2f}")
+            rows.append(row)
+            print(row, flush=True)
+    finally:
+        await qjm.close(drain_timeout_ms=0)
+    return rows
+
+
+def start_journalnodes(root: str, n: int) -> list:
+    jns = []
+    for i in range(n):
+        d = os.path.join(root, f"jn{i}")
+        jns.append(start_daemon(f"jn{i}", qjournal_argv(
+            "journalnode", "--edits-dir", d, "--rpc-address", "127.0.0.1:0",
+            "--http-address", "127.0.0.1:0"), log_path=os.path.join(root, f"jn{i}.log"),
+            env={"QJOURNAL_LOG_LEVEL": "WARNING"}))
+    return jns
+
+
+def main_nodes(args: argparse.Namespace, counts: list[int]) -> int:
+    """``--nodes 3,5,7``: the commit latency and rate for each quorum size, one after the other."""
+    print(f"qjm_bench --nodes: load average {os.getloadavg()[0]:.1f} at start", flush=True)
+    header = (f"{'nodes':>5} {'batch':>13} {'in flight':>6} | {'p50 ms':>7} {'p99 ms':>7} | {'txns/s':>10} | "
+              f"{'floor ms':>8} {'p50/floor':>8}")
+    print(header + "\n" + "-" * len(header), flush=True)
+    for n in counts:
+        root = tempfile.mkdtemp(prefix=f"qjm-bench-{n}-")
+        jns = start_journalnodes(root, n)
+        try:
+            uri = "qjournal://" + ";".join(j.ready["rpc"] for j in jns) + "/bench"
+            with asyncio.Runner(loop_factory=event_loop_factory(Configuration())) as runner:
+                runner.run(bench_nodes(args, uri, n, root))
+        finally:
+            for j in jns:
+                j.stop(5)
+    print(f"load average at end {os.getloadavg()[0]:.1f}", flush=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=2.0, help="time per shape (default 2)")
     ap.add_argument("--window", type=int, default=8, help="syncs in flight for the group-commit rows")
     ap.add_argument("--dir", default=None, help="directory for the JournalNodes (default: a temp dir)")
+    ap.add_argument("--nodes", default=None, metavar="N,N,...",
+                    help="instead of the full run: the commit latency for each quorum size (e.g. 3,5,7)")
     args = ap.parse_args()
+    if args.nodes:
+        try:
+            counts = [int(x) for x in args.nodes.split(",")]
+        except ValueError:
+            ap.error(f"--nodes {args.nodes!r}: comma-separated JournalNode counts, e.g. 3,5,7")
+        if any(n < 1 for n in counts):
+            ap.error(f"--nodes {args.nodes!r}: each count must be at least 1")
+        return main_nodes(args, counts)
     root = args.dir or tempfile.mkdtemp(prefix="qjm-bench-")
     jns = []
     try:
-        for i in range(3):
-            d = os.path.join(root, f"jn{i}")
-            jns.append(start_daemon(f"jn{i}", qjournal_argv(
-                "journalnode", "--edits-dir", d, "--rpc-address", "127.0.0.1:0",
-                "--http-address", "127.0.0.1:0"), log_path=os.path.join(root, f"jn{i}.log"),
-                env={"QJOURNAL_LOG_LEVEL": "WARNING"}))
+        jns = start_journalnodes(root, 3)
         uri = "qjournal://" + ";".join(j.ready["rpc"] for j in jns) + "/bench"
         try:
             load = os.getloadavg()[0]

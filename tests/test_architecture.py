@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import os
 import pathlib
 
 import pytest
@@ -272,3 +273,55 @@ def test_a_broken_invariant_is_never_swallowed():
 def test_the_handler_rule_itself(source, expected):
     handler = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ExceptHandler))
     assert _is_broad(handler) and _passes_it_on(handler) is expected
+
+
+# --- the picture in docs/architecture.md, drawn from the import graph ----------------------------------------
+
+DOC = SRC.parent.parent / "docs" / "architecture.md"
+FLOORS_BEGIN = "<!-- floors (rendered from the import graph by tests/test_architecture.py) -->\n"
+FLOORS_END = "<!-- /floors -->"
+
+
+def package_floors() -> dict[int, list[str]]:
+    """Each package's floor in the import graph: 0 for a package importing no other, else one above the
+    highest package it imports (so siblings that do not import each other share a floor)."""
+    deps: dict[str, set[str]] = collections.defaultdict(set)
+    for m, targets in _graph().items():
+        for t in targets:
+            if _package(t) != _package(m):
+                deps[_package(m)].add(_package(t))
+    memo: dict[str, int] = {}
+
+    def floor(p: str) -> int:
+        if p not in memo:
+            memo[p] = 0 if not deps[p] else 1 + max(floor(q) for q in deps[p])
+        return memo[p]
+    out: dict[int, list[str]] = collections.defaultdict(list)
+    for p in sorted({_package(m) for m in MODULES}):
+        out[floor(p)].append(p)
+    return dict(out)
+
+
+def render_floors() -> str:
+    def name(p: str) -> str:
+        return {"__main__": "__main__.py", "__init__": "__init__.py", "errors": "errors.py"}.get(p, f"{p}/")
+    lines = ["```"]
+    for f, pkgs in sorted(package_floors().items(), reverse=True):
+        lines.append(f"floor {f}   " + "  ".join(name(p) for p in pkgs))
+    lines.append("```")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_docs_picture_is_the_import_graph():
+    """docs/architecture.md's floors are the import graph's (``QJOURNAL_REWRITE_DOCS=1`` rewrites them)."""
+    text = DOC.read_text()
+    i = text.find(FLOORS_BEGIN)
+    j = text.find(FLOORS_END, i)
+    assert i >= 0 and j > i, f"{DOC}: no {FLOORS_BEGIN.strip()} ... {FLOORS_END} block"
+    want = render_floors()
+    got = text[i + len(FLOORS_BEGIN):j]
+    if got != want and os.environ.get("QJOURNAL_REWRITE_DOCS"):
+        DOC.write_text(text[:i + len(FLOORS_BEGIN)] + want + text[j:])
+        return
+    assert got == want, (f"{DOC}'s floors differ from the import graph; QJOURNAL_REWRITE_DOCS=1 pytest "
+                         f"tests/test_architecture.py rewrites them:\n{want}")

@@ -41,13 +41,3 @@ def connector_for(rpc: FakeRpc):
         rpc.connects += 1
         return rpc
     return connect
-
-
-async def wait_until(pred: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Wait for a condition with a deadline (yielding to the loop), never a bare sleep."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not pred():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached before the deadline")
-        await asyncio.sleep(0)

@@ -12,7 +12,9 @@ from qjournal.errors import (InvariantViolation, JournalOutOfSyncError, LoggerTo
 from qjournal.protocol.messages import (JournalState, Manifest, NamespaceInfo, NewEpochResponse,
                                         PrepareRecoveryResponse, SegmentState)
 
-from .fakes import FakeRpc, connector_for, wait_until
+from qjournal.util.waiting import async_wait_until
+
+from .fakes import FakeRpc, connector_for
 
 
 PREPARED = PrepareRecoveryResponse(SegmentState(1, 5, True), None, 1, 4)
@@ -57,10 +59,10 @@ def test_one_call_in_flight_at_a_time():
         lg, rpc = make(beh)
         lg.set_epoch(1)
         futs = [lg.heartbeat() for _ in range(3)]
-        await wait_until(lambda: len(gates) == 1)
+        await async_wait_until(lambda: len(gates) == 1, "the first heartbeat sent", poll_s=0)
         assert rpc.in_flight == 1
         for i in range(3):
-            await wait_until(lambda: len(gates) == i + 1)
+            await async_wait_until(lambda: len(gates) == i + 1, f"heartbeat {i + 1} sent", poll_s=0)
             gates[i].set_result(None)
         await asyncio.gather(*futs)
         return rpc.max_in_flight
@@ -103,12 +105,12 @@ def test_queue_is_bounded_in_bytes_but_takes_one_oversized_batch_when_empty():
         with pytest.raises(LoggerTooFarBehindError, match="queued-edits.limit.mb"):
             await f2
         assert not lg.out_of_sync  # an overflow alone does not mark out of sync (reference §4.3)
-        await wait_until(lambda: gate is not None)
+        await async_wait_until(lambda: gate is not None, "the oversized batch sent", poll_s=0)
         gate.set_result(None)
         await f1
         assert lg.queued_bytes == 0
         f3 = lg.send_edits(1, 2, 1, b"y")
-        await wait_until(lambda: gate.done() is False)
+        await async_wait_until(lambda: gate.done() is False, "the next batch sent", poll_s=0)
         gate.set_result(None)
         await f3
     asyncio.run(main())
@@ -276,7 +278,8 @@ def test_lagging_batches_are_coalesced():
         lg, rpc = make(beh)
         lg.set_epoch(1)
         futs = [lg.send_edits(1, 1, 1, bytes([1]))]
-        await wait_until(lambda: gate is not None)  # batch 1 in flight, the node is slow
+        # batch 1 in flight, the node is slow
+        await async_wait_until(lambda: gate is not None, "batch 1 sent", poll_s=0)
         futs += [lg.send_edits(1, t, 1, bytes([t])) for t in range(2, 6)]
         gate.set_result(None)
         await asyncio.gather(*futs)
@@ -337,10 +340,10 @@ def test_a_batch_answered_after_the_logger_closed_completes_quietly():
         lg.set_epoch(1)
         await lg.heartbeat()                    # connected: the next batch would go out directly...
         f0 = lg.send_edits(1, 1, 1, b"x")       # ...but this fake has no send(): the worker sends it
-        await wait_until(lambda: rpc.in_flight == 1)
+        await async_wait_until(lambda: rpc.in_flight == 1, "the batch in flight", poll_s=0)
         await lg.close()
         gate.set_exception(TransportError("connection reset"))   # the answer comes after the close
-        await wait_until(lambda: f0.done())
+        await async_wait_until(lambda: f0.done(), "the batch completed", poll_s=0)
         for _ in range(3):
             await asyncio.sleep(0)
         return f0, reported
@@ -373,9 +376,11 @@ def test_recovery_calls_carry_no_committed_txid():
 def test_concurrent_callers_share_one_connection_attempt():
     async def main():
         gate = asyncio.Event()
+        connecting = asyncio.Event()
         made = []
 
         async def connect():
+            connecting.set()
             await gate.wait()
             rpc = FakeRpc(lambda m, kw: {"segments": [], "committed_txid": -12345})
             made.append(rpc)
@@ -384,7 +389,7 @@ def test_concurrent_callers_share_one_connection_attempt():
         lg.set_epoch(1)
         hb = lg.heartbeat()
         rd = asyncio.ensure_future(lg.get_edit_log_manifest(0, False))
-        await wait_until(lambda: lg._connecting is not None)
+        await asyncio.wait_for(connecting.wait(), 10)  # the first caller is inside the connector
         gate.set()
         await asyncio.gather(hb, rd)
         return len(made)

@@ -10,6 +10,8 @@ from qjournal.errors import (FencedError, GapInTransactionsError, JournalAlready
 from qjournal.transport import RpcClient
 from qjournal.journalmanager.streams import SegmentInfo
 
+from qjournal.util.waiting import async_wait_until
+
 from .memcluster import NS, MemCluster
 
 
@@ -344,9 +346,8 @@ def test_sync_with_nothing_new_waits_for_an_overlapping_sync(tmp_path):
         s = await q.start_log_segment(1)
         s.write(1, body(1))
         s.mark()
-        from .fakes import wait_until
         first = asyncio.ensure_future(s.sync())
-        await wait_until(lambda: s.pending_bytes == 0)  # the first sync dispatched txid 1
+        await async_wait_until(lambda: s.pending_bytes == 0, "the first sync to dispatch txid 1", poll_s=0)
         assert s.last_synced_txid == 0
         await s.sync()  # nothing new: returns only once txid 1 is durable
         assert s.last_synced_txid == 1

@@ -5,6 +5,8 @@ import asyncio
 
 from qjournal.config import Configuration
 
+from qjournal.util.waiting import async_wait_until
+
 from .memcluster import FAST, NS, MemCluster
 from .test_qjm_memory import body, run, write_segment
 
@@ -14,16 +16,12 @@ async def tail(r, from_txid):
     return [(x.txid, x.body) async for x in stream]
 
 
-async def wait_tail(r, from_txid, last, deadline_s=10.0):
+async def wait_tail(r, from_txid, last):
     """Tail until ``last`` is readable (the committed txid reaches the nodes by a notice)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline_s
-    while True:
+    async def tailed():
         got = await tail(r, from_txid)
-        if got and got[-1][0] >= last:
-            return got
-        assert loop.time() < end, f"tail from {from_txid} reached only {got[-1][0] if got else None}"
-        await asyncio.sleep(0.005)
+        return got if got and got[-1][0] >= last else None
+    return await async_wait_until(tailed, f"a tail from {from_txid} to reach txid {last}", 10, poll_s=0.005)
 
 
 async def writer(c):

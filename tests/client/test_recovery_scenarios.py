@@ -8,6 +8,8 @@ import asyncio
 
 import pytest
 
+from qjournal.util.waiting import async_wait_until
+
 from .faults import fail_calls
 from .memcluster import MemCluster
 from .scenario_helpers import build, check_recovered, read_bodies, recover, write_after
@@ -151,17 +153,11 @@ def test_2_10_7_multiple_recoveries_first_failed(tmp_path):
         q = c.qjm(connector_factory=plan.connector_factory(c.network))
         with pytest.raises(QuorumError, match="finalize_log_segment"):
             await q.recover_unfinalized_segments()
-        finalized = []
 
-        async def j3_state():
-            finalized[:] = await Core(c, j3).segments()
+        async def j3_finalized():
+            return (101, 150, False) in await Core(c, j3).segments()
         # the finalize sent to JN3 is still in flight when the quorum is known lost
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 5
-        while (101, 150, False) not in finalized:
-            assert loop.time() < deadline, f"JN3 never finalized: {finalized}"
-            await j3_state()
-            await asyncio.sleep(0)
+        await async_wait_until(j3_finalized, "JN3 to finalize 101-150", 5, poll_s=0)
         await q.close()
         assert (101, 150, True) in await Core(c, j1).segments()  # accepted, not finalized
         await c.stop(j3)

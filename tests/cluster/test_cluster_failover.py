@@ -22,7 +22,7 @@ from qjournal.localcluster.launcher import LocalCluster
 from qjournal.ha.zookeeper import pid_alive
 from qjournal.util.proc import qjournal_argv
 
-from ha.zk_fixtures import wait_until
+from qjournal.util.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -57,12 +57,12 @@ def test_cluster_cli_kill_active_namenode_and_restart(tmp_path):
         r = cli("restart", active, "--run-dir", run_dir)
         assert r.returncode == 0, r.stderr
         c = LocalCluster.open(run_dir, out=lambda s: None)
-        wait_until(lambda: (c.nn_states().get(active) or {}).get("state") == "standby", 60,
-                   f"{active} back as standby")
+        wait_until(lambda: (c.nn_states().get(active) or {}).get("state") == "standby", f"{active} back as standby",
+                   60)
         assert c.active_namenode() == other
         # its controller must have seen it healthy again before it can take over
         wait_until(lambda: (c.zkfc_states().get(f"zkfc-{active}") or {}).get("health") == "SERVICE_HEALTHY",
-                   60, f"the controller of {active} sees it healthy")
+                   f"the controller of {active} sees it healthy", 60)
         # graceful manual failover through the ZKFCs: back to the restarted node
         r = subprocess.run(qjournal_argv("--conf", c.conf_dir, "haadmin", "-failover", other, active),
                            capture_output=True, text=True, timeout=120)
@@ -80,7 +80,7 @@ def test_cluster_cli_kill_active_namenode_and_restart(tmp_path):
         finally:
             c.kill(f"zkfc-{active}", signal.SIGCONT)
         wait_until(lambda: (c.zkfc_states().get(f"zkfc-{active}") or {}).get("elector_state") == "STANDBY",
-                   60, f"zkfc-{active} standby after its pause")
+                   f"zkfc-{active} standby after its pause", 60)
         assert c.active_namenode() == other
         r = cli("logs", "zkfc-" + other, "--run-dir", run_dir, "-n", "200")
         assert "fence_old_active_done" in r.stdout or "transition_to_active_done" in r.stdout

@@ -16,7 +16,7 @@ from qjournal.localcluster.launcher import LocalCluster
 from qjournal.namenode.dfs_client import DFSClient
 from qjournal.util.proc import qjournal_argv
 
-from ha.zk_fixtures import wait_until
+from qjournal.util.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -49,8 +49,8 @@ def test_cluster_up_with_an_observer(tmp_path):
 
         st, on_observer, sid = asyncio.run(write_then_read())
         assert st is not None and st["type"] == "d" and on_observer == 1
-        wait_until(lambda: ((c.nn_states()["nn3"] or {}).get("last_applied_txid") or 0) >= sid, 30,
-                   "the observer applied the write")
+        wait_until(lambda: ((c.nn_states()["nn3"] or {}).get("last_applied_txid") or 0) >= sid,
+                   "the observer applied the write", 30)
         r = cli("cluster", "status", "--run-dir", run_dir)
         assert r.returncode == 0, r.stderr
         line = [ln for ln in r.stdout.splitlines() if ln.startswith("nn3 ")][0]

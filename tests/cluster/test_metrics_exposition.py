@@ -22,7 +22,8 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from namenode.procs import Cluster, wait_until
+from tests.namenode.procs import Cluster
+from qjournal.util.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -49,3 +49,32 @@ def test_setup_is_idempotent_and_plain_mode():
 def test_unknown_level():
     with pytest.raises(ValueError, match="unknown log level"):
         setup_logging("x", "LOUD")
+
+
+def test_levels_of_single_loggers_and_trace():
+    import logging
+
+    import pytest
+
+    from qjournal.cli._daemon import setup_daemon_logging
+    from qjournal.config import Configuration
+    from qjournal.errors import ConfigError
+    from qjournal.util.logs import TRACE, parse_logger_levels
+
+    assert logging.getLevelName(TRACE) == "TRACE"
+    assert parse_logger_levels(["qjournal.ipc=TRACE", " qjournal.ha = debug "]) == {
+        "qjournal.ipc": TRACE, "qjournal.ha": logging.DEBUG}
+    for bad, why in (("qjournal.ipc", "expected logger=LEVEL"), ("=TRACE", "expected logger=LEVEL"),
+                     ("qjournal.ipc=LOUD", "unknown log level 'LOUD'")):
+        with pytest.raises(ValueError, match=why):
+            parse_logger_levels([bad])
+    with pytest.raises(ConfigError, match="qjournal.log.levels: 'qjournal.ipc=LOUD'"):
+        setup_daemon_logging("t", Configuration({"qjournal.log.levels": "qjournal.ipc=LOUD"}))
+    with pytest.raises(ConfigError, match="qjournal.log.level: unknown log level"):
+        setup_daemon_logging("t", Configuration({"qjournal.log.level": "LOUD"}))
+    try:
+        setup_daemon_logging("t", Configuration({"qjournal.log.levels": "qjournal.ipc.client=TRACE"}))
+        assert logging.getLogger("qjournal.ipc.client").isEnabledFor(TRACE)
+        assert not logging.getLogger("qjournal.ipc.server").isEnabledFor(TRACE)
+    finally:
+        logging.getLogger("qjournal.ipc.client").setLevel(logging.NOTSET)

@@ -6,11 +6,10 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 from qjournal.cli import oev
 from qjournal.cli.demo import run_demo
 from qjournal.cli.main import main as cli_main
+from qjournal.namenode import ops
 from qjournal.protocol import segment as seg
 
 from .helpers import run
@@ -23,7 +22,6 @@ def write_seg(path, recs, tail=b""):
 
 
 def test_dump_json_decodes_namenode_ops_and_falls_back_to_hex(tmp_path, capsys):
-    ops = pytest.importorskip("qjournal.namenode.ops")
     op = ops.MkdirOp(user="alice", client_id=b"\x01" * 16, call_id=3, ts=1000, inode=16386, parent=16385,
                      name="d", path="/d", perm=0o755, owner="alice", group="staff", mtime=1000)
     opcode, b = ops.encode_op(op)

@@ -14,7 +14,7 @@ from kazoo.exceptions import NoAuthError
 from qjournal.ha.elector import digest_acl_id, parse_zk_acls
 
 from .fake_ha import Harness
-from .zk_fixtures import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -33,7 +33,7 @@ def test_digest_acl_protects_the_lock(zookeeper, zk_parent):
         h = AclHarness(zookeeper.connect_string, zk_parent, 2)
         try:
             await h.start_all()
-            await async_wait_until(lambda: len(h.actives()) == 1, 20, "one active")
+            await async_wait_until(lambda: len(h.actives()) == 1, "one active", 20)
             lock = h.zkfcs["nn1"].settings.elector.lock_path
             crumb = h.zkfcs["nn1"].settings.elector.breadcrumb_path
 

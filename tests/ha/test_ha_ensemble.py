@@ -17,7 +17,7 @@ from qjournal.ha.elector import ElectorState
 from qjournal.ha.zookeeper import ZooKeeperEnsemble
 
 from .fake_ha import Harness
-from .zk_fixtures import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -40,19 +40,17 @@ def test_zookeeper_leader_killed(ensemble, zk_parent):
         h = Harness(ensemble.connect_string, zk_parent, 2, session_timeout_ms=4000)
         try:
             await h.start_all()
-            await async_wait_until(lambda: len(h.actives()) == 1 and h.elector_actives() == h.actives(),
-                                   30, "one active")
+            await async_wait_until(lambda: len(h.actives()) == 1 and h.elector_actives() == h.actives(), "one active",
+                                   30)
             leader = ensemble.leader_id()
             assert leader is not None
             await asyncio.to_thread(ensemble.kill, leader)
-            await async_wait_until(lambda: ensemble.leader_id() not in (None, leader), 30,
-                                   "a new ZooKeeper leader")
+            await async_wait_until(lambda: ensemble.leader_id() not in (None, leader), "a new ZooKeeper leader", 30)
             # every controller is connected again and exactly one is active
             await async_wait_until(
                 lambda: len(h.actives()) == 1 and h.elector_actives() == h.actives()
-                and all(z.elector.state in (ElectorState.ACTIVE, ElectorState.STANDBY)
-                        for z in h.zkfcs.values()),
-                30, "one active after the leader change")
+                and all(z.elector.state in (ElectorState.ACTIVE, ElectorState.STANDBY) for z in h.zkfcs.values()),
+                "one active after the leader change", 30)
             active = h.actives()[0]
             data = await h.zkfcs[active].elector.read_active_data()
             assert f'"nn_id":"{active}"'.encode() in data

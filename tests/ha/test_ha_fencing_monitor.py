@@ -23,7 +23,7 @@ from qjournal.ha.health_monitor import HealthMonitor, HealthMonitorSettings, Hea
 from qjournal.ha.zookeeper import pid_alive
 
 from .fake_ha import FakeHAService, FakeProxy, service_factory
-from .zk_fixtures import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 pytestmark = pytest.mark.slow  # starts real (sleeping) processes for pidfence and shell fencing
 
@@ -130,7 +130,7 @@ def test_health_monitor_reports_changes_in_order():
             svc.reachable, svc.healthy = True, True
             await hm.wait_for_state((HealthState.SERVICE_HEALTHY,), 10)
             svc.state = "active"
-            await async_wait_until(lambda: statuses and statuses[-1]["state"] == "active", 10, "status change")
+            await async_wait_until(lambda: statuses and statuses[-1]["state"] == "active", "status change", 10)
         finally:
             await hm.stop()
         assert seen == [HealthState.SERVICE_HEALTHY, HealthState.SERVICE_UNHEALTHY,
@@ -174,7 +174,7 @@ def test_health_monitor_whose_callback_dies_fails_loudly_instead_of_stalling(cap
                            on_health_change=callback, name="nn1", on_crash=crashes.append)
         hm.start()
         try:
-            await async_wait_until(lambda: crashes, 10, "the owner is told of the crash")
+            await async_wait_until(lambda: crashes, "the owner is told of the crash", 10)
         finally:
             await hm.stop()
         assert hm.state is HealthState.HEALTH_MONITOR_FAILED

@@ -13,7 +13,7 @@ from qjournal.ha.zkfc import ZKFailoverController
 from qjournal.transport import RpcClient, RpcServer, pki, tls
 
 from .fake_ha import Harness
-from .zk_fixtures import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -39,7 +39,7 @@ def test_zkfcs_over_mutual_tls(zookeeper, zk_parent, tmp_path):
                 s.ssl_client, s.ssl_server = client_ctx, server_ctx
                 zkfcs[nn] = ZKFailoverController(s)   # default TCP factories, with TLS
                 await zkfcs[nn].start(serve_rpc=True)
-            await async_wait_until(lambda: len(h.actives()) == 1, 20, "one active over TLS")
+            await async_wait_until(lambda: len(h.actives()) == 1, "one active over TLS", 20)
             first = h.actives()[0]
             second = "nn2" if first == "nn1" else "nn1"
             c = await RpcClient.connect_tcp("127.0.0.1", zkfcs[second].settings.zkfc_port, ssl=client_ctx)

@@ -23,7 +23,7 @@ from qjournal.transport import RpcClient, RpcServer
 from qjournal.util.proc import qjournal_argv, start_daemon
 
 from .fake_ha import FakeHAService
-from .zk_fixtures import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 DEADLINE_S = 30.0
@@ -107,7 +107,7 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
 
             def actives():
                 return sorted(n for n, s in services.items() if s.state == "active")
-            await async_wait_until(lambda: len(actives()) == 1, DEADLINE_S, "one active")
+            await async_wait_until(lambda: len(actives()) == 1, "one active", DEADLINE_S)
             first = actives()[0]
             second = "nn2" if first == "nn1" else "nn1"
             st = await zkfc_status(zkfc_ports[first])
@@ -120,7 +120,7 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
                     seen[nn] = await asyncio.to_thread(zkfc_metrics, daemons[nn].ready["http_url"])
                 want = {first: "ACTIVE", second: "STANDBY"}
                 return all(seen[nn][("qjournal_zkfc_elector_state", (("state", want[nn]),))] == 1 for nn in want)
-            await async_wait_until(elector_states_settled, DEADLINE_S, "the controllers' /metrics: ACTIVE, STANDBY")
+            await async_wait_until(elector_states_settled, "the controllers' /metrics: ACTIVE, STANDBY", DEADLINE_S)
             for nn in ("nn1", "nn2"):
                 m = seen[nn]
                 assert m[("qjournal_zkfc_in_election", ())] == 1.0
@@ -129,8 +129,8 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
 
             # 1. kill -9 the active's ZKFC: its session expires, the other fences nn gracefully
             await asyncio.to_thread(daemons[first].kill)
-            await async_wait_until(lambda: services[second].state == "active", DEADLINE_S,
-                                   f"{second} active after kill -9 of zkfc-{first}")
+            await async_wait_until(lambda: services[second].state == "active",
+                                   f"{second} active after kill -9 of zkfc-{first}", DEADLINE_S)
             assert services[first].state == "standby"   # graceful fence made it standby
             assert services[first].history[-1][3] == "zkfc"
             st2 = await zkfc_status(zkfc_ports[second])
@@ -143,13 +143,13 @@ def test_zkfc_processes_kill9_and_unresponsive_namenode(zookeeper, zk_parent, tm
                 start_daemon, f"zkfc-{first}", qjournal_argv("--conf", conf_dir, "zkfc", "--nn-id", first),
                 log_path=str(tmp_path / f"zkfc-{first}.log"), ready_timeout_s=60)
             zkfc_ports[first] = int(daemons[first].ready["rpc"].rsplit(":", 1)[1])
-            await async_wait_until(lambda: services[first].state == "standby", DEADLINE_S, "standby")
+            await async_wait_until(lambda: services[first].state == "standby", "standby", DEADLINE_S)
 
             # 2. the active NameNode stops answering (its server goes away): the other side
             #    takes over and fences it with the shell method
             await servers[second].stop()
-            await async_wait_until(lambda: services[first].state == "active", DEADLINE_S,
-                                   f"{first} active after {second} stopped answering")
+            await async_wait_until(lambda: services[first].state == "active",
+                                   f"{first} active after {second} stopped answering", DEADLINE_S)
             env = json.loads(fence_env.read_text())
             assert env["target_namenodeid"] == second and env["target_nameserviceid"] == "ns1"
             assert env["target_port"] == str(nn_ports[second])
@@ -201,7 +201,7 @@ def test_clean_stop_of_the_active_controller_deletes_its_breadcrumb(zookeeper, z
             daemons["nn1"] = await asyncio.to_thread(
                 start_daemon, "zkfc-nn1", qjournal_argv("--conf", conf_dir, "zkfc", "--nn-id", "nn1"),
                 log_path=str(tmp_path / "zkfc-nn1.log"), ready_timeout_s=60)
-            await async_wait_until(lambda: services["nn1"].state == "active", DEADLINE_S, "nn1 active")
+            await async_wait_until(lambda: services["nn1"].state == "active", "nn1 active", DEADLINE_S)
             assert await asyncio.to_thread(znode_exists, zookeeper.connect_string, crumb)
             rc = await asyncio.to_thread(daemons["nn1"].stop, 30)
             assert rc == 0
@@ -213,7 +213,7 @@ def test_clean_stop_of_the_active_controller_deletes_its_breadcrumb(zookeeper, z
             daemons["nn2"] = await asyncio.to_thread(
                 start_daemon, "zkfc-nn2", qjournal_argv("--conf", conf_dir, "zkfc", "--nn-id", "nn2"),
                 log_path=str(tmp_path / "zkfc-nn2.log"), ready_timeout_s=60)
-            await async_wait_until(lambda: services["nn2"].state == "active", DEADLINE_S, "nn2 active")
+            await async_wait_until(lambda: services["nn2"].state == "active", "nn2 active", DEADLINE_S)
             port = int(daemons["nn2"].ready["rpc"].rsplit(":", 1)[1])
             names = [e[1] for e in (await zkfc_status(port))["events"]]
             assert "no_breadcrumb" in names and "fence_start" not in names, names

@@ -25,7 +25,7 @@ from qjournal.ha.fencing import (FencingSettings, HATarget, parse_fencing_method
                                  ssh_fence_argv)
 from qjournal.ha.zookeeper import free_ports
 
-from .zk_fixtures import wait_until
+from qjournal.util.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -65,7 +65,7 @@ def sshd(tmp_path_factory):
             return True
         except OSError:
             return False
-    wait_until(listening, 20, "sshd listening")
+    wait_until(listening, "sshd listening", 20)
     yield {"dir": d, "port": port, "host_pub": host_pub}
     proc.terminate()
     proc.wait(10)

@@ -14,27 +14,24 @@ Helpers:
   harness did the same).
 * :func:`drop_zk_connection` pauses the server (SIGSTOP) so every client goes
   ``SUSPENDED`` without losing its session; use it as a context manager.
-* :func:`wait_until` waits on a condition with a deadline (no sleeps as
-  synchronisation).
+
+Waiting on a condition: ``qjournal.util.waiting``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import shutil
 import tempfile
-import time
 import uuid
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Iterator
 
 import pytest
 
 from qjournal.ha.zk_kazoo import expire_session
 from qjournal.ha.zookeeper import ZooKeeperEnsemble
 
-__all__ = ["zookeeper", "zk_parent", "expire_zk_session", "drop_zk_connection", "wait_until",
-           "async_wait_until"]
+__all__ = ["zookeeper", "zk_parent", "expire_zk_session", "drop_zk_connection"]
 
 
 @pytest.fixture(scope="session")
@@ -69,31 +66,3 @@ def drop_zk_connection(zk: ZooKeeperEnsemble, server_id: int = 1) -> Iterator[No
         yield
     finally:
         zk.resume(server_id)
-
-
-def wait_until(cond: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.02) -> Any:
-    """Poll ``cond`` until truthy; fail the test naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(poll_s)
-
-
-async def async_wait_until(cond: Callable[[], Any | Awaitable[Any]], timeout_s: float, what: str,
-                           poll_s: float = 0.02) -> Any:
-    """Async :func:`wait_until`; ``cond`` may be a coroutine function."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        v = cond()
-        if asyncio.iscoroutine(v):
-            v = await v
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(poll_s)
-

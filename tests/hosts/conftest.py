@@ -23,11 +23,20 @@ FIRST_START = ["render", "verify-units", "start-zookeeper", "check-zookeeper", "
                "format-namenode", "bootstrap-standby", "format-zk", "start-zkfcs", "check-ha", "client-smoke"]
 
 
-def deploy(workdir: str, extra_hosts: tuple[str, ...] = ()) -> HostCluster:
+def deploy(workdir: str, extra_hosts: tuple[str, ...] = (), doc_text: str | None = None,
+           before_start=None) -> HostCluster:
     """Hosts for the description of docs/deploy.md, the package built and installed, the first start
-    done, all by the document's blocks. The caller closes the cluster."""
+    done, all by the document's blocks. The caller closes the cluster.
+
+    Args:
+        doc_text: docs/deploy.md with another description (the fault tests put ZooKeeper on hosts of
+            its own).
+        before_start: called with the cluster once the units are installed, before the first start
+            (the fault tests' drop-ins).
+    """
     t0 = time.monotonic()
-    cluster = HostCluster(workdir, DEPLOY_DOC.read_text(), log=lambda s: print(f"{time.monotonic() - t0:7.1f}s {s}"))
+    cluster = HostCluster(workdir, doc_text or DEPLOY_DOC.read_text(),
+                          log=lambda s: print(f"{time.monotonic() - t0:7.1f}s {s}"))
     try:
         cluster.start(extra_hosts)
         cluster.copy_source(str(REPO))
@@ -36,6 +45,8 @@ def deploy(workdir: str, extra_hosts: tuple[str, ...] = ()) -> HostCluster:
         cluster.run("install", hosts=[next(iter(cluster.desc.hosts))])
         cluster.copy_description()
         for block in FIRST_START:
+            if block == "start-zookeeper" and before_start is not None:
+                before_start(cluster)
             cluster.run(block)
     except BaseException:
         cluster.close()

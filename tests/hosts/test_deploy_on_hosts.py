@@ -17,10 +17,11 @@ import pytest
 from qjournal.deploy import layout
 from qjournal.deploy.units import units_for_roles
 from qjournal.hosts.cluster import HostCluster, step_stats
-from qjournal.hosts.netns import wait_until
+from qjournal.util.waiting import wait_until
 from qjournal.hosts.runbook import parse_runbook
 from qjournal.sim.cluster_checker import check_cluster
 from qjournal.sim.history import Fault, OpFailed
+from qjournal.sim.linearizability import linearizability_violations
 
 from .conftest import DEPLOY_DOC, FIRST_START
 
@@ -33,7 +34,7 @@ def _judge(cluster: HostCluster, parts: list, steps: list[tuple[str, float, floa
     """Merge the clients' histories with the test's and the final namespace, check, print the steps."""
     parts = parts + [cluster.snapshot("c1")]
     history = cluster.history(parts)
-    violations = check_cluster(history)
+    violations = check_cluster(history) + linearizability_violations(history)
     stats = step_stats(history, steps)
     print(f"\n{title}: {len(history)} events")
     for s in stats:
@@ -111,7 +112,7 @@ def test_rolling_restart_no_client_notices(cluster):
         step(f"JournalNode {jn}", "restart-journalnode", [jn])
     for zk in cluster.resolve("role:zookeeper"):
         step(f"ZooKeeper on {zk}", "restart-zookeeper", [zk])
-    active = wait_until(lambda: cluster.active_namenode("c1"), 30, "one active NameNode")
+    active = wait_until(lambda: cluster.active_namenode("c1"), "one active NameNode", 30)
     standby = next(h.namenode_id for h in cluster.desc.with_role("namenode") if h.namenode_id != active)
     step(f"standby NameNode {standby}", "restart-standby-namenode", [cluster.host_of_namenode(standby)], NN=standby)
     step(f"failover {active} -> {standby}", "failover", [cluster.host_of_namenode(active)], FROM=active, TO=standby)
@@ -130,17 +131,17 @@ def test_active_namenode_host_killed_clients_fail_over(cluster):
     for i, h in enumerate(LOAD_HOSTS):
         cluster.start_load(h, clients=2, seed=10 + i)
     time.sleep(2.0)  # steady load before the fault
-    victim = wait_until(lambda: cluster.active_namenode("c1"), 30, "one active NameNode")
+    victim = wait_until(lambda: cluster.active_namenode("c1"), "one active NameNode", 30)
     host = cluster.host_of_namenode(victim)
     t_kill = time.monotonic()
     killed = cluster.net.host(host).kill_all(signal.SIGKILL)
     fault = [Fault("host_processes_killed", f"{host}: {victim} active, pids {killed}", time=t_kill)]
-    survivor = wait_until(lambda: (a := cluster.active_namenode("c1")) not in (None, victim) and a, 60,
-                          f"a NameNode other than {victim} active")
+    survivor = wait_until(lambda: (a := cluster.active_namenode("c1")) not in (None, victim) and a,
+                          f"a NameNode other than {victim} active", 60)
     t_active = time.monotonic()
     for unit in units_for_roles(cluster.desc.host(host).roles):
         cluster.services[host].start(unit)
-    wait_until(lambda: cluster.namenode_states("c1").get(victim) == "standby", 120, f"{victim} standby again")
+    wait_until(lambda: cluster.namenode_states("c1").get(victim) == "standby", f"{victim} standby again", 120)
     t_back = time.monotonic()
     time.sleep(1.0)
     parts = cluster.stop_loads()

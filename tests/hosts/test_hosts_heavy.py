@@ -11,7 +11,7 @@ import time
 import pytest
 
 from qjournal.deploy.description import parse_description
-from qjournal.hosts.netns import wait_until
+from qjournal.util.waiting import wait_until
 
 from .conftest import deployed, heavy
 from .test_deploy_on_hosts import LOAD_HOSTS, _judge
@@ -67,7 +67,7 @@ def test_journalnode_replacement(cluster):
     cluster.copy_description(new_text)
     step("start the new JournalNode (jn4)", "start-new-journalnode")
     cluster.run("render-namenode")
-    active = wait_until(lambda: cluster.active_namenode("c1"), 30, "one active NameNode")
+    active = wait_until(lambda: cluster.active_namenode("c1"), "one active NameNode", 30)
     standby = next(h.namenode_id for h in cluster.desc.with_role("namenode") if h.namenode_id != active)
     step(f"standby {standby} with the new URI", "restart-standby-namenode", [cluster.host_of_namenode(standby)],
          NN=standby)

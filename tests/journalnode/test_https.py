@@ -22,6 +22,8 @@ from qjournal.protocol.segment import OP_DATA, crc32c, encode_header, encode_rec
 from qjournal.transport import RpcClient, pki
 from qjournal.transport.http import http_client_context
 
+from qjournal.util.waiting import async_wait_until
+
 from .jn_helpers import NS
 
 JID = "httpsjid"
@@ -124,11 +126,9 @@ def test_quorum_recovery_and_reads_over_https(tmp_path, certs):
             out.mark()
             await out.sync()
             epoch1 = q1.epoch
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 30
-            while any(n.service.journals[JID].journal.highest_written_txid != 20 for n in nodes):
-                assert loop.time() < deadline, "the JournalNodes did not all reach txid 20"
-                await asyncio.sleep(0.02)
+            await async_wait_until(
+                lambda: all(n.service.journals[JID].journal.highest_written_txid == 20 for n in nodes),
+                "every JournalNode to reach txid 20", 30)
             # the dying writer's txns 21-25 reached node 0 only
             raw = await RpcClient.connect_tcp(*nodes[0].rpc_bound.rsplit(":", 1))
             extra = encode_records([(t, OP_DATA, b"op-%d" % t) for t in range(21, 26)])
@@ -182,5 +182,35 @@ def test_recovery_download_by_a_node_without_https_keys_fails(tmp_path, certs):
         finally:
             await plain.stop()
             await src.stop()
+
+    asyncio.run(main())
+
+
+def test_a_refused_client_certificate_is_named_in_the_downloads_error(tmp_path, certs):
+    """A client whose certificate the JournalNode refuses (none, or one another CA signed) is told that this is
+    probably what happened, naming the URL: with TLS 1.3 it sees only a connection closed before any answer."""
+    from qjournal.errors import TransportError
+    from qjournal.transport.download import http_download
+
+    ca, nn_cert = certs[0], certs[1]
+    other_ca = pki.make_ca(str(tmp_path), "other-ca")
+    stranger = pki.make_cert(str(tmp_path), other_ca, "stranger")
+
+    async def main():
+        nodes = await start_nodes(tmp_path, https_conf(nn_cert, ca), 1)
+        try:
+            url = f"https://{nodes[0].http_bound}/getJournal?jid=j&segmentTxId=1"
+            no_cert = ssl.create_default_context(cafile=ca.cert)
+            wrong_ca = ssl.create_default_context(cafile=ca.cert)
+            wrong_ca.load_cert_chain(stranger.cert, stranger.key)
+            for ctx in (no_cert, wrong_ca):
+                ctx.check_hostname = False
+                async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as s:
+                    with pytest.raises(TransportError) as e:
+                        await http_download(s, url, chunk_bytes=1024, connect_timeout_s=10, read_timeout_s=10)
+                assert url in e.value.message and "refuses this client's certificate" in e.value.message
+        finally:
+            for n in nodes:
+                await n.stop()
 
     asyncio.run(main())

@@ -20,6 +20,8 @@ from qjournal.sim.loop import run_simulation
 from qjournal.transport import MemoryNetwork, RpcClient
 from qjournal.transport.download import memory_download
 
+from qjournal.util.waiting import async_wait_until
+
 from .jn_helpers import NS, Writer, batch
 
 JID = "nodetest"
@@ -142,10 +144,7 @@ def test_malformed_requests_are_answered_and_node_keeps_serving(tmp_path):
                 await asyncio.wait_for(r.read(), 10)  # returns only at EOF: the server closed it
                 wr.close()
             # only the well-behaved client is left (wait on the condition, with a deadline)
-            deadline = asyncio.get_running_loop().time() + 10
-            while node.rpc_server.connection_count != 1:
-                assert asyncio.get_running_loop().time() < deadline, node.rpc_server.connection_count
-                await asyncio.sleep(0.01)
+            await async_wait_until(lambda: node.rpc_server.connection_count == 1, "one connection left", 10)
             # a corrupt batch is refused, the journal is unchanged and the writer can go on
             w = await write_epoch(c, 1, 1, 2, finalize=False)
             bad = bytearray(batch(3, 2))
@@ -393,3 +392,114 @@ def test_a_throttled_download_never_runs_ahead_of_its_rate(tmp_path):
     assert elapsed >= len(body) / 100_000 - 0.2
     got, data, elapsed = run_simulation(main(0), 0)
     assert data == body and elapsed == 0
+
+
+def test_get_journal_sends_the_file_by_sendfile_unless_throttled(tmp_path):
+    """The body of ``/getJournal`` is the file itself handed to the kernel (``sendfile``: the segment's bytes never
+    pass through the JournalNode's process; seed 003's raw byte stream without a copy), for a finalized segment and
+    for the acknowledged prefix of an in-progress one (never the preallocated tail); a throttled transfer
+    (``dfs.edit.log.transfer.bandwidthPerSec``) reads chunks instead. Same bytes, same CRC32C header either way."""
+    async def fetch(node, segment_txid):
+        async with aiohttp.ClientSession() as s:
+            async with s.get(f"http://{node.http_bound}/getJournal?jid={JID}&segmentTxId={segment_txid}") as r:
+                assert r.status == 200
+                body = await r.read()
+                assert int(r.headers["X-Qjournal-Crc32c"], 16) == crc32c(body)
+                return body
+
+    async def main(throttled: bool):
+        conf = Configuration({"dfs.edit.log.transfer.bandwidthPerSec": "100000000" if throttled else "0"})
+        node, c = await start_node(tmp_path / ("slow" if throttled else "fast"), conf=conf)
+        try:
+            await c.call("format", jid=JID, ns_info=NS.to_wire(), force=False)
+            w = await write_epoch(c, 1, 1, 300)
+            await c.call("start_log_segment", req=w.req().to_wire(), txid=301, layout_version=1)
+            await c.call("journal", req=w.req().to_wire(), segment_txid=301, first_txid=301, num_txns=2,
+                         records=batch(301, 2))
+            finalized = await fetch(node, 1)
+            in_progress = await fetch(node, 301)
+            assert finalized == encode_header(1) + batch(1, 300)
+            assert in_progress == encode_header(1) + batch(301, 2)
+            sent = node.http_server.sendfile_bytes
+            assert sent == (0 if throttled else len(finalized) + len(in_progress)), sent
+        finally:
+            await c.close()
+            await node.stop()
+
+    run(main(False))
+    run(main(True))
+
+
+def test_enospc_on_a_journalnodes_disk_is_logged_by_that_journalnode(tmp_path, monkeypatch, caplog):
+    """Issue 28's fault (a): a JournalNode whose segment creation failed with ENOSPC said nothing in its own log (the
+    errno was only in the writer's warning; EIO, failing later in the write path, was logged). Now every storage
+    error of a call is logged at ERROR by the node, errno named, and answered typed with the errno."""
+    import errno as errno_mod
+
+    from qjournal.journalnode.disk_storage import DiskJournalStorage
+
+    real_create = DiskJournalStorage.create
+
+    def full_disk(self, name, data, *, grows=False):
+        if name.startswith("edits_inprogress_"):
+            raise OSError(errno_mod.ENOSPC, "No space left on device (injected)")
+        return real_create(self, name, data, grows=grows)
+
+    async def main():
+        node, c = await start_node(tmp_path)
+        try:
+            await c.call("format", jid=JID, ns_info=NS.to_wire(), force=False)
+            await c.call("new_epoch", jid=JID, ns_info=NS.to_wire(), epoch=1)
+            monkeypatch.setattr(DiskJournalStorage, "create", full_disk)
+            with pytest.raises(JournalError) as e:
+                await c.call("start_log_segment", req=Writer(JID, 1).req().to_wire(), txid=1, layout_version=1)
+            assert "storage error in start_log_segment" in e.value.message and "No space left" in e.value.message
+            assert e.value.fields["errno"] == errno_mod.ENOSPC and e.value.fields["errno_name"] == "ENOSPC"
+        finally:
+            await c.close()
+            await node.stop()
+
+    run(main())
+    logged = [r for r in caplog.records if r.levelname == "ERROR" and r.name == "qjournal.journalnode.service"]
+    assert logged and "ENOSPC" in logged[0].getMessage() and JID in logged[0].getMessage()
+
+
+def test_a_storage_error_reading_a_segment_answers_503_not_500(tmp_path, monkeypatch, caplog):
+    """Issue 28's fault (c): ``/getJournal`` answered 500 (a server bug, to a reader) when this node's disk could not
+    read the copy. Now it is 503 naming the failure (this replica is unavailable; the reader takes another), logged
+    at ERROR by the node; a request for a missing segment is still 404."""
+    import errno as errno_mod
+
+    from qjournal.journalnode.disk_storage import DiskJournalStorage
+
+    class Unreadable:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n=-1):
+            raise OSError(errno_mod.EIO, "Input/output error (injected)")
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    real_open = DiskJournalStorage.open_read
+
+    async def main():
+        node, c = await start_node(tmp_path)
+        try:
+            await c.call("format", jid=JID, ns_info=NS.to_wire(), force=False)
+            await write_epoch(c, 1, 1, 3)
+            monkeypatch.setattr(DiskJournalStorage, "open_read", lambda self, name: Unreadable(real_open(self, name)))
+            async with aiohttp.ClientSession() as s:
+                async with s.get(f"http://{node.http_bound}/getJournal?jid={JID}&segmentTxId=1") as r:
+                    assert r.status == 503, r.status
+                    text = await r.text()
+                assert "cannot read the segment" in text and "Input/output error" in text and "another replica" in text
+                async with s.get(f"http://{node.http_bound}/getJournal?jid={JID}&segmentTxId=99") as r:
+                    assert r.status == 404
+        finally:
+            await c.close()
+            await node.stop()
+
+    run(main())
+    assert any(r.levelname == "ERROR" and "EIO" in r.getMessage() for r in caplog.records)

@@ -22,7 +22,7 @@ from qjournal.ha.zookeeper import free_ports
 from qjournal.protocol.segment import OP_DATA
 from qjournal.transport import RpcClient
 from qjournal.util.proc import qjournal_argv, start_daemon
-from tests.ha.zk_fixtures import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 from .jn_helpers import NS
 
@@ -80,10 +80,6 @@ async def write_segment(q, first, n, finalize=True):
     return out
 
 
-async def wait_for(what, cond):
-    return await async_wait_until(cond, DEADLINE_S, what)
-
-
 async def jmx_bean(url):
     async with aiohttp.ClientSession() as s:
         async with s.get(f"{url}/jmx?qry=Hadoop:service=JournalNode,name=Journal-{JID}") as r:
@@ -109,17 +105,17 @@ def test_missed_segment_is_copied_and_a_corrupt_copy_is_reported(tmp_path):
                 await q.format(NS)
                 await q.recover_unfinalized_segments()
                 await write_segment(q, 1, 10)
-                await wait_for("segment 1-10 on jn2", lambda: "edits_0000000000000000001-0000000000000000010"
-                               in c.finalized(2))
+                await async_wait_until(lambda: "edits_0000000000000000001-0000000000000000010" in c.finalized(2),
+                                       "segment 1-10 on jn2", DEADLINE_S)
                 c.daemons[2].kill()                                   # (a) jn2 misses segment 11-20
                 await write_segment(q, 11, 10)
                 c.start(2)
                 await write_segment(q, 21, 10)
                 await write_segment(q, 31, 5, finalize=False)
-                await wait_for("jn2 copies segment 11-20 from its peers",
-                               lambda: len(c.finalized(2)) == 3)
+                await async_wait_until(lambda: len(c.finalized(2)) == 3, "jn2 copies segment 11-20 from its peers",
+                                       DEADLINE_S)
                 assert c.finalized(2) == c.finalized(0) == c.finalized(1)
-                bean = await wait_for("the copy counted", lambda: _synced(c.http(2)))
+                bean = await async_wait_until(lambda: _synced(c.http(2)), "the copy counted", DEADLINE_S)
                 assert bean["SyncerSegmentsSynced"] >= 1 and bean["SyncerBytesSynced"] > 0
 
                 # (d) a byte of jn1's finalized 1-10 rots in place
@@ -130,16 +126,16 @@ def test_missed_segment_is_copied_and_a_corrupt_copy_is_reported(tmp_path):
                     f.seek(40)
                     f.write(bytes([b[0] ^ 0xFF]))
                 damaged = open(path, "rb").read()
-                bean = await wait_for("jn1 reports the conflict", lambda: _conflicts(c.http(1)))
+                bean = await async_wait_until(lambda: _conflicts(c.http(1)), "jn1 reports the conflict", DEADLINE_S)
                 rounds = bean["SyncerRounds"]
-                await wait_for("two more rounds", lambda: _rounds_past(c.http(1), rounds + 2))
+                await async_wait_until(lambda: _rounds_past(c.http(1), rounds + 2), "two more rounds", DEADLINE_S)
                 assert open(path, "rb").read() == damaged             # never overwritten
                 page = await fetch_text(c.http(1) + "/")
                 assert "is damaged" in page
                 metrics = await fetch_text(c.http(1) + "/metrics")
                 assert f'qjournal_journalnode_sync_conflicts{{jid="{JID}"}} 1.0' in metrics
                 # the peers see a conflict too (their copy is valid, jn1's differs), and say so
-                bean0 = await wait_for("jn0 reports the conflict", lambda: _conflicts(c.http(0)))
+                bean0 = await async_wait_until(lambda: _conflicts(c.http(0)), "jn0 reports the conflict", DEADLINE_S)
                 assert bean0["SyncConflicts"] == 1
             finally:
                 await q.close()
@@ -183,7 +179,8 @@ def test_a_wiped_node_formats_from_its_peers_and_votes_only_once_it_holds_the_lo
                 assert c.daemons[2].stop() == 0
                 shutil.rmtree(c.edits(2))                            # (b) the disk is replaced
                 c.start(2, *fmt)
-                await wait_for("jn2 holds every finalized segment again", lambda: len(c.finalized(2)) == 3)
+                await async_wait_until(lambda: len(c.finalized(2)) == 3, "jn2 holds every finalized segment again",
+                                       DEADLINE_S)
                 assert c.finalized(2) == c.finalized(0)
                 raw = await RpcClient.connect_tcp("127.0.0.1", c.ports[2])
                 assert (await raw.call("get_journal_state", jid=JID))["ns_info"] == NS.to_wire()
@@ -194,7 +191,7 @@ def test_a_wiped_node_formats_from_its_peers_and_votes_only_once_it_holds_the_lo
                 await out31.close()
                 await q.finalize_log_segment(31, 35)
                 await write_segment(q, 36, 5)
-                await wait_for("jn2 holds segment 31-35", lambda: len(c.finalized(2)) >= 4)
+                await async_wait_until(lambda: len(c.finalized(2)) >= 4, "jn2 holds segment 31-35", DEADLINE_S)
 
                 async def votes():
                     try:
@@ -202,7 +199,7 @@ def test_a_wiped_node_formats_from_its_peers_and_votes_only_once_it_holds_the_lo
                         return True
                     except JournalRejoiningError:
                         return False
-                await wait_for("jn2 votes again", votes)
+                await async_wait_until(votes, "jn2 votes again", DEADLINE_S)
                 assert c.finalized(2) == c.finalized(0) == c.finalized(1)
             finally:
                 if raw is not None:
@@ -234,9 +231,10 @@ def test_sync_off_means_off(tmp_path):
                 await write_segment(q, 1, 10)
                 c.start(2, *off)
                 await write_segment(q, 11, 10)
-                await wait_for("jn2 gets 11-20 from the writer", lambda: len(c.finalized(2)) == 1)
+                await async_wait_until(lambda: len(c.finalized(2)) == 1, "jn2 gets 11-20 from the writer", DEADLINE_S)
                 rounds = (await jmx_bean(c.http(0)))["SyncerRounds"]
-                await wait_for("five more rounds of jn0's syncer", lambda: _rounds_past(c.http(0), rounds + 5))
+                await async_wait_until(lambda: _rounds_past(c.http(0), rounds + 5),
+                                       "five more rounds of jn0's syncer", DEADLINE_S)
                 assert list(c.finalized(2)) == ["edits_0000000000000000011-0000000000000000020"]
                 assert (await jmx_bean(c.http(2))).get("SyncerRounds") is None
             finally:
@@ -288,9 +286,13 @@ def test_a_paused_node_acknowledges_the_same_segment_again_after_sigcont(tmp_pat
                 paused_at = txid
                 c.daemons[2].signal(signal.SIGCONT)
                 t0 = asyncio.get_running_loop().time()
-                while lg2.highest_acked_txid <= paused_at:
-                    assert asyncio.get_running_loop().time() - t0 < 20, "the node never acknowledged again"
+
+                async def acked_again():   # writing on while waiting: each batch is a chance to catch up
+                    if lg2.highest_acked_txid > paused_at:
+                        return True
                     await write_for(0.01)
+                    return False
+                await async_wait_until(acked_again, "the resumed node to acknowledge again", 20, poll_s=0)
                 took = asyncio.get_running_loop().time() - t0
                 print(f"SIGCONT to the first acknowledgement of the resumed node: {took * 1000:.0f} ms "
                       f"(catch-ups {lg2.catch_ups}, segment still 1, txid {txid})")

@@ -12,6 +12,8 @@ from qjournal.protocol.messages import RequestInfo
 from qjournal.protocol.segment import OP_DATA, encode_header, encode_records
 from qjournal.transport import RpcClient
 
+from qjournal.util.waiting import async_wait_until
+
 from .jn_helpers import NS
 
 JID = "qjmjid"
@@ -39,10 +41,8 @@ def test_quorum_client_recovers_through_journalnode_http(tmp_path):
             await out.sync()
             epoch1 = q1.epoch
             # sync returns at a quorum: let node 0 catch up before it gets the extra batch
-            deadline = asyncio.get_running_loop().time() + 30
-            while nodes[0].service.journals[JID].journal.highest_written_txid != 20:
-                assert asyncio.get_running_loop().time() < deadline
-                await asyncio.sleep(0.02)
+            await async_wait_until(lambda: nodes[0].service.journals[JID].journal.highest_written_txid == 20,
+                                   "node 0 to reach txid 20", 30)
             # the dying writer got txns 21-25 to node 0 only
             host, port = nodes[0].rpc_bound.rsplit(":", 1)
             raw = await RpcClient.connect_tcp(host, int(port))
@@ -58,18 +58,14 @@ def test_quorum_client_recovers_through_journalnode_http(tmp_path):
             # (node 0 was in it) or 1-20 (it was not; 21-25 were never committed). Either way a
             # node whose copy differs downloads the chosen one over HTTP, and all nodes converge.
             # Recovery returns at a quorum, so wait for the third node (a condition with a deadline).
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 30
             finals = {}
             for n in nodes:
-                while True:
+                async def finalized_end(n=n):
                     m = await n.service.run(JID, "get_edit_log_manifest", 0, True)
                     segs = [s.to_wire() for s in m.segments]
-                    if len(segs) == 1 and segs[0][0] == 1 and segs[0][2] is False:
-                        finals[n.name] = segs[0][1]
-                        break
-                    assert loop.time() < deadline, (n.name, m)
-                    await asyncio.sleep(0.02)
+                    return len(segs) == 1 and segs[0][0] == 1 and segs[0][2] is False and segs[0][1]
+                finals[n.name] = await async_wait_until(finalized_end, f"{n.name} to hold one finalized segment from 1",
+                                                        30)
             (end,) = set(finals.values())
             assert end in (20, 25), finals
             expect = encode_header(1) + encode_records([(t, OP_DATA, b"op-%d" % t) for t in range(1, end + 1)])

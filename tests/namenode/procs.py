@@ -1,25 +1,12 @@
-"""Helpers for the real-process NameNode tests: start/stop daemons, run CLI commands, wait on conditions."""
+"""Helpers for the real-process NameNode tests: start/stop daemons, run CLI commands."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import time
 
 from qjournal.util.proc import Daemon, qjournal_argv, start_daemon
-
-
-def wait_until(cond, what: str, timeout_s: float = 30.0, poll_s: float = 0.05):
-    """Poll ``cond`` until it returns a truthy value or the deadline passes (a condition, not a sleep)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(poll_s)
 
 
 def file_ha_conf(t: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from .procs import Cluster, file_ha_conf, wait_until
+from .procs import Cluster, file_ha_conf
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,9 @@ from qjournal.namenode import image as img
 from qjournal.protocol.segment import segment_file_name
 from qjournal.util.proc import qjournal_argv
 
-from .procs import Cluster, file_ha_conf, wait_until
+from qjournal.util.waiting import wait_until
+
+from .procs import Cluster, file_ha_conf
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

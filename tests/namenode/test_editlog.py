@@ -9,17 +9,9 @@ from qjournal.namenode.editlog import GATHER_MIN_BATCH_TXNS, EditLogFatalError, 
 from qjournal.namenode.namespace import CallContext, Namespace
 from qjournal.namenode.ops import OP_END_LOG_SEGMENT, OP_START_LOG_SEGMENT, decode_op
 
+from qjournal.util.waiting import async_wait_until
+
 from .fakes import MemoryJournal
-
-
-async def wait_for(cond, what, timeout_s=10.0):
-    """Wait on a condition with a deadline (yielding to the loop, not sleeping for time)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0)
 
 
 def make():
@@ -44,8 +36,8 @@ def test_group_commit_many_callers_share_one_sync():
 
         tasks = [asyncio.ensure_future(client(i)) for i in range(64)]
         # every client has written; one sync is in flight covering only the first writer
-        await wait_for(lambda: el.last_written_txid == 1 + 64, "all 64 writes")
-        await wait_for(lambda: len(j.sync_calls) == 2, "the first sync to be in flight")
+        await async_wait_until(lambda: el.last_written_txid == 1 + 64, "all 64 writes", poll_s=0)
+        await async_wait_until(lambda: len(j.sync_calls) == 2, "the first sync to be in flight", poll_s=0)
         assert returned == {}
         j.gate.set()
         await asyncio.gather(*tasks)
@@ -80,7 +72,8 @@ def test_after_a_large_batch_the_next_sync_gathers_the_callers_on_their_way(firs
         j.gate = asyncio.Event()  # hold the next sync where it calls the journal, to see its mark
         first = el.last_written_txid + 1
         tasks = [asyncio.ensure_future(client(100 + k, k)) for k in range(3)]
-        await wait_for(lambda: len(j.sync_calls) == 3 and el.last_written_txid == first + 2, "a sync and 3 writes")
+        await async_wait_until(lambda: len(j.sync_calls) == 3 and el.last_written_txid == first + 2,
+                               "a sync and 3 writes", poll_s=0)
         mark = j.sync_calls[-1]
         j.gate.set()
         await asyncio.gather(*tasks)
@@ -130,7 +123,7 @@ def test_fenced_sync_fails_every_waiter_and_later_calls():
             await el.log_sync(txid)
 
         tasks = [asyncio.ensure_future(client(i)) for i in range(8)]
-        await wait_for(lambda: el.last_written_txid == 9, "8 writes")
+        await async_wait_until(lambda: el.last_written_txid == 9, "8 writes", poll_s=0)
         j.gate.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         assert all(isinstance(r, EditLogFatalError) for r in results), results
@@ -156,20 +149,24 @@ async def main():
     await el.open_for_write(1)
     j.gate = asyncio.Event()
     txid, _ = await el.log_edit(lambda: ns.mkdirs(CallContext("nn", (), b"c" * 16, 1, ts=1), "/d"))
+    me = asyncio.current_task()
     waiter = asyncio.ensure_future(el.log_sync(txid))
-    while el._sync_task is None:
+    # the caller starts the shared syncer (a task of its own) and waits for it
+    while not [t for t in asyncio.all_tasks() if t not in (me, waiter)]:
         await asyncio.sleep(0)
-    # what a teardown does: every task cancelled at once, the shared syncer among them
-    el._sync_task.cancel()
-    waiter.cancel()
+    # what a teardown does: every task cancelled at once, the shared syncer among them (before its first step)
+    for t in asyncio.all_tasks():
+        if t is not me:
+            t.cancel()
     res = await asyncio.gather(waiter, return_exceptions=True)
     assert isinstance(res[0], asyncio.CancelledError), res
     # and a caller that was not cancelled gets a new syncer instead of the cancelled one
     j.gate.set()
     other = asyncio.ensure_future(el.log_sync(txid))
     await asyncio.sleep(0)
-    if el._sync_task is not None:
-        el._sync_task.cancel()
+    for t in asyncio.all_tasks():   # its syncer cancelled too, before its first step
+        if t not in (me, other):
+            t.cancel()
     await asyncio.wait_for(other, 5)
     assert el.synced_txid >= txid
     print("ok")
@@ -206,8 +203,7 @@ def test_rolls_by_transaction_count():
         for i in range(23):
             txid, _ = await el.log_edit(lambda: ns.mkdirs(ctx, f"/d{i}"))
             await el.log_sync(txid)
-        await wait_for(lambda: el._roll_task is None or el._roll_task.done(), "the last scheduled roll")
-        await el.close()
+        await el.close()   # waits for a roll still in flight
         segments = sorted(j.finalized.items())
         assert len(segments) >= 4, segments
         for (start, end), (next_start, _) in zip(segments, segments[1:]):

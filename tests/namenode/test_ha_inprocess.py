@@ -19,6 +19,8 @@ from qjournal.namenode.format import bootstrap_standby, format_namenode
 from qjournal.namenode.ha_state import HAState
 from qjournal.namenode.image import list_images
 
+from qjournal.util.waiting import async_wait_until
+
 
 def base_conf(tmp, name):
     c = Configuration()
@@ -162,11 +164,7 @@ def test_standby_behind_purged_edits_reports_not_ready_and_refuses_to_become_act
             await nn1.journal_set.purge_logs_older_than(second)   # the first segment is gone
             rounds = nn2.tailer.rounds
             nn2.tailer.trigger()
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 20
-            while nn2.tailer.rounds == rounds:   # wait for one tailing round (a condition)
-                assert loop.time() < deadline, "the tailer did not run"
-                await asyncio.sleep(0.01)
+            await async_wait_until(lambda: nn2.tailer.rounds != rounds, "one tailing round of nn2", 20)
             st = await nn2.ha_service.rpc_get_service_status()
             assert st["ready_to_become_active"] is False and "gap" in st["not_ready_reason"]
             await nn1.ha_service.transition_to_standby("user")

@@ -26,7 +26,7 @@ from qjournal.namenode.dfs_client import OBSERVER_READ_PROXY_PROVIDER, DFSClient
 from qjournal.namenode.format import bootstrap_standby, format_namenode
 from qjournal.namenode.ha_state import HAState
 from qjournal.transport import RpcClient
-from tests.ha.zk_fixtures import async_wait_until
+from qjournal.util.waiting import async_wait_until
 
 #: the observers' bounded wait in these tests
 WAIT_MS = 300
@@ -183,8 +183,8 @@ def test_monotonic_reads_across_observers_one_lagging(tmp_path):
                 assert sids == sorted(sids)
                 assert c.nns["obs2"].last_applied_txid < reader.state_id
                 c.nns["obs2"].tailer.start(c.nns["obs2"].shared_reader)   # it catches up and serves again
-                await async_wait_until(lambda: c.nns["obs2"].last_applied_txid >= writer.state_id, 10.0,
-                                       "obs2 catch-up")
+                await async_wait_until(lambda: c.nns["obs2"].last_applied_txid >= writer.state_id, "obs2 catch-up",
+                                       10.0)
                 # the writer's last mkdirs is another client's write: the reader sees it after an msync
                 # (its state id then covers it, so whichever observer it stays with must too)
                 await reader.msync()

@@ -20,7 +20,9 @@ from qjournal.errors import StandbyError, TransportError
 from qjournal.namenode.dfs_client import DFSClient
 from qjournal.namenode.editlog import EditLogFatalError
 
-from .procs import Cluster, wait_until
+from qjournal.util.waiting import async_wait_until, wait_until
+
+from .procs import Cluster
 
 pytestmark = pytest.mark.slow
 
@@ -68,15 +70,6 @@ def client_conf(cluster: Cluster, **extra) -> Configuration:
     return c
 
 
-async def wait_async(cond, what, timeout_s=60.0):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 def test_sigkill_active_then_manual_failover_loses_no_acknowledged_op(cluster, tmp_path):
     # no rolls during the test: the standby follows the in-progress segment (committed txids only)
     cluster.common.update({"dfs.ha.log-roll.period": "1h", "dfs.ha.tail-edits.in-progress": "true"})
@@ -104,23 +97,21 @@ def test_sigkill_active_then_manual_failover_loses_no_acknowledged_op(cluster, t
                 i += 1
 
         task = asyncio.ensure_future(writer())
-        await wait_async(lambda: len(acked) >= 30, "30 acknowledged creates on nn1")
+        await async_wait_until(lambda: len(acked) >= 30, "30 acknowledged creates on nn1", 60)
         # the standby tails the in-progress segment: it sees acknowledged creates without a roll
         async with DFSClient(conf, user="hdfs", addresses=[("nn2", *_addr(nn2))]) as probe:
             active_txid = 30
-            async def standby_txid():
-                return (await probe.call("get_stats"))["last_applied_txid"]
-            deadline = asyncio.get_running_loop().time() + 60
-            while await standby_txid() < active_txid:
-                assert asyncio.get_running_loop().time() < deadline, "standby never tailed in-progress edits"
-                await asyncio.sleep(0.05)
+
+            async def standby_caught_up():
+                return (await probe.call("get_stats"))["last_applied_txid"] >= active_txid
+            await async_wait_until(standby_caught_up, "the standby to tail the in-progress edits", 60, poll_s=0.05)
             # ... from the JournalNodes' edit caches over RPC (HDFS-13150), not by re-downloading
             tailer = (await probe.call("get_stats"))["tailer"]
             assert tailer["rpc_reads"] >= 1, tailer
         nn1.kill()
         n_at_kill = len(acked)
         await asyncio.to_thread(cluster.run, "haadmin", "-transitionToActive", "nn2")
-        await wait_async(lambda: len(acked) >= n_at_kill + 30, "30 more creates after the failover")
+        await async_wait_until(lambda: len(acked) >= n_at_kill + 30, "30 more creates after the failover", 60)
         stop.set()
         await task
         assert client.failovers >= 1

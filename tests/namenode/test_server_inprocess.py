@@ -140,7 +140,7 @@ def test_checkpoint_is_due_by_txn_count_and_by_period(tmp_path):
                                      "dfs.namenode.checkpoint.period": "60s",
                                      "dfs.namenode.edit.log.autoroll.multiplier.threshold": "100"})
         await format_namenode(conf, cluster_id="CID-x", namespace_id=5)
-        nn = NameNode(conf, clock_ms=lambda: now[0])
+        nn = NameNode(conf, monotonic_ms=lambda: now[0])
         await nn.start(serve=False)
         try:
             ck = nn.checkpointer
@@ -153,6 +153,39 @@ def test_checkpoint_is_due_by_txn_count_and_by_period(tmp_path):
             for i in range(5):
                 await nn.client_protocol.rpc_mkdirs(f"/b{i}", **W)
             assert nn.last_applied_txid - txid == 5 and ck.due()   # txn count reached
+        finally:
+            await nn.stop()
+
+    asyncio.run(main())
+
+
+def test_h1_a_wall_clock_jump_expires_no_retry_cache_entry_and_starts_no_checkpoint(tmp_path):
+    """Issue 28, H1: the retry cache expired its entries, and the checkpointer measured its period, by
+    the wall clock. A NameNode whose wall clock jumped an hour ahead answered a client's retry of an
+    acknowledged create with "File exists" (a write applied twice, from the client's view) and
+    checkpointed at once; one whose clock jumped back held its checkpoint back by as much. Durations
+    are the monotonic clock's now; the wall clock only dates things."""
+    async def main():
+        wall, mono = [1_000_000_000], [5_000]
+        conf = conf_for(tmp_path, **{"dfs.namenode.checkpoint.period": "60s",
+                                     "dfs.namenode.retrycache.expirytime.millis": "600000"})
+        await format_namenode(conf, cluster_id="CID-x", namespace_id=5)
+        nn = NameNode(conf, clock_ms=lambda: wall[0], monotonic_ms=lambda: mono[0])
+        await nn.start(serve=False)
+        try:
+            cid = b"\x07" * 16
+            first = await nn.client_protocol.rpc_create("/f", client_id=cid, call_id=1, **W)
+            ck = nn.checkpointer
+            wall[0] += 3_600_000                       # an hour ahead: no time passed
+            again = await nn.client_protocol.rpc_create("/f", client_id=cid, call_id=1, **W)
+            assert again == first                      # the retry gets the first answer
+            assert not ck.due()
+            wall[0] -= 7_200_000                       # an hour behind the truth
+            mono[0] += 60_000                          # a minute passes
+            assert ck.due()
+            mono[0] += 600_001                         # the entry's real expiry
+            with pytest.raises(FileAlreadyExistsError):
+                await nn.client_protocol.rpc_create("/f", client_id=cid, call_id=1, **W)
         finally:
             await nn.stop()
 

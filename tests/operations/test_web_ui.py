@@ -29,7 +29,7 @@ from qjournal.monitoring import read_artifact
 from qjournal.namenode.dfs_client import DFSClient
 from qjournal.util.proc import qjournal_argv
 
-from ha.zk_fixtures import wait_until
+from qjournal.util.waiting import wait_until
 from .browser import chromium, screenshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -68,7 +68,7 @@ def cluster(tmp_path_factory):
         state_id = asyncio.run(populate())
         # the observer has applied everything (its page shows its txid)
         wait_until(lambda: ((c.nn_states()[c.observer_ids[0]] or {}).get("last_applied_txid") or 0) >= state_id,
-                   30, "the observer applied the namespace")
+                   "the observer applied the namespace", 30)
         yield c
     finally:
         c.down()

@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 
+import pyarrow.parquet as pq
 import pytest
 
 from qjournal.localcluster.spark import SparkCluster, pyspark_home
@@ -35,7 +36,7 @@ from qjournal.pipeline import ingest as ing
 from qjournal.pipeline import run as runner
 from qjournal.protocol import segment as seg
 from qjournal.util.proc import qjournal_argv
-from tests.ha.zk_fixtures import wait_until
+from qjournal.util.waiting import wait_until
 from tests.pipeline.live_journal import JournalWriter, journal_uri, start_journalnodes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -72,14 +73,20 @@ def _replay_finalized(full_dir) -> tuple[Namespace, set[int]]:
     return ns, {s for s, _e in segs}
 
 
-def _findings(spark, out: str) -> list[tuple]:
+def _rows(table_dir: str) -> list[dict]:
+    """A table the cluster wrote, read with pyarrow: this test needs no SparkSession of its own, so a
+    parallel run starts it beside the Spark group (tests/parallel.py)."""
+    return pq.read_table(table_dir).to_pylist()
+
+
+def _findings(out: str) -> list[tuple]:
     return sorted((r["kind"], r["node"], r["segment_start"], r["severity"])
-                  for r in spark.read.parquet(os.path.join(out, "findings")).collect())
+                  for r in _rows(ing.OutputLayout(out).findings))
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("java") is None,
                     reason="needs root, util-linux unshare and java")
-def test_pipeline_on_a_standalone_cluster_that_cannot_see_the_driver(spark, tmp_path):
+def test_pipeline_on_a_standalone_cluster_that_cannot_see_the_driver(tmp_path):
     print(f"cluster history seed={SEED}")
     scratch, shared, run_dir = tmp_path / "driver", tmp_path / "shared", tmp_path / "spark"
     for d in (scratch / "tmp", shared):
@@ -131,14 +138,15 @@ def test_pipeline_on_a_standalone_cluster_that_cannot_see_the_driver(spark, tmp_
         assert info.txid == 80 + 80 + 60
         got = Namespace.from_image_columns(table.to_pydict(), info.last_inode_id, permissions_enabled=False)
         assert got.snapshot() == want.snapshot(), "the cluster's image differs from the NameNode's replay"
-        findings = _findings(spark, out2)
+        findings = _findings(out2)
         assert {k for k, *_ in findings} == {"missing-copy"}
         # the stopped node is unreachable: each of its finalized copies is missing, and nothing else is wrong
         assert len({node for _k, node, _s, _sev in findings}) == 1
         assert sorted(start for _k, _node, start, _sev in findings) == sorted(segments)
         # the CLI's run on the cluster ingested the same edits, copy for copy
-        tables = [ing.read_edits(spark, ing.OutputLayout(out)).collect() for out in (out1, out2)]
-        assert len(tables[0]) == 2 * 220 and sorted(tables[0]) == sorted(tables[1])
+        tables = [sorted((tuple(r.items()) for r in _rows(ing.OutputLayout(out).edits)), key=repr)
+                  for out in (out1, out2)]
+        assert len(tables[0]) == 2 * 220 and tables[0] == tables[1]
 
         def both_completed():
             apps = [a for a in (cluster.master_json() or {}).get("completedapps", [])
@@ -146,14 +154,14 @@ def test_pipeline_on_a_standalone_cluster_that_cannot_see_the_driver(spark, tmp_
             return apps if len(apps) == 2 else None
 
         # the master and the worker learn of an application's end asynchronously after its driver exits
-        apps = wait_until(both_completed, 60, "both applications in the master's completed list")
+        apps = wait_until(both_completed, "both applications in the master's completed list", 60)
         assert all(a["state"] == "FINISHED" and a["cores"] > 0 for a in apps), apps
 
         def ran_both():
             ran = {e["appid"] for e in (cluster.worker_json("worker1") or {}).get("finishedexecutors", [])}
             return ran if {a["id"] for a in apps} <= ran else None
 
-        ran = wait_until(ran_both, 60, "the worker's finished executors of both applications")
+        ran = wait_until(ran_both, "the worker's finished executors of both applications", 60)
         assert {a["id"] for a in apps} <= ran, (apps, ran)
         status = _cli(*qjournal_argv("spark", "status", "--run-dir", str(run_dir)))
         assert status.returncode == 0 and "workers alive: 1" in status.stdout, status.stdout + status.stderr

@@ -186,3 +186,28 @@ def test_discover_ignores_in_progress_and_names_files(tmp_path):
         discover_local([str(tmp_path / "nope")])
     with pytest.raises(JournalError, match="'j2' not found"):
         discover_local([str(tmp_path / "jn1")], jid="j2")
+
+
+def test_group_tasks_into_partitions_of_about_partition_bytes():
+    """Consecutive copies share a Spark partition (a task's fixed cost paid once per group, not per copy):
+    groups of about ``partitionBytes``, at least ``minPartitions`` when there are that many copies, order kept."""
+    from qjournal.pipeline import fetch as fe
+    from qjournal.pipeline.source import group_tasks
+
+    def task(i, length):
+        return fe.CopyTask("j", 100 * i + 1, 100 * i + 100, (fe.Source("n", f"/x/{i}"),), file_length=length)
+
+    tasks = [task(i, 10) for i in range(10)]
+    assert group_tasks([], 64, 1) == []
+    assert group_tasks(tasks, 0, 1) == [[t] for t in tasks]               # 0: one copy per partition
+    assert group_tasks(tasks, 1000, 1) == [tasks]                          # all fits in one
+    halves = group_tasks(tasks, 1000, 2)                                   # parallelism asked: two
+    assert halves == [tasks[:5], tasks[5:]]
+    by_bytes = group_tasks(tasks, 30, 1)                                   # ~30 bytes each: 4 groups
+    assert [len(g) for g in by_bytes] == [3, 2, 3, 2] and sum(by_bytes, []) == tasks
+    assert group_tasks(tasks[:3], 1000, 8) == [[t] for t in tasks[:3]]    # never more groups than copies
+    big_first = [task(0, 1000)] + [task(i, 10) for i in range(1, 6)]
+    groups = group_tasks(big_first, 500, 3)
+    assert groups[0] == [big_first[0]] and sum(groups, []) == big_first and len(groups) == 3
+    unknown = fe.CopyTask("j", 1, 1000, (fe.Source("n", "http://h:1/getJournal"),))   # remote: sized by txids
+    assert group_tasks([unknown, unknown], 150_000, 1) == [[unknown], [unknown]]

@@ -21,7 +21,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from qjournal.pipeline import ingest as ing
 from qjournal.pipeline.decode import EDITS_COLUMNS
-from tests.ha.zk_fixtures import wait_until
+from qjournal.util.waiting import wait_until
 from tests.pipeline.live_journal import JournalWriter, journal  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.slow
@@ -32,17 +32,23 @@ STREAM_SEED = int(os.environ.get("QJ_STREAM_SEED", "20261126"))
 
 def test_batch_read_equals_the_ingested_table(spark, clean_history, clean_ingested):
     layout, _ = clean_ingested
-    got = spark.read.format("qjournal").option("journalDirs", ",".join(clean_history.journal_dirs)).load()
-    assert got.rdd.getNumPartitions() == 3 * len(clean_history.segments)  # one per copy
+    dirs = ",".join(clean_history.journal_dirs)
+    got = spark.read.format("qjournal").option("journalDirs", dirs).load()
+    # small copies share a partition (partitionBytes, 64 MiB): here all twelve fit in one
+    assert got.rdd.getNumPartitions() == 1
     want = ing.read_edits(spark, layout)
     assertDataFrameEqual(got.select(*EDITS_COLUMNS), want.select(*EDITS_COLUMNS))
+    # one partition per copy when asked, the same rows
+    each = spark.read.format("qjournal").option("journalDirs", dirs).option("partitionBytes", "0").load()
+    assert each.rdd.getNumPartitions() == 3 * len(clean_history.segments)
+    assertDataFrameEqual(each.select(*EDITS_COLUMNS), want.select(*EDITS_COLUMNS))
 
 
 def test_batch_read_prunes_segments_outside_the_txid_range(spark, clean_history):
     s, e = clean_history.segments[1]
     lo, hi = s + 5, s + 14
     df = spark.read.format("qjournal").option("journalDirs", ",".join(clean_history.journal_dirs)) \
-        .option("startTxid", str(lo)).option("endTxid", str(hi)).load()
+        .option("startTxid", str(lo)).option("endTxid", str(hi)).option("partitionBytes", "0").load()
     assert df.rdd.getNumPartitions() == 3  # only the segment holding the range, on each node
     rows = df.select("node", "txid", "segment_start").collect()
     assert sorted(r["txid"] for r in rows) == sorted(list(range(lo, hi + 1)) * 3)
@@ -81,7 +87,7 @@ def test_stream_reaches_the_committed_txid_and_is_exactly_once_across_restarts(s
         writer.finalize()                 # segment 1..41 finalized
         query = start()
         last = writer.write(45)           # 42..86 written while the query runs, left in progress
-        wait_until(reaches(last), 120, f"the stream to reach the last committed txid {last}", poll_s=0.5)
+        wait_until(reaches(last), f"the stream to reach the last committed txid {last}", 120, poll_s=0.5)
         query.stop()
         first_run = _sink_txids(spark, sink)
 
@@ -89,7 +95,7 @@ def test_stream_reaches_the_committed_txid_and_is_exactly_once_across_restarts(s
         writer.finalize()                 # 42..101 finalized
         last = writer.write(23)           # 102..124 in progress
         query = start()                   # restarted from its checkpoint (offset log)
-        wait_until(reaches(last), 120, f"the restarted stream to reach txid {last}", poll_s=0.5)
+        wait_until(reaches(last), f"the restarted stream to reach txid {last}", 120, poll_s=0.5)
         query.stop()
     finally:
         writer.close()

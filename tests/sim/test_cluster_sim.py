@@ -43,6 +43,8 @@ OBSERVER_SEEDS = (0, 1, 6, 1711)
 MAX_SEEDS_OBSERVER_BROKEN = 5
 
 
+@pytest.mark.timeout(900)   # the bound of its own soak command below, not pytest's default 300 s: the slice's
+# CPU work is fixed, and in a parallel run on a shared machine the two cores are shared with the other workers
 def test_whole_cluster_seeds_hold_every_rule(tmp_path):
     """The slice, through the soak command itself: two fresh worker processes (both cores, and none of
     the test process's accumulated heap for the collector to walk), each seed under the soak's
@@ -144,7 +146,8 @@ def test_observer_seeds_hold_every_rule():
         assert any(e.nn == "nn3" and e.role == "observer" for e in r.history.of(NamespaceState)), r.summary()
         assert r.stats["observer_transitions"] >= 1
         kinds_on_observer |= {f.kind for f in r.history.of(Fault) if "nn3" in f.detail}
-    assert kinds_on_observer == {"nn_crash", "nn_pause", "nn_jn_partition", "client_nn_partition"}
+    # (the wall-clock jumps of issue 28 reach the observer's machine too, in the runs drawn to have them)
+    assert kinds_on_observer - {"clock_jump"} == {"nn_crash", "nn_pause", "nn_jn_partition", "client_nn_partition"}
 
 
 def test_an_observer_that_ignores_the_client_state_id_is_caught(monkeypatch):

@@ -21,16 +21,6 @@ def arun(fn: Callable[[], Awaitable[Any]], deadline_s: float = TEST_DEADLINE_S) 
     return asyncio.run(main())
 
 
-async def wait_until(cond: Callable[[], bool], deadline_s: float = 10.0, what: str = "condition") -> None:
-    """Wait until ``cond()`` holds, polling the loop; fail after ``deadline_s``."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline_s
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError(f"timed out after {deadline_s}s waiting for {what}")
-        await asyncio.sleep(0.001)
-
-
 class RawConnection:
     """A raw byte connection to the server, to send malformed frames and read frames back."""
 

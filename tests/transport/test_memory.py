@@ -16,6 +16,8 @@ from qjournal.transport.download import memory_download
 from qjournal.transport.memory import MemoryNetwork
 from qjournal.transport import RpcClient, RpcServer
 
+from qjournal.util.waiting import async_wait_until
+
 
 class Recorder(asyncio.Protocol):
     """Records (virtual time, bytes) of every delivery, and the end of the stream."""
@@ -100,10 +102,7 @@ def test_delays_reorder_and_equal_due_times_keep_send_order(loop_kind):
         t0 = asyncio.get_running_loop().time()
         for unit in [b"A", b"B", b"C", b"D"] + [bytes([i]) for i in range(30)]:
             t.write(unit)
-        deadline = asyncio.get_running_loop().time() + 10
-        while len(got) < 34:  # wait for every delivery (condition with a deadline)
-            assert asyncio.get_running_loop().time() < deadline, got
-            await asyncio.sleep(0.01)
+        await async_wait_until(lambda: len(got) >= 34, "every delivery", 10)
         order = [d for _, d in got]
         assert order == [b"D", b"B", b"C"] + [bytes([i]) for i in range(30)] + [b"A"]
         if loop_kind == "virtual":

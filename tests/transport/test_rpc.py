@@ -26,7 +26,9 @@ from qjournal.transport.frames import encode_frame, encode_request
 from qjournal.transport import PeerInfo, current_peer
 from qjournal.util import tasks
 
-from .helpers import arun, wait_until, with_rig
+from qjournal.util.waiting import async_wait_until
+
+from .helpers import arun, with_rig
 
 KINDS = ["tcp", "memory"]
 
@@ -121,7 +123,7 @@ def test_pipelined_responses_complete_out_of_order(kind):
         c = await rig.connect()
         first = asyncio.ensure_future(c.call("wait", key="a"))
         second = asyncio.ensure_future(c.call("wait", key="b"))
-        await wait_until(lambda: "a" in h.gates and "b" in h.gates, what="both calls to start")
+        await async_wait_until(lambda: "a" in h.gates and "b" in h.gates, "both calls to start", poll_s=0.001)
         await c.call("release", key="b")
         assert await second == "b"
         assert not first.done()
@@ -136,7 +138,7 @@ def test_sequential_calls_run_one_at_a_time_in_arrival_order(kind):
         c = await rig.connect()
         blocked = asyncio.ensure_future(c.call("block", key="g"))
         appends = [asyncio.ensure_future(c.call("append", i=i)) for i in range(50)]
-        await wait_until(lambda: "g" in h.gates, what="block to start")
+        await async_wait_until(lambda: "g" in h.gates, "block to start", poll_s=0.001)
         # a concurrent call is not queued behind the blocked sequential one
         assert await c.call("peek") == []
         assert not any(a.done() for a in appends)
@@ -272,7 +274,7 @@ def test_malformed_input_closes_only_that_connection(kind, bad):
         await raw.closed
         if bad != "half_frame":
             assert raw.messages == [[1, 1, True, "before"]]
-        await wait_until(lambda: rig.server.metrics["bad_frames"] == 1, what="bad frame to be counted")
+        await async_wait_until(lambda: rig.server.metrics["bad_frames"] == 1, "bad frame to be counted", poll_s=0.001)
         # the other connection is untouched, even with a call in progress, and new ones work
         await good.call("release", key="g")
         assert await pending == "g"
@@ -289,7 +291,7 @@ def test_bad_request_with_an_id_is_answered_not_disconnected(kind):
         raw = await rig.raw()
         raw.write(encode_frame([0, 5, "echo", [1, 2]]))
         raw.write(encode_frame([0, 6, "echo", {"value": 1}]))
-        await wait_until(lambda: len(raw.messages) == 2, what="two responses")
+        await async_wait_until(lambda: len(raw.messages) == 2, "two responses", poll_s=0.001)
         assert raw.messages[0][:3] == [1, 5, False]
         assert raw.messages[0][3]["type"] == "InvalidRequestError"
         assert raw.messages[1] == [1, 6, True, 1]
@@ -332,7 +334,7 @@ def test_connection_loss_fails_every_pending_call(kind):
     async def body(rig, h):
         c = await rig.connect()
         pending = [asyncio.ensure_future(c.call("block", key="g")), asyncio.ensure_future(c.call("wait", key="w"))]
-        await wait_until(lambda: "g" in h.gates and "w" in h.gates, what="calls to start")
+        await async_wait_until(lambda: "g" in h.gates and "w" in h.gates, "calls to start", poll_s=0.001)
         await rig.server.stop()
         for fut in pending:
             with pytest.raises(TransportError) as ei:
@@ -350,11 +352,11 @@ def test_client_close_fails_pending_calls_and_server_survives(kind):
     async def body(rig, h):
         c = await rig.connect()
         pending = asyncio.ensure_future(c.call("block", key="g"))
-        await wait_until(lambda: "g" in h.gates, what="call to start")
+        await async_wait_until(lambda: "g" in h.gates, "call to start", poll_s=0.001)
         await c.close()
         with pytest.raises(TransportError, match="closed by this client"):
             await pending
-        await wait_until(lambda: rig.server.connection_count == 0, what="server to see the close")
+        await async_wait_until(lambda: rig.server.connection_count == 0, "server to see the close", poll_s=0.001)
         h.gate("g").set()  # the running call completes; its response has nowhere to go
         c2 = await rig.connect()
         assert await c2.call("echo", value=1) == 1
@@ -367,7 +369,7 @@ def test_back_pressure_keeps_order_and_completes(kind):
         c = await rig.connect()
         blocked = asyncio.ensure_future(c.call("block", key="g"))
         appends = [asyncio.ensure_future(c.call("append", i=i)) for i in range(40)]
-        await wait_until(lambda: "g" in h.gates, what="block to start")
+        await async_wait_until(lambda: "g" in h.gates, "block to start", poll_s=0.001)
         h.gate("g").set()
         assert await blocked == "g"
         assert await asyncio.gather(*appends) == list(range(1, 41))
@@ -481,12 +483,12 @@ def test_a_client_that_does_not_read_stops_the_server_reading_it():
         raw.transport.pause_reading()  # never read the responses
         for i in range(n):
             raw.write(encode_request(i, "big", {"n": size}))
-        await wait_until(lambda: rig.server.connection_count == 1, what="connection")
+        await async_wait_until(lambda: rig.server.connection_count == 1, "connection", poll_s=0.001)
         (conn,) = rig.server._connections.values()
-        await wait_until(lambda: not conn._reading, what="server to stop reading")
+        await async_wait_until(lambda: not conn._reading, "server to stop reading", poll_s=0.001)
         assert conn._transport.get_write_buffer_size() < 8 * size
         raw.transport.resume_reading()
-        await wait_until(lambda: len(raw.messages) == n, what="every response")
+        await async_wait_until(lambda: len(raw.messages) == n, "every response", poll_s=0.001)
         assert [m[1] for m in raw.messages] == list(range(n))
         assert all(m[2] is True and len(m[3]) == size for m in raw.messages)
         raw.close()

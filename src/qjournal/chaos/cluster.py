@@ -5,7 +5,8 @@ the real code on a virtual world; this harness runs the shipped daemons as real 
 (``qjournal zookeeper``' ZooKeeper, ``journalnode``, ``namenode``, ``zkfc``, from the local
 cluster launcher) on real sockets, files and signals: what the simulation abstracts away (kazoo's
 threads, process start-up, real fsync, a real full disk) is exercised here. The history it records
-is judged by :func:`qjournal.sim.cluster_checker.check_cluster`; the rules that need the
+is judged by :func:`qjournal.sim.cluster_checker.check_cluster` and searched for a linearization
+(:mod:`qjournal.sim.linearizability`); the rules that need the
 NameNodes' and JournalNodes' side of the wire (``ack_not_durable``, the journal checker) and the
 standby's namespace (``standby_diverged``) are the simulator's alone.
 
@@ -60,6 +61,7 @@ from qjournal.sim.ha_cluster import ClusterTimeouts
 from qjournal.sim.ha_workload import NamespaceClient, namespace_paths
 from qjournal.sim.history import (ControllerState, Fault, Healed, History, NamespaceState, NsRead, OpAcked,
                                   OpFailed, Progress)
+from qjournal.sim.linearizability import linearizability_violations
 from qjournal.transport import RpcClient
 from qjournal.transport.tls import client_context_from_conf
 from qjournal.protocol.protocols import CLIENT, DFSADMIN, HA_SERVICE
@@ -90,6 +92,8 @@ CHAOS_CONF = {
     "dfs.ha.log-roll.period": "20s",
 }
 RESTART_DELAY_S = 2.0
+#: wall time the linearizability search may take over a session's history (past it: undecided)
+LIN_BUDGET_S = 120.0
 TMPFS_BYTES = 8 * 1024 * 1024
 
 
@@ -415,7 +419,9 @@ async def run_cluster_chaos(duration_s: float, seed: int, workdir: str | None = 
         await c.cleanup()
         if own:
             shutil.rmtree(wd, ignore_errors=True)
-    return ClusterChaosResult(seed, duration_s, c.history, check_cluster(c.history),
+    violations = check_cluster(c.history) + linearizability_violations(c.history, clock=time.monotonic,
+                                                                      budget_s=LIN_BUDGET_S)
+    return ClusterChaosResult(seed, duration_s, c.history, violations,
                               dict(sorted(c.counts.items())), c.notes)
 
 

@@ -32,18 +32,37 @@ from typing import Any, Callable, Coroutine
 
 from qjournal.errors import ConfigError, QJournalError
 from qjournal.util.fs import atomic_write
+from qjournal.util.logs import parse_logger_levels, setup_logging
 
 try:  # optional: pip install 'qjournal[fast]'
     import uvloop
 except ImportError:  # pragma: no cover - depends on the installation
     uvloop = None
 
-__all__ = ["announce_ready", "event_loop_factory", "guarded", "notify_service_manager", "host_port_arg", "remove_pid_file", "run_daemon",
+__all__ = ["announce_ready", "event_loop_factory", "guarded", "setup_daemon_logging", "notify_service_manager", "host_port_arg", "remove_pid_file", "run_daemon",
            "stop_on_signals", "write_pid_file"]
 
 log = logging.getLogger(__name__)
 
 EVENT_LOOPS = ("auto", "asyncio", "uvloop")
+
+
+def setup_daemon_logging(role: str, conf: Any) -> None:
+    """A daemon's logs as its configuration says: ``qjournal.log.level``, ``qjournal.log.json`` and the levels of
+    single loggers in ``qjournal.log.levels`` (``qjournal.ipc=TRACE`` traces every RPC call and answer).
+
+    Raises:
+        ConfigError: an unknown level or a malformed ``logger=LEVEL`` entry, naming the key.
+    """
+    try:
+        levels = parse_logger_levels(conf.get_list("qjournal.log.levels"))
+    except ValueError as e:
+        raise ConfigError(f"qjournal.log.levels: {e}", key="qjournal.log.levels") from None
+    try:
+        setup_logging(role, conf.get("qjournal.log.level") or "INFO", json=bool(conf.get_bool("qjournal.log.json")),
+                      levels=levels)
+    except ValueError as e:
+        raise ConfigError(f"qjournal.log.level: {e}", key="qjournal.log.level") from None
 
 
 def event_loop_factory(conf: Any) -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -15,13 +15,12 @@ import argparse
 import logging
 import sys
 
-from qjournal.cli._daemon import (announce_ready, host_port_arg, remove_pid_file, run_daemon, stop_on_signals,
-                                  write_pid_file)
+from qjournal.cli._daemon import (announce_ready, host_port_arg, remove_pid_file, run_daemon, setup_daemon_logging,
+                                  stop_on_signals, write_pid_file)
 from qjournal.config import Configuration
 from qjournal.errors import ConfigError, QJournalError
 from qjournal.journalnode.node import JournalNode
 from qjournal.transport.http import scheme as http_scheme
-from qjournal.util.logs import setup_logging
 from qjournal.util.proc import freeze_startup_objects
 
 
@@ -49,9 +48,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"journalnode: {e}", file=sys.stderr)
         return 1
     try:
-        setup_logging("journalnode", conf.get("qjournal.log.level"), json=conf.get_bool("qjournal.log.json"))
-    except ImportError:  # pragma: no cover - the logs module is another part's
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+        setup_daemon_logging("journalnode", conf)
+    except ConfigError as e:
+        print(f"journalnode: {e}", file=sys.stderr)
+        return 1
     # The journal threads wake from fdatasync while the loop thread decodes and validates the
     # next batch; a short GIL switch interval lets them take the GIL back promptly instead of
     # waiting up to the default 5 ms (a convoy that halves the write throughput).

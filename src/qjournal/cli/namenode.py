@@ -27,14 +27,13 @@ import logging
 import os
 import sys
 
-from qjournal.cli._daemon import (announce_ready, host_port_arg, remove_pid_file, run_daemon, stop_on_signals,
-                                  write_pid_file)
+from qjournal.cli._daemon import (announce_ready, host_port_arg, remove_pid_file, run_daemon, setup_daemon_logging,
+                                  stop_on_signals, write_pid_file)
 from qjournal.config import Configuration
 from qjournal.errors import ConfigError, QJournalError
 from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.format import bootstrap_standby, format_namenode, initialize_shared_edits
 from qjournal.namenode.http import NameNodeHttpServer, http_address_of
-from qjournal.util.logs import setup_logging
 from qjournal.util.pause_monitor import PauseMonitor
 from qjournal.util.proc import freeze_startup_objects
 
@@ -75,7 +74,11 @@ def run(args: argparse.Namespace) -> int:
     except QJournalError as e:
         print(f"namenode: {e}", file=sys.stderr)
         return 1
-    setup_logging("namenode", conf.get("qjournal.log.level"), json=conf.get_bool("qjournal.log.json"))
+    try:
+        setup_daemon_logging("namenode", conf)
+    except ConfigError as e:
+        print(f"namenode: {e}", file=sys.stderr)
+        return 1
     try:
         if args.format:
             return asyncio.run(_format(conf, args))

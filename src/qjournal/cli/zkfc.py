@@ -15,13 +15,13 @@ import asyncio
 import os
 import sys
 
-from qjournal.cli._daemon import announce_ready, remove_pid_file, run_daemon, stop_on_signals, write_pid_file
+from qjournal.cli._daemon import (announce_ready, remove_pid_file, run_daemon, setup_daemon_logging, stop_on_signals,
+                                  write_pid_file)
 from qjournal.config.conf import Configuration
 from qjournal.errors import ConfigError, ElectorError, QJournalError
 from qjournal.ha.elector import ElectorSettings
 from qjournal.ha.http import ZKFCHttpServer, zkfc_http_address_of
 from qjournal.ha.zkfc import ZKFCSettings, ZKFailoverController, format_zk, resolve_ha_addresses
-from qjournal.util.logs import setup_logging
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,8 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         conf = Configuration.from_args(args)
-        setup_logging("zkfc", conf.get("qjournal.log.level") or "INFO",
-                      json=bool(conf.get_bool("qjournal.log.json")))
+        setup_daemon_logging("zkfc", conf)
         if args.format_zk:
             return _format_zk(conf, args)
         return run_daemon(conf, _serve(conf, args))

@@ -174,8 +174,25 @@ class QuorumOutputStream(EditLogOutputStream):
         self._next_txid += num_txns
 
     def set_version(self, layout_version: int) -> None:
-        """Record the layout version (the segment header was written at start)."""
-        self.layout_version = layout_version
+        """Records after this use ``layout_version`` (seed 003 §5.6): on a quorum journal only the version the
+        segment started with, which every JournalNode wrote into its segment's header at ``start_log_segment``;
+        a new version takes a new segment (``start_log_segment(txid, layout_version)``). A file journal can still
+        change an empty segment's header; JournalNodes cannot be asked to rewrite one without risking copies of a
+        segment with different headers, so a change is refused here, before anything reaches them.
+
+        Raises:
+            JournalError: ``layout_version`` differs from the segment's (naming journal, segment and both
+                versions), or the stream is closed or failed.
+        """
+        self._check_open()
+        if layout_version == self.layout_version:
+            return
+        raise JournalError(
+            f"journal {self._jid!r}: segment {self._segment_txid} was started with layout version "
+            f"{self.layout_version}, which each JournalNode wrote into the segment's header; a quorum journal does "
+            f"not change it in an open segment: finalize the segment and start the next one with "
+            f"start_log_segment(txid, layout_version={layout_version})", jid=self._jid, txid=self._segment_txid,
+            layout_version=layout_version)
 
     def mark(self) -> None:
         """Move the current buffer to the ready side (the next ``sync`` sends it)."""

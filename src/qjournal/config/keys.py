@@ -216,8 +216,11 @@ define("hadoop.security.instrumentation.requires.admin", False, "bool",
 define("dfs.cluster.administrators", "",
        doc="ACL of the HTTP admin endpoints (/jmx, /metrics, status pages) when "
            "hadoop.security.instrumentation.requires.admin is true")
-define("qjournal.log.level", "INFO", doc="log level of daemons (DEBUG, INFO, WARNING, ERROR)")
+define("qjournal.log.level", "INFO", doc="log level of daemons (TRACE, DEBUG, INFO, WARNING, ERROR)")
 define("qjournal.log.json", True, "bool", "structured JSON-lines logs on stderr (false: plain text)")
+define("qjournal.log.levels", "", "list",
+       "levels of single loggers, logger=LEVEL (log4j's log4j.logger.<name>): qjournal.ipc=TRACE writes one line per "
+       "RPC call and answer (method, peer, epoch, txids, bytes, latency) on clients and servers; off by default")
 define("jvm.pause.info-threshold.ms", 1000, "duration",
        "a daemon logs an event-loop stall or garbage-collector pause at least this long (util/pause_monitor.py)",
        unit="ms")
@@ -383,7 +386,11 @@ define("dfs.ha.tail-edits.in-progress", True, "bool",
        "tail the in-progress segment: committed edits over RPC from the JournalNodes' edit caches "
        "(HDFS-13150), else streamed from the segments; quorum journals only")
 define("dfs.ha.tail-edits.qjm.rpc.max-txns", 5000, "int", "max txns per get_journaled_edits answer")
-define("dfs.ha.log-roll.period", 120, "duration", "standby asks the active to roll this often", unit="s")
+define("dfs.ha.log-roll.period", 120, "duration",
+       "a standby that applied edits since its last request asks the active to roll its edit log this often "
+       "(HDFS's EditLogTailer trigger; 0 = never; the active has no timer of its own)", unit="s")
+define("dfs.ha.tail-edits.rolledits.timeout", 60, "duration",
+       "deadline of the standby's roll_edit_log call to the active", unit="s")
 define("dfs.ha.zkfc.port", 8019, "int", "ZKFC RPC port")
 define("dfs.client.failover.proxy.provider.<ns>", None, "str",
        "client failover proxy of <ns>: ...ConfiguredFailoverProxyProvider (default: every call to the "

@@ -97,14 +97,30 @@ def _sections(text: str, name: str) -> dict[str, dict[str, list[str]]]:
     return sections
 
 
-def parse_unit(text: str, name: str) -> ServiceUnit:
-    """Parse a unit file's text (module docstring for the syntax covered).
+def parse_unit(text: str, name: str, drop_ins: tuple[str, ...] | list[str] = ()) -> ServiceUnit:
+    """Parse a unit file's text (module docstring for the syntax covered), with its drop-ins.
+
+    Args:
+        text: the unit file.
+        name: its name (for messages).
+        drop_ins: the texts of its drop-in files (``<unit>.d/*.conf``, in name order), applied as
+            systemd does: each assignment adds to the unit's, and an empty one (``ExecStart=``)
+            clears what came before (how a drop-in replaces the command).
 
     Raises:
         ConfigError: malformed lines, no ``[Service]`` or ``ExecStart=``, more than one
             ``ExecStart=``, or syntax the parser does not model (named with the unit).
     """
     raw = _sections(text, name)
+    for k, extra in enumerate(drop_ins):
+        for section, keys in _sections(extra, f"{name}.d ({k + 1})").items():
+            into = raw.setdefault(section, {})
+            for key, values in keys.items():
+                for v in values:
+                    if v == "":
+                        into[key] = []
+                    else:
+                        into.setdefault(key, []).append(v)
     svc = raw.get("Service")
     if svc is None:
         raise ConfigError(f"{name}: no [Service] section", path=name)

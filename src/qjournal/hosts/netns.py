@@ -58,12 +58,12 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Iterator
 
 from qjournal.errors import QJournalError
 from qjournal.util.proc import Daemon, pid_alive, start_daemon
 
-__all__ = ["HostsError", "Network", "Host", "unavailable_reason", "clean_stale", "wait_until", "TAG"]
+__all__ = ["HostsError", "Network", "Host", "unavailable_reason", "clean_stale", "TAG"]
 
 #: every namespace, /etc/netns entry and state file of this harness starts with it
 TAG = "qjh"
@@ -96,22 +96,6 @@ def unavailable_reason() -> str | None:
     if not os.path.exists("/proc/self/ns/net"):
         return "this kernel has no network namespaces"
     return None
-
-
-def wait_until(predicate: Callable[[], object], timeout_s: float, what: str, poll_s: float = 0.05) -> object:
-    """Poll ``predicate`` until it returns something true; return that.
-
-    Raises:
-        HostsError: not within ``timeout_s`` (the message says what was awaited).
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        v = predicate()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise HostsError(f"{what}: not within {timeout_s:.0f}s")
-        time.sleep(poll_s)  # poll interval of a condition with a deadline
 
 
 def _run(argv: list[str], what: str, timeout_s: float = 30.0, check: bool = True) -> subprocess.CompletedProcess:

@@ -13,7 +13,10 @@ reads the unit file the host installed (``/etc/systemd/system/<unit>`` inside th
   when the daemon sends ``READY=1`` (sd_notify, :func:`qjournal.cli._daemon.announce_ready`), or
   fails when it exits first or ``TimeoutStartSec=`` passes; ``Type=simple``: the start returns once
   the process runs;
-* stop: SIGTERM to the main process, SIGKILL after ``TimeoutStopSec=``; restart: stop, then start.
+* stop: SIGTERM to the main process, SIGKILL after ``TimeoutStopSec=``; restart: stop, then start;
+* drop-ins (``/etc/systemd/system/<unit>.d/*.conf``) as systemd applies them: how the fault harness
+  (issue 28, :mod:`qjournal.hosts.clock` and :mod:`qjournal.hosts.disk`) puts a daemon under libfaketime
+  or ``fiu-run``, as an operator would give one unit an extra environment or a wrapper.
 
 What it does not do, and why that is fine for the tests: the processes run as root, not as
 ``User=`` (the hosts share the machine's account database; creating accounts would change the
@@ -78,7 +81,13 @@ class ServiceManager:
                 text = f.read()
         except OSError as e:
             raise HostsError(f"{self.host.name}: unit {name} is not installed ({path}: {e.strerror})") from e
-        return parse_unit(text, name)
+        drop_in_dir = path + ".d"
+        drop_ins = []
+        for f in sorted(os.listdir(drop_in_dir)) if os.path.isdir(drop_in_dir) else []:
+            if f.endswith(".conf"):
+                with open(os.path.join(drop_in_dir, f)) as fh:
+                    drop_ins.append(fh.read())
+        return parse_unit(text, name, drop_ins)
 
     def daemon(self, name: str) -> Daemon | None:
         """The main process of unit ``name`` (None if it never started)."""

@@ -242,7 +242,7 @@ class JournalSet(JournalManager):
                 m.restored_at_txid = txid
                 log.info("journal restored", extra={"journal": m.name, "txid": txid})
         self._check_enough("start_log_segment")
-        self._stream = JournalSetOutputStream(self, txid)
+        self._stream = JournalSetOutputStream(self, txid, layout_version)
         return self._stream
 
     async def finalize_log_segment(self, first_txid: int, last_txid: int) -> None:
@@ -372,9 +372,10 @@ class _RedundantSource:
 class JournalSetOutputStream(EditLogOutputStream):
     """Forwards every call to the streams of the set's healthy members."""
 
-    def __init__(self, jset: JournalSet, segment_txid: int) -> None:
+    def __init__(self, jset: JournalSet, segment_txid: int, layout_version: int = LAYOUT_VERSION) -> None:
         self._set = jset
         self._segment_txid = segment_txid
+        self._layout_version = layout_version
         self._last_written = segment_txid - 1
         self._marked = segment_txid - 1
         self._last_synced = segment_txid - 1
@@ -486,8 +487,24 @@ class JournalSetOutputStream(EditLogOutputStream):
         self._last_written = first_txid + num_txns - 1
 
     def set_version(self, layout_version: int) -> None:
-        """Forward ``set_version`` to every live stream (a refusal marks that journal failed)."""
-        self._forward("set_version", lambda s: s.set_version(layout_version))
+        """Forward ``set_version`` to every live stream, all or none: a stream that refuses (a file journal
+        after its first record, a quorum journal always) is a refusal of the call, not a failure of its journal,
+        so the streams that took the new version are set back and the refusal is raised.
+
+        Raises:
+            JournalError (or the refusing stream's error): some journal cannot take ``layout_version`` now.
+        """
+        changed: list[EditLogOutputStream] = []
+        for m in self._live():
+            assert m.stream is not None
+            try:
+                m.stream.set_version(layout_version)
+            except (QJournalError, OSError):
+                for st in changed:
+                    st.set_version(self._layout_version)
+                raise
+            changed.append(m.stream)
+        self._layout_version = layout_version
 
     def mark(self) -> None:
         """End the batch on every live stream; the next ``sync`` covers it."""

@@ -28,6 +28,8 @@ the simulator's included); this module maps its errors to status codes and throt
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import html
 import json
 import logging
@@ -83,6 +85,8 @@ class JournalNodeHttpServer:
         self.app.router.add_get("/metrics", self.metrics)
         self.app.router.add_get("/", self.index)
         self._runner: web.AppRunner | None = None
+        #: bytes of /getJournal bodies sent by sendfile (the rest went through the process in chunks)
+        self.sendfile_bytes = 0
 
     async def start(self, host: str, port: int, ssl_context: Any = None) -> tuple[str, int]:
         """Listen (port 0 picks a free port), with mutual TLS when ``ssl_context`` is given.
@@ -124,6 +128,11 @@ class JournalNodeHttpServer:
         except (SegmentNotFoundError, JournalNotFormattedError) as e:
             return web.Response(status=404, text=f"{e.message}\n")
         except QJournalError as e:
+            if e.fields.get("errno") is not None:
+                # this node's disk failed reading the copy (logged by the service): the copy is unavailable
+                # here, not the request wrong; the reader takes another replica
+                return web.Response(status=503, text=f"getedit failed: this JournalNode cannot read the segment: "
+                                                     f"{e.message}; read another replica\n")
             log.warning("getJournal %s failed: %s", request.query_string, e)
             return web.Response(status=500, text=f"getedit failed. {e.message}\n")
         async with download:
@@ -133,10 +142,30 @@ class JournalNodeHttpServer:
                 "X-Qjournal-Segment": name,
             })
             resp.content_length = download.length
-            await resp.prepare(request)
-            while (chunk := await download.next_chunk()) is not None:
-                await resp.write(chunk)
-                await throttle.account(len(chunk))
+            writer = await resp.prepare(request)
+            transport = request.transport
+            try:
+                if (download.local_file is not None and throttle.unlimited and transport is not None
+                        and transport.get_extra_info("sslcontext") is None):
+                    # plain HTTP, no throttle: the kernel copies the file to the socket (the bytes never enter
+                    # this process); TLS and throttled transfers read the chunks below
+                    await writer.drain()
+                    await asyncio.get_running_loop().sendfile(transport, download.local_file, 0, download.length)
+                    self.sendfile_bytes += download.length
+                else:
+                    while (chunk := await download.next_chunk()) is not None:
+                        await resp.write(chunk)
+                        await throttle.account(len(chunk))
+            except OSError as e:
+                if isinstance(e, ConnectionError):  # the reader went away: nothing of this node's to report
+                    raise
+                # the headers are out: the reader sees a short body (its length and CRC32C checks fail) and
+                # takes another replica; the failure is this node's disk, named here
+                log.error("getJournal %s: reading %s failed on this node's storage after the headers were sent: "
+                          "%s (errno %s)", request.query_string, name, e, errno.errorcode.get(e.errno or 0, "?"))
+                if transport is not None:
+                    transport.close()
+                return resp
             await resp.write_eof()
             return resp
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Protocol
+from typing import Awaitable, Callable, Protocol
 
 from qjournal.config import Configuration
 from qjournal.errors import QJournalError, StandbyError
@@ -105,17 +105,22 @@ class Checkpointer:
         conf: the checkpoint keys and, with HA, the addresses of the other NameNodes.
         nn_id: this NameNode's id (it never uploads to itself).
         name_dir: where images are saved.
-        clock_ms: wall clock in ms.
+        clock_ms: the monotonic clock in ms (the checkpoint period is a duration: a wall clock that
+            jumps must not start or hold back a checkpoint; issue 28, H1).
         ha_enabled: checkpoint on the standby and upload to the active (else: the active checkpoints itself).
         connect: reaches the other NameNodes (the upload).
         on_crash: told if the checkpoint loop dies of an unexpected error (the NameNode fails).
+        after_upload: awaited after an image reached the active (HA): the standby asks the active to roll
+            its log (``log_roller.py``), so the edits after the image start a segment of their own.
     """
 
     def __init__(self, nn: CheckpointSource, conf: Configuration, *, nn_id: str | None, name_dir: str,
                  clock_ms: Callable[[], int], ha_enabled: bool, connect: RpcConnector,
-                 on_crash: Callable[[BaseException], None] | None = None) -> None:
+                 on_crash: Callable[[BaseException], None] | None = None,
+                 after_upload: Callable[[], Awaitable[object]] | None = None) -> None:
         self.nn = nn
         self.connect = connect
+        self.after_upload = after_upload
         self.on_crash = on_crash
         self.conf = conf
         self.nn_id = nn_id
@@ -223,6 +228,9 @@ class Checkpointer:
                 log.info("uploaded checkpoint", extra={"txid": txid, "to": other})
             except QJournalError as e:
                 log.info("checkpoint upload to %s not accepted: %s", other, e)
+                continue
+            if self.after_upload is not None:
+                await self.after_upload()
 
 
 def save_needed(image_age_ms: int | None, image_txid: int, last_txid: int, time_window_s: int,

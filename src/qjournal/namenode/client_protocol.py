@@ -101,6 +101,8 @@ class Namesystem(Protocol):
     #: safe mode (``ha_state`` invariant 4)
     safe_mode: bool
     clock_ms: Callable[[], int]
+    #: durations: retry-cache expiry, the observer's read wait (issue 28, H1: never the wall clock)
+    monotonic_ms: Callable[[], int]
     #: dfs.namenode.observer.read.wait.ms
     observer_read_wait_ms: int
     #: woken by the tailer after each applied batch
@@ -181,7 +183,9 @@ class ClientProtocolHandler:
             nn.check_operation(OpCategory.WRITE, method)
             retry_cache = nn.retry_cache
             key = retry_cache.key(ctx.client_id, ctx.call_id)  # None: a call never cached
-            hit, answer = retry_cache.lookup_key(key, method, ctx.ts)
+            # entries expire by the monotonic clock: a wall clock that jumps must not expire them (H1)
+            now_ms = nn.monotonic_ms()
+            hit, answer = retry_cache.lookup_key(key, method, now_ms)
             if hit:  # recorded after its sync: everything up to synced_txid is durable
                 sid = nn.editlog.synced_txid if nn.editlog is not None else nn.last_applied_txid
                 return self._reply(answer, sid, client_sid)
@@ -230,7 +234,7 @@ class ClientProtocolHandler:
                 if nn.fatal_error is not None:  # invariant 1
                     raise EditLogFatalError(f"{nn.label}: journal failed: {nn.fatal_error}")
                 answer = answer_from_ops(method, ops)
-                retry_cache.record_ops(key, method, ops, ctx.ts)
+                retry_cache.record_ops(key, method, ops, now_ms)
             except BaseException as e:
                 fut = self._inflight.pop(key, None) if key is not None else None
                 if fut is not None and not fut.done():
@@ -348,7 +352,7 @@ class ClientProtocolHandler:
         """
         nn = self.nn
         limit_ms = nn.observer_read_wait_ms
-        t0 = nn.clock_ms()
+        t0 = nn.monotonic_ms()
         waited_ms = 0
         while True:
             decision = observer_read_decision(client_state_id, nn.last_applied_txid, waited_ms, limit_ms)
@@ -357,15 +361,15 @@ class ClientProtocolHandler:
             if decision == ReadDecision.RETRY_ELSEWHERE:
                 raise ObserverRetryOnActiveError(
                     f"{nn.label} (observer) has applied txid {nn.last_applied_txid}, behind the client's "
-                    f"state id {client_state_id}, after waiting {nn.clock_ms() - t0} ms "
+                    f"state id {client_state_id}, after waiting {nn.monotonic_ms() - t0} ms "
                     f"(dfs.namenode.observer.read.wait.ms = {limit_ms}); retry on another NameNode",
                     state=nn.state.value, state_id=nn.last_applied_txid,
-                    client_state_id=client_state_id, waited_ms=nn.clock_ms() - t0)
+                    client_state_id=client_state_id, waited_ms=nn.monotonic_ms() - t0)
             assert client_state_id is not None
             reached = await nn.applied_waiters.wait_for(client_state_id, limit_ms - waited_ms)
             nn.check_operation(OpCategory.READ, method)  # still an observer?
             # not reached: the wait ran out (or no room to park another read): rule 4 decides next
-            waited_ms = nn.clock_ms() - t0 if reached else limit_ms
+            waited_ms = nn.monotonic_ms() - t0 if reached else limit_ms
 
     async def _read(self, method: str, user: Any, groups: Any, answer: Callable[[CallContext], Any],
                     state_id: Any = None) -> Any:

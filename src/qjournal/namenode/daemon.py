@@ -82,6 +82,7 @@ from qjournal.namenode.client_protocol import ClientProtocolHandler
 from qjournal.namenode.editlog import FSEditLog
 from qjournal.namenode.ha_service import HAService
 from qjournal.namenode.ha_state import HAState, OpCategory, check_operation
+from qjournal.namenode.log_roller import ActiveLogRoller
 from qjournal.namenode.namenode_protocol import NamenodeProtocolHandler
 from qjournal.namenode.inode_table import TableSnapshot
 from qjournal.namenode.namespace import Namespace
@@ -110,7 +111,11 @@ class NameNode:
     Args:
         conf: the configuration.
         nn_id: this NameNode's id in the nameservice (``dfs.ha.namenode.id`` by default).
-        clock_ms: wall clock in ms (injectable for tests).
+        clock_ms: wall clock in ms (injectable for tests): only for what a person reads as a date
+            (modification times, edit timestamps, the report's time of day).
+        monotonic_ms: the clock of every duration and deadline (retry-cache expiry, the observer's read
+            wait, the checkpoint period, phase timings), default ``time.monotonic``: a wall clock
+            that jumps or drifts (issue 28, H1) must not expire, shorten or stretch any of them.
         exit_hook: called with an exit status when the NameNode must terminate
             (fenced / journal failure). Default: nothing (the daemon passes one).
         journal_opener: opens its journals by URI (default: the registry's ``open_journal``;
@@ -121,6 +126,7 @@ class NameNode:
 
     def __init__(self, conf: Configuration, nn_id: str | None = None, *,
                  clock_ms: Callable[[], int] | None = None,
+                 monotonic_ms: Callable[[], int] | None = None,
                  exit_hook: Callable[[int], None] | None = None,
                  journal_opener: JournalOpener = open_journal,
                  connect: RpcConnector | None = None) -> None:
@@ -132,6 +138,7 @@ class NameNode:
         #: "NameNode <id>", for messages
         self.label = f"NameNode {self.nn_id or ''}".strip()
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.monotonic_ms = monotonic_ms or (lambda: int(time.monotonic() * 1000))
         self.exit_hook = exit_hook
         self.name_dir = name_dir_of(conf)
         self.superuser = conf.get("qjournal.namenode.superuser") or "root"
@@ -152,7 +159,6 @@ class NameNode:
                 log.warning("dfs.ha.tail-edits.in-progress needs a qjournal:// shared edits dir; "
                             "tailing finalized segments only")
             self.tail_in_progress = False
-        self.roll_period_ms = int(conf.get_duration_ms("dfs.ha.log-roll.period") or 0)
         self.tail_period_ms = int(conf.get_duration_ms("dfs.ha.tail-edits.period") or 0)
         self.tail_backoff_max_ms = int(conf.get_duration_ms("dfs.ha.tail-edits.period.backoff-max") or 0)
         ckpt_txns = int(conf.get_int("dfs.namenode.checkpoint.txns") or 0)
@@ -181,7 +187,8 @@ class NameNode:
         self.service_auth = ServiceAuthorization(conf, NAMENODE_ACLS, service=self.label, http=HTTP_NAMENODE)
         self.rpc_server: RpcServer | None = None
         self.address: tuple[str, int] | None = None
-        self._roll_task: asyncio.Task | None = None
+        #: HA: the standby's requests that the active roll its log (log_roller.py); None without HA
+        self.log_roller: ActiveLogRoller | None = None
         self.fatal_error: BaseException | None = None
         #: the process's pause monitor, when its command started one (``util/pause_monitor.py``; /jmx JvmMetrics)
         self.pause_monitor: PauseMonitor | None = None
@@ -219,14 +226,14 @@ class NameNode:
             raise JournalNotFormattedError(
                 f"{self.name_dir}: NameNode storage is not formatted (run qjournal namenode -format)",
                 path=self.name_dir)
-        t0 = self.clock_ms()
+        t0 = self.monotonic_ms()
         info, self.namespace, path = await asyncio.to_thread(self._load_newest_image)
         self.last_checkpoint_txid = info.txid
-        t1 = self.clock_ms()
+        t1 = self.monotonic_ms()
         self.startup_progress = {"LoadingFsImageElapsedTime": t1 - t0, "LoadingFsImageCount": len(self.namespace),
                                  "LoadingEditsElapsedTime": 0, "LoadingEditsCount": 0}
         self.tailer = EditLogTailer(self.namespace, self.retry_cache, self.ns_lock, info.txid,
-                                    self.clock_ms, self.tail_period_ms,
+                                    self.monotonic_ms, self.tail_period_ms,
                                     in_progress_ok=self.tail_in_progress, on_crash=self._on_fatal,
                                     backoff_max_ms=self.tail_backoff_max_ms,
                                     on_applied=self.applied_waiters.notify)
@@ -245,14 +252,21 @@ class NameNode:
             self.start_standby_services()
         else:
             await self._become_active_non_ha()
-        t2 = self.clock_ms()
+        t2 = self.monotonic_ms()
         replayed = self.last_applied_txid - info.txid
         self.startup_progress.update(LoadingEditsElapsedTime=t2 - t1, LoadingEditsCount=replayed,
                                      ElapsedTime=t2 - t0)
         log.info("replayed edits", extra={"txns": replayed, "replay_ms": t2 - t1, "startup_ms": t2 - t0})
+        if self.ha_enabled:
+            self.log_roller = ActiveLogRoller(self.conf, self.nn_id, self.connect,
+                                              is_standby=lambda: self.state == HAState.STANDBY,
+                                              last_applied_txid=lambda: self.last_applied_txid,
+                                              on_crash=self._on_fatal)
+            self.log_roller.start()
         self.checkpointer = Checkpointer(self, self.conf, nn_id=self.nn_id, name_dir=self.name_dir,
-                                         clock_ms=self.clock_ms, ha_enabled=self.ha_enabled,
-                                         connect=self.connect, on_crash=self._on_fatal)
+                                         clock_ms=self.monotonic_ms, ha_enabled=self.ha_enabled,
+                                         connect=self.connect, on_crash=self._on_fatal,
+                                         after_upload=self.log_roller.trigger if self.log_roller else None)
         self.checkpointer.start()
         if serve:
             return await self._serve(host, port, network)
@@ -323,25 +337,6 @@ class NameNode:
         self.editlog = FSEditLog(jset, clock_ms=self.clock_ms, user=self.superuser,
                                  roll_txns=self.roll_txns, on_fatal=self._on_fatal, lock=self.ns_lock)
         await self.editlog.open_for_write(self.tailer.last_applied_txid + 1)
-        if self.roll_period_ms > 0:
-            self._roll_task = spawn(self._roll_loop(), name=f"log-roll-{self.nn_id}", on_crash=self._on_fatal)
-
-    async def _roll_loop(self) -> None:
-        while self.state == HAState.ACTIVE and self.editlog is not None:
-            await asyncio.sleep(self.roll_period_ms / 1000.0)
-            el = self.editlog
-            if el is None or self.state != HAState.ACTIVE:
-                return
-            if self.safe_mode:  # no roll in safe mode (nothing is written either)
-                continue
-            try:
-                await el.roll()
-            except QJournalError as e:
-                log.warning("periodic log roll failed: %s", e)
-
-    async def _stop_roll_loop(self) -> None:
-        t, self._roll_task = self._roll_task, None
-        await cancel_and_wait(t)
 
     # ------------------------------------------- services (ha_service.HAContext)
     async def start_active_services(self) -> dict[str, int]:
@@ -356,17 +351,17 @@ class NameNode:
             QJournalError: fencing, catch-up or the new segment failed; nothing is left open.
         """
         assert self.tailer is not None
-        t0 = self.clock_ms()
+        t0 = self.monotonic_ms()
         local, shared = open_journals(self.conf, self.ns_info, self.journal_opener)
         jset = make_journal_set(local, shared)
         phases: dict[str, int] = {}
         try:
             # fencing: a new epoch on the quorum (or the lock of a shared dir)
             await jset.recover_unfinalized_segments()
-            phases["fence_ms"] = self.clock_ms() - t0
+            phases["fence_ms"] = self.monotonic_ms() - t0
             # every remaining edit (all finalized now), from the shared journal
             n = await self.tailer.catch_up(shared)  # type: ignore[arg-type]
-            phases["catch_up_ms"] = self.clock_ms() - t0 - phases["fence_ms"]
+            phases["catch_up_ms"] = self.monotonic_ms() - t0 - phases["fence_ms"]
             phases["catch_up_txns"] = n
             await self._open_editlog(jset)
         except Exception:
@@ -390,7 +385,6 @@ class NameNode:
         would hold edits that the next writer may overwrite.
         """
         assert self.tailer is not None
-        await self._stop_roll_loop()
         el = self.editlog
         if el is not None:
             try:
@@ -434,7 +428,8 @@ class NameNode:
                 await self.tailer.stop()
             except Exception as e:
                 log.warning("tailer ended with %s", e)
-        await self._stop_roll_loop()
+        if self.log_roller is not None:
+            await self.log_roller.stop()
         if self.editlog is not None:
             try:
                 await self.editlog.close()

@@ -78,6 +78,8 @@ class HAContext(Protocol):
     #: "NameNode <id>", for messages
     label: str
     clock_ms: Callable[[], int]
+    #: durations (issue 28, H1: never the wall clock)
+    monotonic_ms: Callable[[], int]
 
     @property
     def last_applied_txid(self) -> int:
@@ -260,7 +262,7 @@ class HAService:
             if self._transition_is_noop(HAState.ACTIVE, request_source):
                 return
             await nn.stop_standby_services()
-            t0 = nn.clock_ms()
+            t0 = nn.monotonic_ms()
             try:
                 phases = await nn.start_active_services()
             except Exception as e:
@@ -271,8 +273,8 @@ class HAService:
                                              cause=type(e).__name__) from None
                 raise
             nn.state = HAState.ACTIVE  # invariant 1: no await since the services started
-            self.became_active_at_ms = nn.clock_ms()
-            self.last_transition = dict(phases, took_ms=self.became_active_at_ms - t0)
+            self.became_active_at_ms = nn.clock_ms()   # a time of day, for the status page
+            self.last_transition = dict(phases, took_ms=nn.monotonic_ms() - t0)
             log.info("transitioned to active", extra={"txid": nn.last_applied_txid, **self.last_transition})
 
     async def transition_to_standby(self, request_source: str = "user") -> None:

@@ -7,8 +7,9 @@ replaying the log from the last checkpoint. HDFS's ``EditLogTailer``; reference
 
 Theory of operation: every ``dfs.ha.tail-edits.period`` the tailer asks the
 shared journal for the *finalized* segments after the last applied txid
-(``open_input(last + 1, in_progress_ok=False)``; the active rolls its segment
-every ``dfs.ha.log-roll.period``, so finalized segments keep appearing), and
+(``open_input(last + 1, in_progress_ok=False)``; the standby asks the active to
+roll its segment every ``dfs.ha.log-roll.period``, ``log_roller.py``, so
+finalized segments keep appearing), and
 applies each op to the namespace and to the retry cache. With
 ``dfs.ha.tail-edits.in-progress`` and a quorum journal it also reads the
 in-progress segment: the committed edits after its last txid that a majority
@@ -61,7 +62,8 @@ class EditLogTailer:
         retry_cache: rebuilt from the ops' client ids.
         lock: the NameNode's namespace lock (shared with FSEditLog).
         last_applied_txid: txid already in the namespace (image txid + replayed).
-        clock_ms: "now" for retry cache entries.
+        clock_ms: "now" for retry cache entries: the NameNode's monotonic clock (their expiry is a
+            duration; issue 28, H1).
         period_ms: ``dfs.ha.tail-edits.period``.
         backoff_max_ms: ``dfs.ha.tail-edits.period.backoff-max`` (0 or not above the period:
             no back-off).

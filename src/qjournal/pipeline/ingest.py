@@ -354,6 +354,7 @@ def ingest(spark, copies: list[CopyTask], layout: OutputLayout, nodes: list[str]
     Returns:
         Counts and time.
     """
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     t0 = time.monotonic()
@@ -377,6 +378,9 @@ def ingest(spark, copies: list[CopyTask], layout: OutputLayout, nodes: list[str]
         written = read_edits(spark, layout, with_file_stats=True).join(
             F.broadcast(new_files.select(*COPY_KEY, "segment_end")),
             on=COPY_KEY + ["segment_end"], how="left_semi")
+        # the new copies' rows as the table holds them, read once for both the file statistics and the
+        # manifest's decoded columns (each a pass over every new file otherwise)
+        written = written.persist(StorageLevel.MEMORY_AND_DISK)
         files = file_stats(written).collect()
         failed = [f"{r['node']} {r['segment_start']}-{r['segment_end']}: {r['problem']}"
                   for r in files if r["file_length"] is None]
@@ -397,6 +401,7 @@ def ingest(spark, copies: list[CopyTask], layout: OutputLayout, nodes: list[str]
                                                  table.column("segment_start").to_pylist(),
                                                  table.column("num_records").to_pylist())
                         if (j, nd, s) in keys)
+        written.unpersist()
         write_manifest(spark, layout, table)
     else:
         with OutputStore(spark, layout.root) as store:

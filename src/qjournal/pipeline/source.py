@@ -14,16 +14,23 @@ Options (all strings, as Spark passes them):
 ``journalDirs`` comma-separated ``dfs.journalnode.edits.dir`` paths every executor sees
 ``jid``        with ``journalDirs``: the journal id (default: every journal found)
 ``copies``     ``all`` (default for batch): every node's copy of every finalized
-               segment, one partition per copy, as the ingest keeps them;
+               segment, each read by one task, as the ingest keeps them;
                ``committed``: the journal's committed edits once each, one partition
                per segment, finalized segments and the in-progress one up to the
-               committed txid, replicas failed over (streaming always reads this way)
+               committed txid, replicas failed over (streaming always reads this way,
+               one partition per segment)
 ``startTxid``  first txid (default 1); segments wholly before it are not read
 ``endTxid``    last txid (default: no limit); segments wholly after it are not read
 ``fileStats``  ``true``: append ``file_length`` and ``file_crc32c`` of the copy read
 ``confDir``    a qjournal configuration directory (default ``$QJOURNAL_CONF_DIR``)
 ``conf``       JSON object of configuration keys (TLS files, timeouts) over ``confDir``
 ``batchRows``  rows per Arrow batch an executor produces (bounds its memory)
+``partitionBytes`` a batch read puts consecutive copies (segments) into one Spark partition
+               up to about this many bytes (default 64 MiB; ``0``: one partition each): a task
+               costs Spark and its Python worker a fixed ~0.1-0.3 s, which a journal of many
+               small segments would pay per copy
+``minPartitions`` at least this many partitions when there are that many copies (default 1;
+               the ingest passes the session's default parallelism)
 ``tasks``      JSON list of planned tasks (the ingest's own planning; overrides the above)
 ============== =====================================================================
 
@@ -66,6 +73,10 @@ from qjournal.protocol.segment import parse_segment_file_name
 #: the name given to ``spark.read.format``
 FORMAT = "qjournal"
 COPIES_ALL, COPIES_COMMITTED = "all", "committed"
+#: the default ``partitionBytes``: consecutive copies share a Spark partition up to about this many bytes
+DEFAULT_PARTITION_BYTES = 64 << 20
+#: a copy's size when the plan does not know it (a remote copy): bytes per txid of a typical NameNode edit
+_BYTES_PER_TXID_GUESS = 200
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,8 @@ class SourceOptions:
     file_stats: bool
     tasks: tuple[fe.CopyTask, ...] | None
     settings: fe.ReadSettings
+    partition_bytes: int = DEFAULT_PARTITION_BYTES
+    min_partitions: int = 1
 
     @classmethod
     def parse(cls, options, *, streaming: bool = False) -> "SourceOptions":
@@ -130,13 +143,18 @@ class SourceOptions:
         batch_rows = get_int("batchRows", dec.DEFAULT_BATCH_ROWS)
         if batch_rows is None or batch_rows <= 0:
             raise ConfigError(f"option batchRows of format {FORMAT!r} must be positive", key="batchRows")
+        partition_bytes = get_int("partitionBytes", DEFAULT_PARTITION_BYTES)
+        min_partitions = get_int("minPartitions", 1)
+        if partition_bytes is None or partition_bytes < 0 or min_partitions is None or min_partitions < 1:
+            raise ConfigError(f"format {FORMAT!r}: partitionBytes must be 0 or more and minPartitions at least 1 "
+                              f"(got {partition_bytes} and {min_partitions})", key="partitionBytes")
         start = get_int("startTxid", 1)
         end = get_int("endTxid", None)
         if end is not None and end < start:
             raise ConfigError(f"format {FORMAT!r}: endTxid {end} is before startTxid {start}", key="endTxid")
         return cls(journal, dirs, opts.get("jid") or None, copies, start, end,
                    (opts.get("filestats") or "false").lower() == "true", tasks,
-                   fe.ReadSettings.from_conf(conf, batch_rows=batch_rows))
+                   fe.ReadSettings.from_conf(conf, batch_rows=batch_rows), partition_bytes, min_partitions)
 
     @property
     def txid_range(self) -> tuple[int, int] | None:
@@ -192,12 +210,46 @@ def _overlaps(task: fe.CopyTask, start: int, end: int | None) -> bool:
 
 
 class _TaskPartition(InputPartition):
-    """One Spark partition: one :class:`~qjournal.pipeline.fetch.CopyTask` and the txids wanted."""
+    """One Spark partition: consecutive :class:`~qjournal.pipeline.fetch.CopyTask` s and the txids wanted."""
 
-    def __init__(self, task: fe.CopyTask, txid_range: tuple[int, int] | None) -> None:
-        super().__init__(task.to_json())
-        self.task = task
+    def __init__(self, tasks: list[fe.CopyTask], txid_range: tuple[int, int] | None) -> None:
+        super().__init__([t.to_json() for t in tasks])
+        self.tasks = tasks
         self.txid_range = txid_range
+
+
+def _task_bytes(task: fe.CopyTask) -> int:
+    if task.file_length is not None:
+        return task.file_length
+    return (task.segment_end - task.segment_start + 1) * _BYTES_PER_TXID_GUESS
+
+
+def group_tasks(tasks: list[fe.CopyTask], partition_bytes: int, min_partitions: int) -> list[list[fe.CopyTask]]:
+    """Consecutive tasks into groups of about ``partition_bytes`` (``0``: one task each), at least
+    ``min_partitions`` groups when there are that many tasks, each group as near the same size as
+    contiguous cuts allow. Order is kept (a group's rows come in the plan's order)."""
+    if not tasks:
+        return []
+    if partition_bytes <= 0:
+        return [[t] for t in tasks]
+    sizes = [max(1, _task_bytes(t)) for t in tasks]
+    total = sum(sizes)
+    n = min(len(tasks), max(min_partitions, -(-total // partition_bytes)))
+    groups: list[list[fe.CopyTask]] = []
+    cur: list[fe.CopyTask] = []
+    done = 0
+    for i, (t, size) in enumerate(zip(tasks, sizes)):
+        cur.append(t)
+        done += size
+        left_tasks = len(tasks) - i - 1
+        left_groups = n - len(groups) - 1
+        # cut when this group reached its share of the bytes, or when every later task needs its own group
+        if left_groups > 0 and (done >= total * (len(groups) + 1) / n or left_tasks == left_groups):
+            groups.append(cur)
+            cur = []
+    if cur:
+        groups.append(cur)
+    return groups
 
 
 class QJournalBatchReader(DataSourceReader):
@@ -220,11 +272,12 @@ class QJournalBatchReader(DataSourceReader):
     def partitions(self):
         o = self.opts
         tasks = [t for t in self._tasks() if _overlaps(t, o.start_txid, o.end_txid)]
-        return [_TaskPartition(t, o.txid_range) for t in tasks]
+        return [_TaskPartition(g, o.txid_range) for g in group_tasks(tasks, o.partition_bytes, o.min_partitions)]
 
     def read(self, partition):
-        return fe.read_task(partition.task, self.opts.settings, txid_range=partition.txid_range,
-                            file_stats=self.opts.file_stats)
+        for task in partition.tasks:
+            yield from fe.read_task(task, self.opts.settings, txid_range=partition.txid_range,
+                                    file_stats=self.opts.file_stats)
 
 
 class QJournalStreamReader(DataSourceStreamReader):
@@ -262,11 +315,12 @@ class QJournalStreamReader(DataSourceStreamReader):
                 raise JournalError(f"journal {plan.jid!r}: txids {first}..{last} of the offset log are "
                                    f"not readable now (readable to {plan.committed_txid})", jid=plan.jid)
             tasks = plan.tasks
-        return [_TaskPartition(t, (first, last)) for t in tasks if _overlaps(t, first, last)]
+        return [_TaskPartition([t], (first, last)) for t in tasks if _overlaps(t, first, last)]
 
     def read(self, partition):
-        return fe.read_task(partition.task, self.opts.settings, txid_range=partition.txid_range,
-                            file_stats=self.opts.file_stats)
+        for task in partition.tasks:
+            yield from fe.read_task(task, self.opts.settings, txid_range=partition.txid_range,
+                                    file_stats=self.opts.file_stats)
 
     def commit(self, end: dict) -> None:
         done = int(end["txid"])
@@ -305,7 +359,8 @@ def read_tasks(spark, tasks: list[fe.CopyTask], *, file_stats: bool = False,
     Returns:
         A DataFrame with the edits schema (plus the file statistics when asked).
     """
-    reader = spark.read.format(FORMAT).option("tasks", json.dumps([t.to_json() for t in tasks]))
+    reader = (spark.read.format(FORMAT).option("tasks", json.dumps([t.to_json() for t in tasks]))
+              .option("minPartitions", str(max(1, spark.sparkContext.defaultParallelism))))
     if conf is not None:
         reader = reader.option("conf", json.dumps(dict(conf.items())))
     if batch_rows is not None:
@@ -313,6 +368,6 @@ def read_tasks(spark, tasks: list[fe.CopyTask], *, file_stats: bool = False,
     return reader.option("fileStats", "true" if file_stats else "false").load()
 
 
-__all__ = ["FORMAT", "COPIES_ALL", "COPIES_COMMITTED", "SourceOptions", "QJournalDataSource",
+__all__ = ["FORMAT", "COPIES_ALL", "COPIES_COMMITTED", "DEFAULT_PARTITION_BYTES", "group_tasks", "SourceOptions", "QJournalDataSource",
            "QJournalBatchReader", "QJournalStreamReader", "register", "read_tasks", "local_copies",
            "dir_node_names"]

@@ -231,7 +231,7 @@ def decode_records(buf: bytes | bytearray | memoryview, offset: int, max_records
     """Decode up to ``max_records`` consecutive records from ``offset``: the batch form of :func:`try_decode`.
 
     A record is taken exactly when :func:`try_decode` would return it as ``ok`` (invariant 1;
-    ``tests/foundation/test_segment.py`` checks the two agree on random and damaged buffers), and,
+    ``tests/protocol/test_segment.py`` checks the two agree on random and damaged buffers), and,
     with ``expected_txid``, only while the txids run ``expected_txid``, ``expected_txid + 1``, ...
     The loop builds nothing but the records (one CRC32C call per record over opcode..body), which
     is what replay pays per edit before decoding the op.
@@ -407,7 +407,7 @@ def validate_batch(buf: bytes, first_txid: int, num_txns: int, max_record_bytes:
     opcodes, record size limit, consecutive txids from ``first_txid``, CRC32C of
     every record, record count) with the least Python work per record; it
     returns None instead of raising, and the caller then runs ``scan_batch``
-    for the precise error. ``tests/journalnode/test_validate_batch.py`` checks
+    for the precise error. ``tests/protocol/test_validate_batch.py`` checks
     the equivalence on random and damaged batches.
 
     Returns:

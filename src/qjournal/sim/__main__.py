@@ -64,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--fencing", choices=["pidfence", "shell"], default="", help="default: chosen by the seed")
     c.add_argument("--observer", choices=["on", "off"], default=None,
                    help="run the observer NameNode nn3 (default: chosen by the seed, half the runs)")
+    c.add_argument("--clock-jumps", choices=["on", "off"], default=None, dest="clock_jumps",
+                   help="NameNode wall clocks jump (default: chosen by the seed, half the runs)")
     c.add_argument("--faults", default=None, dest="cluster_faults",
                    help="weights kind=w,... over the defaults ('none' = fault-free); see HAFaults")
     c.add_argument("--history", action="store_true", dest="cluster_history")
@@ -189,7 +191,8 @@ def _soak(args) -> int:
 
 def _run_cluster(args) -> int:
     opts = HAOptions(seed=args.cluster_seed, steps=args.cluster_steps, faults=HAFaults.parse(args.cluster_faults),
-                     fencing=args.fencing, observer=None if args.observer is None else args.observer == "on")
+                     fencing=args.fencing, observer=None if args.observer is None else args.observer == "on",
+                     clock_jumps=None if args.clock_jumps is None else args.clock_jumps == "on")
     logging.disable(logging.CRITICAL)   # the daemons' own logs: the history tells the story
     t0 = time.monotonic()
     r = run_ha_seed(opts)

@@ -179,6 +179,9 @@ class NameNodeHost:
         self.zkfc_incarnation = 0
         #: the disk of the edits directory is full (the NameNode's resource check fails)
         self.disk_full = False
+        #: this machine's wall clock minus the true time (issue 28: wall-clock jumps); the monotonic
+        #: clock of its processes is the loop's own
+        self.wall_offset_ms = 0
 
     @property
     def address(self) -> str:
@@ -196,7 +199,8 @@ class NameNodeHost:
         self.nn_proc = proc = SimProcess(f"{self.nn_id}#{self.nn_incarnation}")
         cl = self.cluster
         loop = asyncio.get_running_loop()
-        nn = NameNode(self.conf, self.nn_id, clock_ms=lambda: int(loop.time() * 1000),
+        nn = NameNode(self.conf, self.nn_id, clock_ms=lambda: int(loop.time() * 1000) + self.wall_offset_ms,
+                      monotonic_ms=lambda: int(loop.time() * 1000),
                       exit_hook=lambda status, p=proc: self._nn_exits(p, status),
                       journal_opener=self._open_journal,
                       connect=memory_connector(cl.network, self.nn_id, connect_timeout_ms=2000))
@@ -344,7 +348,7 @@ class NameNodeHost:
                                  target_proxy_factory=lambda t: nn_proxy(t.host, t.port),
                                  zkfc_client_factory=_Unreachable,
                                  zk_factory=lambda s: cl.zk.client(me, s),
-                                 wall_clock=asyncio.get_running_loop().time,
+                                 wall_clock=lambda: asyncio.get_running_loop().time() + self.wall_offset_ms / 1000,
                                  fence_method_runner=cl.fence)
         self.zkfc = z
         try:

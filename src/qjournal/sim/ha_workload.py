@@ -61,12 +61,13 @@ from qjournal.sim.faults import FaultConfig
 from qjournal.sim.ha_cluster import NN_IDS, OBSERVER_ID, ClusterTimeouts, SimHACluster
 from qjournal.sim.history import (ControllerState, Failure, Fault, Healed, History, NamespaceState, NsRead,
                                   OpAcked, OpCalled, OpFailed, Progress, Setup)
+from qjournal.sim.linearizability import linearizability_violations
 from qjournal.sim.loop import (SimProcess, SimulationLimitExceeded, SimulationStalled, run_in_process,
                                run_simulation)
 from qjournal.util.tasks import set_fatal_handler
 from qjournal.protocol.protocols import CLIENT
 
-__all__ = ["HAFaults", "HAOptions", "HARunResult", "ObserverSetup", "observer_setup", "run_ha_seed",
+__all__ = ["HAFaults", "HAOptions", "HARunResult", "ObserverSetup", "observer_setup", "clock_jumps_of", "run_ha_seed",
            "ha_replay_command", "NamespaceClient", "namespace_paths"]
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,11 @@ OBSERVER_READ_WAITS_MS = (100, 300, 1000)
 #: the fault kinds that may hit the observer, and how often they do in a run with one
 OBSERVER_FAULT_KINDS = ("nn_crash", "nn_pause", "nn_jn_partition", "client_nn_partition")
 OBSERVER_FAULT_SHARE = 1 / 3
+#: the share of runs whose NameNode machines' wall clocks jump (issue 28), the mean virtual seconds
+#: between jumps, and the jumps (seconds; the retry cache's expiry is 600 s)
+CLOCK_JUMP_RUN_SHARE = 0.5
+CLOCK_JUMP_MEAN_S = 6.0
+CLOCK_JUMPS_S = (-1800, -600, 600, 1800)
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,7 @@ class HAOptions:
     faults: HAFaults = field(default_factory=HAFaults)
     fencing: str = ""                # pidfence | shell | "" (chosen by the seed)
     observer: bool | None = None     # run the observer nn3; None: drawn by the seed (observer_setup)
+    clock_jumps: bool | None = None  # NameNode wall clocks jump; None: drawn by the seed (clock_jumps_of)
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,14 @@ class ObserverSetup:
     observer: bool
     read_wait_ms: int
     msync_each_read: bool
+
+
+def clock_jumps_of(opts: HAOptions) -> bool:
+    """Whether the run's NameNode machines have wall clocks that jump (issue 28), drawn from the seed by
+    a generator of its own (as :func:`observer_setup`): the run's ``rng`` draws what it drew before."""
+    if opts.clock_jumps is not None:
+        return opts.clock_jumps
+    return random.Random(f"qjournal-sim-clock:{opts.seed}").random() < CLOCK_JUMP_RUN_SHARE
 
 
 def observer_setup(opts: HAOptions) -> ObserverSetup:
@@ -217,6 +232,8 @@ def ha_replay_command(opts: HAOptions) -> str:
         cmd += f" --fencing {opts.fencing}"
     if opts.observer is not None:
         cmd += f" --observer {'on' if opts.observer else 'off'}"
+    if opts.clock_jumps is not None:
+        cmd += f" --clock-jumps {'on' if opts.clock_jumps else 'off'}"
     if diff:
         cmd += " --faults " + ",".join(diff)
     return cmd
@@ -488,6 +505,18 @@ class _HARun:
         for a, b in remaining:
             cl.partition(a, b)
 
+    async def clock_jumper(self) -> None:
+        """The wall clocks of the NameNode machines jump (issue 28, H1: no duration may be measured on
+        them), drawn by a generator of its own so the run's other draws stay as they were."""
+        r = random.Random(f"qjournal-sim-clock-jumps:{self.opts.seed}")
+        cl = self.cluster
+        while True:
+            await asyncio.sleep(r.expovariate(1 / CLOCK_JUMP_MEAN_S))
+            nn = r.choice(cl.nn_ids)
+            jump_s = r.choice(CLOCK_JUMPS_S)
+            cl.hosts[nn].wall_offset_ms += jump_s * 1000
+            self.fault("clock_jump", f"{nn} {jump_s:+d}s")
+
     async def restart_jn(self, jn: str) -> None:
         node = self.cluster.jns.nodes[jn]
         if not node.alive:
@@ -587,6 +616,9 @@ class _HARun:
         start_deadline = self.loop.time() + 60
         while cl.active() is None and self.loop.time() < start_deadline:
             await asyncio.sleep(0.1)
+        if clock_jumps_of(self.opts):
+            self.stat("runs_with_clock_jumps")
+            self.tasks.append(self.loop.create_task(self.clock_jumper()))
         for i in range(2):
             name = f"c{i + 1}"
             c = NamespaceClient(name, cl.new_client(name), h, self.rng, self.recent_paths, self.stat,
@@ -667,6 +699,6 @@ def run_ha_seed(opts: HAOptions) -> HARunResult:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
         gc.collect()
-    violations = check(history) + check_cluster(history)
+    violations = check(history) + check_cluster(history) + linearizability_violations(history)
     virtual = history.events[-1].time - history.events[0].time if history.events else 0.0
     return HARunResult(opts, history, violations, stats, virtual)

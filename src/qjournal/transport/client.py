@@ -36,11 +36,14 @@ import ssl as _ssl
 from typing import Any, Awaitable, Callable
 
 from qjournal.errors import FrameTooLargeError, ProtocolError, RpcTimeoutError, TransportError
+from qjournal.transport import ipc_trace
 from qjournal.transport.alloc import tune_allocator
 from qjournal.transport.frames import DEFAULT_MAX_FRAME_BYTES, KIND_RESPONSE, FrameDecoder, encode_request
 from qjournal.transport.memory import MemoryNetwork
+from qjournal.transport.tls import REFUSED_CERTIFICATE_HINT
 from qjournal.transport.wire import Coalescer, rebuild_error, set_nodelay
 from qjournal.util.futures import ListenedFuture
+from qjournal.util.logs import TRACE
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT_MS", "RpcClient", "RpcConnector", "client_options_from_conf",
            "memory_connector", "tcp_connector"]
@@ -119,6 +122,8 @@ class RpcClient:
         self._deadlines: list[tuple[float, int, int]] = []  # heap of (deadline, request id, timeout_ms)
         self._sweep_handle: asyncio.TimerHandle | None = None
         self._sweep_at = math.inf
+        #: request id -> send time, only while IPC tracing is on (ipc_trace.py; empty otherwise)
+        self._traced: dict[int, float] = {}
 
     # --- construction ---------------------------------------------------------------------
 
@@ -296,6 +301,10 @@ class RpcClient:
         except BaseException:
             self._pending.pop(request_id, None)
             raise
+        if ipc_trace.enabled(ipc_trace.CLIENT):
+            self._traced[request_id] = loop.time()  # type: ignore[union-attr]
+            ipc_trace.CLIENT.log(TRACE, "%d: Call -> %s: %s %s (%d B)", request_id, self.peer, method,
+                                 ipc_trace.describe_args(kwargs), len(frame))
         if timeout_ms is not None:
             # One sweep timer per client instead of one timer per call: the
             # deadline heap is pruned lazily (entries of finished calls are
@@ -358,6 +367,8 @@ class RpcClient:
             if entry is None:
                 continue  # expired or cancelled call: a late response (invariant 4)
             fut, method = entry
+            if self._traced:
+                self._trace_answer(msg[1], method, msg[2] is True, msg[3])
             if fut.done():
                 continue
             if msg[2] is True:
@@ -371,14 +382,26 @@ class RpcClient:
         if error is not None:
             self._protocol_failure(error)
 
+    def _trace_answer(self, request_id: int, method: str, ok: bool, payload: Any) -> None:
+        t0 = self._traced.pop(request_id, None)
+        if t0 is None:
+            return
+        ms = (self._loop.time() - t0) * 1000.0  # type: ignore[union-attr]
+        if ok:
+            ipc_trace.CLIENT.log(TRACE, "%d: Response <- %s: %s %s (%.3f ms)", request_id, self.peer, method,
+                                 ipc_trace.describe_result(payload), ms)
+        else:
+            err = payload if isinstance(payload, dict) else {}
+            ipc_trace.CLIENT.log(TRACE, "%d: Error <- %s: %s %s: %s (%.3f ms)", request_id, self.peer, method,
+                                 err.get("type"), str(err.get("message", ""))[:200], ms)
+
     def _connection_lost(self, exc: Exception | None) -> None:
         reason = f"{type(exc).__name__}: {exc}" if exc is not None else "closed by the server"
         if exc is None and not self._answered and self._transport is not None and \
                 self._transport.get_extra_info("sslcontext") is not None:
             # TLS 1.3: the server checks our certificate after our handshake ended, and asyncio
             # drops its alert; a close before any answer is how a refusal looks from here.
-            reason += (" before answering: a TLS server does so when it refuses this client's certificate "
-                       "(none, expired, or not signed by its CA); the server's log says why")
+            reason += f" before answering: {REFUSED_CERTIFICATE_HINT}"
         if self._closed_error is None:
             self._fail_all(TransportError(f"connection to {self.peer} lost ({reason})", peer=self.peer))
         if self._lost is not None and not self._lost.done():
@@ -391,6 +414,7 @@ class RpcClient:
 
     def _fail_all(self, error: TransportError) -> None:
         self._closed_error = error
+        self._traced.clear()
         self._stop_sweep()
         pending = self._pending
         self._pending = {}
@@ -432,6 +456,9 @@ class RpcClient:
         if entry is None:
             return
         fut, method = entry
+        if self._traced.pop(request_id, None) is not None:
+            ipc_trace.CLIENT.log(TRACE, "%d: Timeout: %s to %s, no answer in %d ms", request_id, method, self.peer,
+                                 timeout_ms)
         if not fut.done():
             fut.set_exception(
                 RpcTimeoutError(

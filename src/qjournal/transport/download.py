@@ -30,6 +30,7 @@ import asyncio
 from typing import Any, AsyncIterator, Callable
 
 from qjournal.errors import TransportError
+from qjournal.transport.tls import REFUSED_CERTIFICATE_HINT
 
 __all__ = ["SegmentDownload", "http_download", "memory_download", "CRC_HEADER"]
 
@@ -51,9 +52,13 @@ class SegmentDownload:
     """
 
     def __init__(self, chunks: AsyncIterator[bytes], crc: int | None, *, length: int | None = None,
-                 on_close: Callable[[], Any] | None = None) -> None:
+                 on_close: Callable[[], Any] | None = None, local_file: Any = None) -> None:
         self.crc = crc
         self.length = length
+        #: a body that is the first ``length`` bytes of this open file (an OS file with a descriptor): a server
+        #: may hand it to the kernel (``sendfile``) instead of reading the chunks, so the bytes never pass
+        #: through the process (seed 003: the input stream as a plain byte stream, without a copy)
+        self.local_file = local_file
         self._chunks = chunks
         self._on_close = on_close
         self._closed = False
@@ -131,7 +136,10 @@ async def http_download(session: Any, url: str, *, chunk_bytes: int, connect_tim
     try:
         resp = await session.get(url, timeout=timeout)
     except aiohttp.ClientError as e:
-        raise TransportError(f"fetch of {url} failed: {type(e).__name__}: {e}", url=url) from e
+        hint = ""
+        if url.startswith("https://") and isinstance(e, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)):
+            hint = f"; the server closed the connection before answering: {REFUSED_CERTIFICATE_HINT}"
+        raise TransportError(f"fetch of {url} failed: {type(e).__name__}: {e}{hint}", url=url) from e
     except asyncio.TimeoutError as e:
         raise TransportError(f"fetch of {url} timed out", url=url) from e
     try:

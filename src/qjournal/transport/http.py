@@ -324,6 +324,11 @@ class Throttle:
         self._done = 0
         self._t0: float | None = None
 
+    @property
+    def unlimited(self) -> bool:
+        """No rate limit (``bytes_per_s`` 0): a transfer may go as one piece."""
+        return not self.bytes_per_s
+
     async def account(self, n: int) -> None:
         """Count ``n`` more bytes moved; sleep while ahead of the rate (a rate limit, not a wait for
         anything)."""

@@ -80,11 +80,13 @@ from typing import Any, Awaitable, Callable
 from qjournal.errors import (FrameTooLargeError, InvalidRequestError, InvariantViolation, ProtocolError,
                              QJournalError, RemoteError, TransportError)
 from qjournal.protocol.rpc_contract import RpcMethod, RpcProtocol
+from qjournal.transport import ipc_trace
 from qjournal.transport.alloc import tune_allocator
 from qjournal.transport.frames import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, check_request, encode_response
 from qjournal.transport.memory import MemoryListener, MemoryNetwork
 from qjournal.transport.wire import (PEER, Coalescer, IterationEnd, PeerInfo, error_payload, peer_info,
                                      set_nodelay)
+from qjournal.util.logs import TRACE
 from qjournal.util.tasks import fatal
 
 __all__ = ["DEFAULT_MAX_QUEUED_REQUESTS", "RpcHandlers", "RpcServer", "server_options_from_conf"]
@@ -383,6 +385,8 @@ class _ServerConnection(asyncio.Protocol):
         self._reading = True
         self._draining = False  # a bad frame arrived: finish what is in flight, then close
         self._closed = False
+        #: request id -> dispatch time, only while IPC tracing is on (ipc_trace.py; empty otherwise)
+        self._traced: dict[int, float] = {}
 
     # --- asyncio.Protocol ---------------------------------------------------------------
 
@@ -494,9 +498,13 @@ class _ServerConnection(asyncio.Protocol):
                 if arg in kwargs:
                     kwargs[arg] = decode(kwargs[arg], method, arg)
         except InvalidRequestError as exc:
-            self._respond_error(request_id, exc)
+            self._respond_error(request_id, exc, method)
             return
         server.metrics["calls"] += 1
+        if ipc_trace.enabled(ipc_trace.SERVER):
+            self._traced[request_id] = self._loop.time()
+            ipc_trace.SERVER.log(TRACE, "%d: Call <- %s: %s %s", request_id, self._peer.address, method,
+                                 ipc_trace.describe_args(kwargs))
         self._in_flight += 1
         if self._in_flight >= server.max_queued_requests and not self._paused:
             self._paused = True
@@ -552,16 +560,16 @@ class _ServerConnection(asyncio.Protocol):
             except asyncio.CancelledError:
                 raise
             except QJournalError as exc:
-                self._respond_error(request_id, exc)
+                self._respond_error(request_id, exc, method)
                 return
             except InvariantViolation as exc:
                 # The caller learns of it typed; then this process ends (invariant 7).
-                self._respond_error(request_id, exc)
+                self._respond_error(request_id, exc, method)
                 fatal(f"{server.name}: call {method} from {self._peer.address} broke an invariant", exc)
                 return
             except Exception as exc:
                 log.error("%s: call %s from %s failed", server.name, method, self._peer.address, exc_info=True)
-                self._respond_error(request_id, exc)
+                self._respond_error(request_id, exc, method)
                 return
             if self._closed:
                 return
@@ -569,7 +577,7 @@ class _ServerConnection(asyncio.Protocol):
                 frame = encode_response(request_id, True, result, server.max_frame_bytes)
             except FrameTooLargeError as exc:
                 exc = FrameTooLargeError(f"call {method}: response {exc.message}", method=method, **exc.fields)
-                self._respond_error(request_id, exc)
+                self._respond_error(request_id, exc, method)
                 return
             except Exception as exc:  # result not serialisable: a handler bug
                 log.error("%s: call %s returned a value msgpack cannot encode: %r", server.name, method, exc)
@@ -578,6 +586,8 @@ class _ServerConnection(asyncio.Protocol):
                 )
                 return
             self._writer.write(frame)  # type: ignore[union-attr]
+            if self._traced:
+                self._trace_answer(request_id, method, ipc_trace.describe_result(result), len(frame))
         except Exception:
             if not alone:
                 raise  # to the worker (_work), which ends the connection
@@ -637,8 +647,16 @@ class _ServerConnection(asyncio.Protocol):
         if writable is not None and not writable.done():
             writable.set_result(None)
 
-    def _respond_error(self, request_id: int, exc: BaseException) -> None:
+    def _trace_answer(self, request_id: int, method: str, what: str, nbytes: int) -> None:
+        t0 = self._traced.pop(request_id, None)
+        if t0 is not None:
+            ipc_trace.SERVER.log(TRACE, "%d: Response -> %s: %s %s (%d B, %.3f ms)", request_id, self._peer.address,
+                                 method, what, nbytes, (self._loop.time() - t0) * 1000.0)
+
+    def _respond_error(self, request_id: int, exc: BaseException, method: str = "") -> None:
         self._server.metrics["errors"] += 1
+        if self._traced:
+            self._trace_answer(request_id, method, f"{type(exc).__name__}: {str(exc)[:200]}", 0)
         if self._closed:
             return
         try:

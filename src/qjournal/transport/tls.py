@@ -22,7 +22,14 @@ from typing import Any, Callable
 
 from qjournal.errors import ConfigError
 
-__all__ = ["client_context", "client_context_from_conf", "server_context", "server_context_from_conf"]
+__all__ = ["client_context", "client_context_from_conf", "server_context", "server_context_from_conf",
+           "REFUSED_CERTIFICATE_HINT"]
+
+#: what a TLS client is told when the server closed the connection before answering anything: with TLS 1.3 the
+#: server checks the client's certificate after the client's side of the handshake ended, and the alert it sends is
+#: lost, so a refusal looks like a bare disconnect (RPC: transport/client.py; HTTP: transport/download.py)
+REFUSED_CERTIFICATE_HINT = ("a TLS server does so when it refuses this client's certificate (none, expired, or not "
+                            "signed by its CA: qjournal.rpc.tls.{cert,key,ca}.file); the server's log says why")
 
 log = logging.getLogger("qjournal.transport.tls")
 

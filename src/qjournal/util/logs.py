@@ -21,6 +21,10 @@ import logging
 import sys
 from typing import IO, Any
 
+#: below DEBUG: one line per RPC call and answer (``qjournal.ipc.*``, seed 000's annotated log), Hadoop's TRACE
+TRACE = 5
+logging.addLevelName(TRACE, "TRACE")
+
 #: attributes every LogRecord has; anything else came from ``extra=``
 _STANDARD_ATTRS = frozenset(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None))) | {
     "message", "asctime", "taskName"}
@@ -77,8 +81,40 @@ def _jsonable(v: Any) -> Any:
 _HANDLER_MARK = "_qjournal_handler"
 
 
+def level_number(level: str | int) -> int:
+    """A level name (``TRACE``, ``DEBUG``, ``INFO``, ...) or number as a number.
+
+    Raises:
+        ValueError: unknown level name.
+    """
+    if isinstance(level, int):
+        return level
+    lv = logging.getLevelName(level.strip().upper())
+    if not isinstance(lv, int):
+        raise ValueError(f"unknown log level {level!r} (TRACE, DEBUG, INFO, WARNING, ERROR)")
+    return lv
+
+
+def parse_logger_levels(items: list[str]) -> dict[str, int]:
+    """``qjournal.log.levels`` entries ``logger=LEVEL`` (log4j's ``log4j.logger.<name>=LEVEL``) as a table.
+
+    Raises:
+        ValueError: an entry without ``=``, an empty logger name, or an unknown level (the entry is named).
+    """
+    out: dict[str, int] = {}
+    for item in items:
+        name, sep, level = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{item!r}: expected logger=LEVEL, e.g. qjournal.ipc=TRACE")
+        try:
+            out[name.strip()] = level_number(level)
+        except ValueError as e:
+            raise ValueError(f"{item!r}: {e}") from None
+    return out
+
+
 def setup_logging(role: str, level: str | int = "INFO", json: bool = True,
-                  stream: IO[str] | None = None) -> logging.Handler:
+                  stream: IO[str] | None = None, levels: dict[str, int] | None = None) -> logging.Handler:
     """Install the qjournal log handler on the root logger (idempotent).
 
     Args:
@@ -86,6 +122,8 @@ def setup_logging(role: str, level: str | int = "INFO", json: bool = True,
         level: a level name or number.
         json: JSON lines (default) or plain text.
         stream: where to write (default ``sys.stderr``).
+        levels: levels of single loggers (:func:`parse_logger_levels`), e.g. ``{"qjournal.ipc": TRACE}``;
+            a logger more verbose than ``level`` is heard (the handler passes everything).
 
     Returns:
         The installed handler (a previous qjournal handler is replaced).
@@ -93,11 +131,9 @@ def setup_logging(role: str, level: str | int = "INFO", json: bool = True,
     Raises:
         ValueError: unknown level name.
     """
-    if isinstance(level, str):
-        lv = logging.getLevelName(level.upper())
-        if not isinstance(lv, int):
-            raise ValueError(f"unknown log level {level!r}")
-        level = lv
+    level = level_number(level)
+    for name, lv in (levels or {}).items():
+        logging.getLogger(name).setLevel(lv)
     root = logging.getLogger()
     for h in list(root.handlers):
         if getattr(h, _HANDLER_MARK, False):

@@ -9,7 +9,7 @@ what each JournalNode answers, and what the new writer decides. Commands:
   ``<node> none|ip <s>-<e>|fin <s>-<e> [writer=<e>] [accepted=<e>] [committed=<txid>]
   [digest=<hex>]``; output the decision and the committed-txid check.
 
-Regenerate the expected traces with ``pytest tests/client/test_recovery_scenarios_data.py --rewrite``.
+Regenerate the expected traces with ``pytest tests/protocol/test_recovery_scenarios_data.py --rewrite``.
 """
 
 from __future__ import annotations
