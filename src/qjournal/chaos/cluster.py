@@ -55,13 +55,11 @@ from qjournal.config import Configuration
 from qjournal.errors import QJournalError
 from qjournal.localcluster.launcher import ClusterError, LocalCluster
 from qjournal.namenode.dfs_client import DFSClient
-from qjournal.sim.checker import Violation
-from qjournal.sim.cluster_checker import check_cluster
+from qjournal.sim.checker import check
 from qjournal.sim.ha_cluster import ClusterTimeouts
 from qjournal.sim.ha_workload import NamespaceClient, namespace_paths
-from qjournal.sim.history import (ControllerState, Fault, Healed, History, NamespaceState, NsRead, OpAcked,
+from qjournal.sim.history import (Violation, ControllerState, Fault, Healed, History, NamespaceState, NsRead, OpAcked,
                                   OpFailed, Progress)
-from qjournal.sim.linearizability import linearizability_violations
 from qjournal.transport import RpcClient
 from qjournal.transport.tls import client_context_from_conf
 from qjournal.protocol.protocols import CLIENT, DFSADMIN, HA_SERVICE
@@ -419,8 +417,7 @@ async def run_cluster_chaos(duration_s: float, seed: int, workdir: str | None = 
         await c.cleanup()
         if own:
             shutil.rmtree(wd, ignore_errors=True)
-    violations = check_cluster(c.history) + linearizability_violations(c.history, clock=time.monotonic,
-                                                                      budget_s=LIN_BUDGET_S)
+    violations = check(c.history, clock=time.monotonic, budget_s=LIN_BUDGET_S)
     return ClusterChaosResult(seed, duration_s, c.history, violations,
                               dict(sorted(c.counts.items())), c.notes)
 

@@ -59,8 +59,8 @@ from dataclasses import dataclass, field
 from qjournal.cli.log import record_body
 from qjournal.protocol.journal_layout import current_dir
 from qjournal.protocol.segment import crc32c, parse_segment_file_name
-from qjournal.sim.checker import Violation, check
-from qjournal.sim.history import (Acked, EpochGranted, Failure, Fault, FinalLog, History, NodeSegment,
+from qjournal.sim.checker import check
+from qjournal.sim.history import (Violation, Acked, EpochGranted, Failure, Fault, FinalLog, History, NodeSegment,
                                   Read, Setup, Written, WriterStarted)
 from qjournal.chaos.disk import SmallDisk
 from qjournal.chaos.proxy import LinkProxy

@@ -55,13 +55,11 @@ from typing import Any, Callable
 
 from qjournal.errors import InvariantViolation, QJournalError
 from qjournal.namenode.ha_state import HAState
-from qjournal.sim.checker import Violation, check
-from qjournal.sim.cluster_checker import check_cluster
+from qjournal.sim.checker import check
 from qjournal.sim.faults import FaultConfig
 from qjournal.sim.ha_cluster import NN_IDS, OBSERVER_ID, ClusterTimeouts, SimHACluster
-from qjournal.sim.history import (ControllerState, Failure, Fault, Healed, History, NamespaceState, NsRead,
+from qjournal.sim.history import (Violation, ControllerState, Failure, Fault, Healed, History, NamespaceState, NsRead,
                                   OpAcked, OpCalled, OpFailed, Progress, Setup)
-from qjournal.sim.linearizability import linearizability_violations
 from qjournal.sim.loop import (SimProcess, SimulationLimitExceeded, SimulationStalled, run_in_process,
                                run_simulation)
 from qjournal.util.tasks import set_fatal_handler
@@ -699,6 +697,6 @@ def run_ha_seed(opts: HAOptions) -> HARunResult:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
         gc.collect()
-    violations = check(history) + check_cluster(history) + linearizability_violations(history)
+    violations = check(history)
     virtual = history.events[-1].time - history.events[0].time if history.events else 0.0
     return HARunResult(opts, history, violations, stats, virtual)

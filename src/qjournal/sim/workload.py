@@ -43,12 +43,12 @@ import time
 from dataclasses import dataclass, field
 
 from qjournal.errors import InvariantViolation, QJournalError
-from qjournal.sim.checker import Violation, check
+from qjournal.sim.checker import check
 from qjournal.journalnode.journal import SYNC_FAULT_POINTS
 from qjournal.sim.journalnodes import CRASH_POINTS, CRASH_POINT_WEIGHTS, JID, NS_INFO, SimCluster
 from qjournal.sim.faults import CLUSTER_KINDS, NETWORK_KINDS, FaultConfig
 from qjournal.sim.known_bugs import attribute
-from qjournal.sim.history import (Acked, EpochGranted, Failure, Fault, FinalLog, History, Read,
+from qjournal.sim.history import (Violation, Acked, EpochGranted, Failure, Fault, FinalLog, History, Read,
                                   Setup, Written, WriterStarted)
 from qjournal.sim.loop import SimulationLimitExceeded, SimulationStalled, run_simulation
 
