@@ -159,3 +159,41 @@ def test_format_from_peers_refuses_votes_until_caught_up(tmp_path):
             j.sync.format_from_peers(NS, 9, 30)
     finally:
         j.close()
+
+
+class _FailingDirSync(DiskJournalStorage):
+    """The directory fsync fails (EIO) once armed: what libfiu's ``posix/io/sync/fsync`` does to it."""
+
+    fail = False
+
+    def sync_dir(self, subdir: str = "") -> None:
+        if self.fail:
+            raise OSError(5, "Input/output error (injected)")
+        super().sync_dir(subdir)
+
+
+def test_install_whose_directory_fsync_fails_keeps_its_records_and_says_so(tmp_path, caplog):
+    """Issue 28's fault (b): after the rename (the commit point) a failed directory fsync used to raise while the
+    segment stayed installed and served, unknown to the index, the digests and the highest txid. Now the records
+    follow the file at once; the error says the install may not survive a crash, and is logged at ERROR."""
+    storage = _FailingDirSync(os.path.join(str(tmp_path), JID), fsync=False)
+    j = Journal(JID, storage)
+    try:
+        j.format(NS)
+        j.new_epoch(NS, 1)
+        w = Writer(JID, 1)
+        write(j, w, 1, 10)
+        storage.fail = True
+        with pytest.raises(JournalError, match="is installed but the directory fsync after its rename failed") as e:
+            install_download(j, SegmentState(11, 20, False), 20, seg_bytes(11, 10))
+        assert e.value.fields["errno"] == 5
+        storage.fail = False
+        name = "edits_0000000000000000011-0000000000000000020"
+        assert os.path.exists(os.path.join(current(tmp_path), name))
+        assert [s.start_txid for s in j.get_edit_log_manifest(0, False).segments] == [1, 11]
+        assert j.highest_written_txid == 20 and j.metrics_snapshot()["NumEditLogsSynced"] == 1
+        assert j.sync.finalized_digest(11, 20) is not None
+        assert install_download(j, SegmentState(11, 20, False), 20, seg_bytes(11, 10)) is False   # held
+        assert any(r.levelname == "ERROR" and "may not survive a crash" in r.getMessage() for r in caplog.records)
+    finally:
+        j.close()

@@ -428,3 +428,78 @@ def test_get_journal_sends_the_file_by_sendfile_unless_throttled(tmp_path):
 
     run(main(False))
     run(main(True))
+
+
+def test_enospc_on_a_journalnodes_disk_is_logged_by_that_journalnode(tmp_path, monkeypatch, caplog):
+    """Issue 28's fault (a): a JournalNode whose segment creation failed with ENOSPC said nothing in its own log (the
+    errno was only in the writer's warning; EIO, failing later in the write path, was logged). Now every storage
+    error of a call is logged at ERROR by the node, errno named, and answered typed with the errno."""
+    import errno as errno_mod
+
+    from qjournal.journalnode.disk_storage import DiskJournalStorage
+
+    real_create = DiskJournalStorage.create
+
+    def full_disk(self, name, data, *, grows=False):
+        if name.startswith("edits_inprogress_"):
+            raise OSError(errno_mod.ENOSPC, "No space left on device (injected)")
+        return real_create(self, name, data, grows=grows)
+
+    async def main():
+        node, c = await start_node(tmp_path)
+        try:
+            await c.call("format", jid=JID, ns_info=NS.to_wire(), force=False)
+            await c.call("new_epoch", jid=JID, ns_info=NS.to_wire(), epoch=1)
+            monkeypatch.setattr(DiskJournalStorage, "create", full_disk)
+            with pytest.raises(JournalError) as e:
+                await c.call("start_log_segment", req=Writer(JID, 1).req().to_wire(), txid=1, layout_version=1)
+            assert "storage error in start_log_segment" in e.value.message and "No space left" in e.value.message
+            assert e.value.fields["errno"] == errno_mod.ENOSPC and e.value.fields["errno_name"] == "ENOSPC"
+        finally:
+            await c.close()
+            await node.stop()
+
+    run(main())
+    logged = [r for r in caplog.records if r.levelname == "ERROR" and r.name == "qjournal.journalnode.service"]
+    assert logged and "ENOSPC" in logged[0].getMessage() and JID in logged[0].getMessage()
+
+
+def test_a_storage_error_reading_a_segment_answers_503_not_500(tmp_path, monkeypatch, caplog):
+    """Issue 28's fault (c): ``/getJournal`` answered 500 (a server bug, to a reader) when this node's disk could not
+    read the copy. Now it is 503 naming the failure (this replica is unavailable; the reader takes another), logged
+    at ERROR by the node; a request for a missing segment is still 404."""
+    import errno as errno_mod
+
+    from qjournal.journalnode.disk_storage import DiskJournalStorage
+
+    class Unreadable:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n=-1):
+            raise OSError(errno_mod.EIO, "Input/output error (injected)")
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    real_open = DiskJournalStorage.open_read
+
+    async def main():
+        node, c = await start_node(tmp_path)
+        try:
+            await c.call("format", jid=JID, ns_info=NS.to_wire(), force=False)
+            await write_epoch(c, 1, 1, 3)
+            monkeypatch.setattr(DiskJournalStorage, "open_read", lambda self, name: Unreadable(real_open(self, name)))
+            async with aiohttp.ClientSession() as s:
+                async with s.get(f"http://{node.http_bound}/getJournal?jid={JID}&segmentTxId=1") as r:
+                    assert r.status == 503, r.status
+                    text = await r.text()
+                assert "cannot read the segment" in text and "Input/output error" in text and "another replica" in text
+                async with s.get(f"http://{node.http_bound}/getJournal?jid={JID}&segmentTxId=99") as r:
+                    assert r.status == 404
+        finally:
+            await c.close()
+            await node.stop()
+
+    run(main())
+    assert any(r.levelname == "ERROR" and "EIO" in r.getMessage() for r in caplog.records)

@@ -32,17 +32,23 @@ STREAM_SEED = int(os.environ.get("QJ_STREAM_SEED", "20261126"))
 
 def test_batch_read_equals_the_ingested_table(spark, clean_history, clean_ingested):
     layout, _ = clean_ingested
-    got = spark.read.format("qjournal").option("journalDirs", ",".join(clean_history.journal_dirs)).load()
-    assert got.rdd.getNumPartitions() == 3 * len(clean_history.segments)  # one per copy
+    dirs = ",".join(clean_history.journal_dirs)
+    got = spark.read.format("qjournal").option("journalDirs", dirs).load()
+    # small copies share a partition (partitionBytes, 64 MiB): here all twelve fit in one
+    assert got.rdd.getNumPartitions() == 1
     want = ing.read_edits(spark, layout)
     assertDataFrameEqual(got.select(*EDITS_COLUMNS), want.select(*EDITS_COLUMNS))
+    # one partition per copy when asked, the same rows
+    each = spark.read.format("qjournal").option("journalDirs", dirs).option("partitionBytes", "0").load()
+    assert each.rdd.getNumPartitions() == 3 * len(clean_history.segments)
+    assertDataFrameEqual(each.select(*EDITS_COLUMNS), want.select(*EDITS_COLUMNS))
 
 
 def test_batch_read_prunes_segments_outside_the_txid_range(spark, clean_history):
     s, e = clean_history.segments[1]
     lo, hi = s + 5, s + 14
     df = spark.read.format("qjournal").option("journalDirs", ",".join(clean_history.journal_dirs)) \
-        .option("startTxid", str(lo)).option("endTxid", str(hi)).load()
+        .option("startTxid", str(lo)).option("endTxid", str(hi)).option("partitionBytes", "0").load()
     assert df.rdd.getNumPartitions() == 3  # only the segment holding the range, on each node
     rows = df.select("node", "txid", "segment_start").collect()
     assert sorted(r["txid"] for r in rows) == sorted(list(range(lo, hi + 1)) * 3)

@@ -5,7 +5,7 @@ the real code on a virtual world; this harness runs the shipped daemons as real 
 (``qjournal zookeeper``' ZooKeeper, ``journalnode``, ``namenode``, ``zkfc``, from the local
 cluster launcher) on real sockets, files and signals: what the simulation abstracts away (kazoo's
 threads, process start-up, real fsync, a real full disk) is exercised here. The history it records
-is judged by :func:`qjournal.sim.cluster_checker.check_cluster` and searched for a linearization
+is judged by :func:`qjournal.sim.checker.check` and searched for a linearization
 (:mod:`qjournal.sim.linearizability`); the rules that need the
 NameNodes' and JournalNodes' side of the wire (``ack_not_durable``, the journal checker) and the
 standby's namespace (``standby_diverged``) are the simulator's alone.

@@ -29,6 +29,7 @@ the simulator's included); this module maps its errors to status codes and throt
 from __future__ import annotations
 
 import asyncio
+import errno
 import html
 import json
 import logging
@@ -127,6 +128,11 @@ class JournalNodeHttpServer:
         except (SegmentNotFoundError, JournalNotFormattedError) as e:
             return web.Response(status=404, text=f"{e.message}\n")
         except QJournalError as e:
+            if e.fields.get("errno") is not None:
+                # this node's disk failed reading the copy (logged by the service): the copy is unavailable
+                # here, not the request wrong; the reader takes another replica
+                return web.Response(status=503, text=f"getedit failed: this JournalNode cannot read the segment: "
+                                                     f"{e.message}; read another replica\n")
             log.warning("getJournal %s failed: %s", request.query_string, e)
             return web.Response(status=500, text=f"getedit failed. {e.message}\n")
         async with download:
@@ -138,17 +144,28 @@ class JournalNodeHttpServer:
             resp.content_length = download.length
             writer = await resp.prepare(request)
             transport = request.transport
-            if (download.local_file is not None and throttle.unlimited and transport is not None
-                    and transport.get_extra_info("sslcontext") is None):
-                # plain HTTP, no throttle: the kernel copies the file to the socket (the bytes never enter
-                # this process); TLS and throttled transfers read the chunks below
-                await writer.drain()
-                await asyncio.get_running_loop().sendfile(transport, download.local_file, 0, download.length)
-                self.sendfile_bytes += download.length
-            else:
-                while (chunk := await download.next_chunk()) is not None:
-                    await resp.write(chunk)
-                    await throttle.account(len(chunk))
+            try:
+                if (download.local_file is not None and throttle.unlimited and transport is not None
+                        and transport.get_extra_info("sslcontext") is None):
+                    # plain HTTP, no throttle: the kernel copies the file to the socket (the bytes never enter
+                    # this process); TLS and throttled transfers read the chunks below
+                    await writer.drain()
+                    await asyncio.get_running_loop().sendfile(transport, download.local_file, 0, download.length)
+                    self.sendfile_bytes += download.length
+                else:
+                    while (chunk := await download.next_chunk()) is not None:
+                        await resp.write(chunk)
+                        await throttle.account(len(chunk))
+            except OSError as e:
+                if isinstance(e, ConnectionError):  # the reader went away: nothing of this node's to report
+                    raise
+                # the headers are out: the reader sees a short body (its length and CRC32C checks fail) and
+                # takes another replica; the failure is this node's disk, named here
+                log.error("getJournal %s: reading %s failed on this node's storage after the headers were sent: "
+                          "%s (errno %s)", request.query_string, name, e, errno.errorcode.get(e.errno or 0, "?"))
+                if transport is not None:
+                    transport.close()
+                return resp
             await resp.write_eof()
             return resp
 

@@ -58,6 +58,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
 import functools
 import logging
@@ -301,11 +302,12 @@ class JournalNodeService:
     # --- running Journal calls ------------------------------------------------------------------
 
     def _call(self, jid: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """One Journal call, through the host's guard (invariant 4); storage errors typed."""
+        """One Journal call, through the host's guard (invariant 4); a storage error is logged here, on this
+        node (the caller only sees it in its own log otherwise), and answered typed, its errno named."""
         try:
             return self.host.guard(_name(fn), fn, *args)
         except OSError as e:
-            raise JournalError(f"journal {jid}: storage error: {e}", jid=jid) from e
+            raise storage_error(jid, _name(fn), e) from e
 
     async def journal_slot(self, jid: Any, *, create: bool = True) -> _JournalSlot:
         """The slot of ``jid``, opening the journal on first use.
@@ -627,6 +629,9 @@ class JournalNodeService:
         try:
             crc = await self.host.run_blocking(_crc_of_prefix, rs.stream, rs.length, n)
             rs.stream.seek(0)
+        except OSError as e:
+            rs.stream.close()
+            raise storage_error(jid, f"reading {rs.file_name} for /getJournal", e) from e
         except BaseException:
             rs.stream.close()
             raise
@@ -689,6 +694,17 @@ def _name(fn: Callable[..., Any]) -> str:
 
 def _status_and_metrics(journal: Journal) -> tuple[dict, dict]:
     return journal.status(), journal.metrics_snapshot()
+
+
+def storage_error(jid: str, what: str, e: OSError) -> JournalError:
+    """A storage failure of this node as the error its caller gets (``errno`` and its name among the fields: the
+    HTTP server answers 503 for it), logged at ERROR here: an operator reading this node's log sees its disk fail,
+    whatever the errno (ENOSPC as much as EIO)."""
+    name = errno.errorcode.get(e.errno or 0, "") if e.errno else ""
+    log.error("journal %s: %s failed on this node's storage: %s%s", jid, what, e,
+              f" ({name})" if name else "", extra={"jid": jid, "errno": name or None})
+    return JournalError(f"journal {jid}: storage error in {what}: {e}", jid=jid, errno=e.errno,
+                        errno_name=name or None)
 
 
 def _has_fd(stream: Any) -> bool:

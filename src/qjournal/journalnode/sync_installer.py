@@ -154,17 +154,29 @@ class SyncInstaller:
             st.sync(tmp)
             self._j._hook("before_sync_rename")
             st.rename(tmp, target)
-            st.sync_dir()
-        except OSError as e:
+        except OSError as e:  # before the commit point: nothing installed
             st.delete(tmp)
             raise JournalError(f"journal {self.jid}: installing finalized segment {state} failed: {e}",
-                               jid=self.jid, txid=state.start_txid) from e
+                               jid=self.jid, txid=state.start_txid, errno=e.errno) from e
+        # The rename is the commit point: the segment is in place and served from now on, so this node's
+        # records follow it at once, whatever the directory fsync below says (a failed fsync must not leave a
+        # served file that the index, the digests and the highest txid do not know of).
         stale = segment_file_name(state.start_txid)
         if state.start_txid in local.in_progress and st.exists(stale):  # superseded (sync rule 4)
             self._index.move_aside(stale, ".stale")
         self._index.remember_check(target, digest, None)
         self._j.highest_written_txid = max(self._j.highest_written_txid, state.end_txid)
         self._j.metrics.num_edit_logs_synced += 1
+        try:
+            st.sync_dir()
+        except OSError as e:
+            # The file's bytes were fsynced before the rename; only the name may not survive a crash, and then
+            # the segment is simply missing again and copied again. Never retried here (fsync's lesson): said.
+            log.error("journal %s: installed finalized segment %s copied from a peer, but the directory fsync "
+                      "failed: %s; the install may not survive a crash", self.jid, state, e)
+            raise JournalError(f"journal {self.jid}: finalized segment {state} is installed but the directory "
+                               f"fsync after its rename failed: {e}; it may not survive a crash",
+                               jid=self.jid, txid=state.start_txid, errno=e.errno) from e
         log.info("journal %s: installed finalized segment %s copied from a peer", self.jid, state)
         return True
 

@@ -87,6 +87,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from qjournal.protocol.protocols import CLIENT
 from qjournal.sim.history import History, NamespaceState, NsRead, OpAcked, OpCalled, OpFailed, Violation
 
 __all__ = ["Operation", "LinearizabilityResult", "PartResult", "operations_of", "partition", "apply",
@@ -283,7 +284,7 @@ def operations_of(history: History) -> list[Operation]:
         seqs: tuple[int, ...] = (c.seq,)
         if isinstance(end, OpAcked):
             output, ret, seqs = _OK, end.seq, (c.seq, end.seq)
-            if c.method == "delete" and end.result is False:
+            if c.method == CLIENT.delete and end.result is False:
                 output = "FileNotFoundError_"     # HDFS's delete answering false: nothing to delete
         elif isinstance(end, OpFailed):
             if end.error_type in REFUSED_ERRORS:
@@ -348,7 +349,7 @@ def partition(ops: list[Operation]) -> list[tuple[frozenset, list[Operation]]]:
                 history_paths.add(op.dst)
     written = {p for op in writes for p in (op.path, op.dst) if p}
     # removable: a path some operation may delete or move away (it, or an ancestor of it)
-    removers = {op.path for op in writes if op.kind in ("delete", "rename")}
+    removers = {op.path for op in writes if op.kind in (CLIENT.delete, CLIENT.rename)}
 
     def removable(p: str) -> bool:
         return p in removers or any(a in removers for a in _ancestors(p))
@@ -377,7 +378,7 @@ def partition(ops: list[Operation]) -> list[tuple[frozenset, list[Operation]]]:
         fp = [op.path] + ([op.dst] if op.dst else [])
         if op.kind == "rename":
             fp.append(op.dst.rstrip("/") + "/" + op.path.rsplit("/", 1)[1])
-        if op.kind in ("delete", "rename"):
+        if op.kind in (CLIENT.delete, CLIENT.rename):
             for top in list(fp):
                 fp += inside(top)
         for p in list(fp):
