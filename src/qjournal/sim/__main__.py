@@ -29,9 +29,9 @@ import sys
 import time
 import traceback
 
-from qjournal.sim.faults import FaultConfig
-from qjournal.sim.ha_workload import HAFaults, HAOptions, ha_replay_command, run_ha_seed
-from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
+from qjournal.sim.faults import FaultConfig, HAFaults
+from qjournal.sim.ha_workload import HAOptions, run_ha_seed
+from qjournal.sim.workload import SimOptions, minimise, run_seed
 
 
 def _ensure_hash_seed() -> None:
@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=3, choices=[3, 5], help="JournalNodes")
     p.add_argument("--faults", default=None,
                    help="fault probabilities kind=p,... ('none' = fault-free); see qjournal.sim.faults")
+    p.add_argument("--disk-faults", choices=["on", "off"], default=None, dest="disk_faults",
+                   help="the JournalNodes' disks fail (default: chosen by the seed, half the runs)")
     p.add_argument("--no-minimise", action="store_true", help="do not minimise a failing run")
     p.add_argument("--history", action="store_true", help="print the whole history of the run")
     sub = p.add_subparsers(dest="command")
@@ -66,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="run the observer NameNode nn3 (default: chosen by the seed, half the runs)")
     c.add_argument("--clock-jumps", choices=["on", "off"], default=None, dest="clock_jumps",
                    help="NameNode wall clocks jump (default: chosen by the seed, half the runs)")
+    c.add_argument("--disk-faults", choices=["on", "off"], default=None, dest="cluster_disk_faults",
+                   help="the JournalNodes' disks fail (default: chosen by the seed, half the runs)")
     c.add_argument("--faults", default=None, dest="cluster_faults",
                    help="weights kind=w,... over the defaults ('none' = fault-free); see HAFaults")
     c.add_argument("--history", action="store_true", dest="cluster_history")
@@ -82,9 +86,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _on_off(value: str | None) -> bool | None:
+    return None if value is None else value == "on"
+
+
 def _run_one(args) -> int:
     config = FaultConfig.parse(args.faults)
-    opts = SimOptions(seed=args.seed, steps=args.steps, nodes=args.nodes, faults=config)
+    opts = SimOptions(seed=args.seed, steps=args.steps, nodes=args.nodes, faults=config,
+                      disk_faults=_on_off(args.disk_faults))
     t0 = time.monotonic()
     result = run_seed(opts)
     dt = time.monotonic() - t0
@@ -99,7 +108,7 @@ def _run_one(args) -> int:
         return 0
     if not args.no_minimise:
         small = minimise(opts, result)
-        print(f"smallest failing run: {replay_command(small.options)}")
+        print(f"smallest failing run: {small.options.replay_command()}")
         for v in small.violations:
             print(f"  VIOLATION {v}")
         print(small.explain())
@@ -145,7 +154,7 @@ def _cluster_worker(item):
 
     def run():
         r = run_ha_seed(HAOptions(seed=seed, steps=steps, observer=observer))
-        return seed, [str(v) for v in r.violations], {k: v for k, v in r.counts().items() if isinstance(v, int)}
+        return seed, [str(v) for v in r.unexplained], r.counts()
     return _wall_limited(seed, limit_s, run)
 
 
@@ -184,15 +193,15 @@ def _soak(args) -> int:
         nodes = 5 if seed % 4 == 3 else 3
         opts = SimOptions(seed=seed, steps=args.soak_steps, nodes=nodes, faults=FaultConfig())
         small = minimise(opts, run_seed(opts))
-        print(f"first failing seed minimised: {replay_command(small.options)}")
+        print(f"first failing seed minimised: {small.options.replay_command()}")
         print(small.explain())
     return 1 if failing else 0
 
 
 def _run_cluster(args) -> int:
     opts = HAOptions(seed=args.cluster_seed, steps=args.cluster_steps, faults=HAFaults.parse(args.cluster_faults),
-                     fencing=args.fencing, observer=None if args.observer is None else args.observer == "on",
-                     clock_jumps=None if args.clock_jumps is None else args.clock_jumps == "on")
+                     fencing=args.fencing, observer=_on_off(args.observer), clock_jumps=_on_off(args.clock_jumps),
+                     disk_faults=_on_off(args.cluster_disk_faults))
     logging.disable(logging.CRITICAL)   # the daemons' own logs: the history tells the story
     t0 = time.monotonic()
     r = run_ha_seed(opts)
@@ -211,7 +220,7 @@ def _cluster_soak(args) -> int:
                                                     for s in seeds])
     if failing:
         opts = HAOptions(seed=failing[0][0], steps=args.soak_steps, observer=observer)
-        print(f"first failing seed: {ha_replay_command(opts)}")
+        print(f"first failing seed: {opts.replay_command()}")
         print(run_ha_seed(opts).explain())
     return 1 if failing else 0
 

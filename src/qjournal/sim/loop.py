@@ -391,7 +391,8 @@ class VirtualTimeLoop(asyncio.base_events.BaseEventLoop):
                            "use the in-memory transport")
 
 
-def run_simulation(main: Callable[[], Coroutine[Any, Any, Any]], seed: int, **loop_kwargs) -> Any:
+def run_simulation(main: Callable[[], Coroutine[Any, Any, Any]], seed: int, *, collect: bool = True,
+                   **loop_kwargs) -> Any:
     """Run ``main()`` to completion on a fresh :class:`VirtualTimeLoop`.
 
     Also seeds the ``random`` module's global generator, so library code that
@@ -401,6 +402,8 @@ def run_simulation(main: Callable[[], Coroutine[Any, Any, Any]], seed: int, **lo
         main: a coroutine function taking no argument; it can reach the loop
             through ``asyncio.get_running_loop()``.
         seed: the run's seed.
+        collect: collect the run's garbage at the end (below); False when the caller still holds the
+            world and collects it once it drops it (:func:`qjournal.sim.seeded_run.execute`).
         **loop_kwargs: passed to :class:`VirtualTimeLoop`.
 
     Returns:
@@ -425,7 +428,8 @@ def run_simulation(main: Callable[[], Coroutine[Any, Any, Any]], seed: int, **lo
             # coroutines): left to a later collection, their finalizers run Python code wherever
             # the collector happens to start, e.g. inside the compiler, where CPython 3.11 then
             # fails with "AST constructor recursion depth mismatch".
-            gc.collect()
+            if collect:
+                gc.collect()
 
 
 def _cancel_all(loop: VirtualTimeLoop) -> None:
