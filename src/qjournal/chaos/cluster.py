@@ -139,9 +139,9 @@ class _ClusterChaos(ChaosSession):
         try:
             await asyncio.shield(start)
             self.down.discard(name)
-            self.count(f"restart:{name[:-1]}")
+            self.stat(f"restart:{name[:-1]}")
         except (ClusterError, QJournalError, OSError) as e:
-            self.count("restart_failed")
+            self.stat("restart_failed")
             self.notes.append(f"restart of {name} failed ({str(e)[:200]}); retried")
             self.down.add(name)
             self.later(RESTART_DELAY_S, lambda: self.restart(name))
@@ -167,7 +167,7 @@ class _ClusterChaos(ChaosSession):
             for name in NN_IDS + tuple(f"zkfc-{nn}" for nn in NN_IDS) + JN_IDS:
                 if name in self.down or name in self.stopped or self.alive(name):
                     continue
-                self.count(f"exited:{name[:-1]}")
+                self.stat(f"exited:{name[:-1]}")
                 self.down.add(name)
                 await self.restart(name)
 
@@ -209,7 +209,7 @@ class _ClusterChaos(ChaosSession):
             self.disk.free()
             self.fault("disk_free", "nn1")
         else:
-            self.count("steps_idle")
+            self.stat("steps_idle")
 
     # -- the run -----------------------------------------------------------------------------------
     def new_client(self, name: str) -> DFSClient:
@@ -318,7 +318,7 @@ class _ClusterChaos(ChaosSession):
         self.supervisor = asyncio.ensure_future(self.supervise())
         for i in range(2):
             name = f"c{i + 1}"
-            c = NamespaceClient(name, self.new_client(name), self.history, self.rng, self.recent_paths, self.count)
+            c = NamespaceClient(name, self.new_client(name), self.history, self.rng, self.recent_paths, self.stat)
             self.clients.append(c)
             c.task = asyncio.ensure_future(c.loop(call_mean_s=0.05))
 

@@ -38,7 +38,8 @@ from typing import Any, Callable
 
 from qjournal.sim.checker import check
 from qjournal.sim.faults import choose
-from qjournal.sim.history import Fault, History, Violation
+from qjournal.sim.history import History, Violation
+from qjournal.sim.seeded_run import Recorder
 
 __all__ = ["ChaosProfile", "ChaosSession", "ChaosResult", "run_session", "main_session"]
 
@@ -83,46 +84,20 @@ class ChaosResult:
                 f"faults={faults} violations={len(self.violations)}")
 
 
-class ChaosSession:
-    """The base of a session (module docstring); subclasses set :attr:`PROFILE` and the hooks."""
+class ChaosSession(Recorder):
+    """The base of a session (module docstring); subclasses set :attr:`PROFILE` and the hooks. Its counts,
+    faults and heals are the simulator's (:class:`~qjournal.sim.seeded_run.Recorder`), on the wall clock."""
 
     PROFILE: ChaosProfile
 
     def __init__(self, seed: int, duration_s: float, workdir: str) -> None:
+        self.t0 = time.monotonic()
+        super().__init__(History(clock=lambda: time.monotonic() - self.t0))
         self.rng = random.Random(seed)
         self.seed = seed
         self.duration_s = duration_s
         self.workdir = workdir
-        self.t0 = time.monotonic()
-        self.history = History(clock=lambda: time.monotonic() - self.t0)
-        self.counts: dict[str, int] = {}
         self.notes: list[str] = []
-        #: scheduled heals (cancelled by the end phase)
-        self.tasks: list[asyncio.Task] = []
-
-    def count(self, key: str, n: int = 1) -> None:
-        self.counts[key] = self.counts.get(key, 0) + n
-
-    def fault(self, kind: str, detail: str = "") -> None:
-        """Count a fault (``fault:<kind>``) and record it in the history."""
-        self.count(f"fault:{kind}")
-        self.history.add(Fault(kind, detail))
-
-    def later(self, delay_s: float, fn: Callable[[], Any]) -> None:
-        """Call ``fn`` (a plain or a coroutine function) in ``delay_s`` seconds: a heal."""
-        async def run() -> None:
-            await asyncio.sleep(delay_s)
-            r = fn()
-            if asyncio.iscoroutine(r):
-                await r
-        self.tasks.append(asyncio.ensure_future(run()))
-
-    async def cancel_scheduled(self) -> None:
-        """Cancel every heal not yet run (the end phase heals everything itself)."""
-        for t in self.tasks:
-            t.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-        self.tasks = []
 
     async def run(self) -> None:
         """Set up, step through the schedule for ``duration_s``, end (invariants 1 and 3)."""
@@ -176,8 +151,9 @@ async def run_session(make: Callable[[str], ChaosSession], profile: ChaosProfile
         violations = check(session.history)
     else:
         violations = check(session.history, clock=time.monotonic, budget_s=profile.check_budget_s)
-    return ChaosResult(profile, seed, duration_s, session.history, violations, dict(sorted(session.counts.items())),
-                       session.notes, session.figures())
+    counts = {k: v for k, v in sorted(session.stats.items()) if isinstance(v, int)}
+    return ChaosResult(profile, seed, duration_s, session.history, violations, counts, session.notes,
+                       session.figures())
 
 
 def main_session(result: ChaosResult) -> int:

@@ -127,7 +127,7 @@ class _Chaos(ChaosSession):
 
     def figures(self) -> dict[str, Any]:
         return {"acked_txid": max((a.txid for a in self.history.of(Acked)), default=0),
-                "writers": self.counts.get("writers", 0)}
+                "writers": self.stats.get("writers", 0)}
 
     def _argv(self, *args: str) -> list[str]:
         argv = qjournal_argv()
@@ -187,7 +187,7 @@ class _Chaos(ChaosSession):
         w.tasks = [asyncio.ensure_future(self._watch_stdout(w)),
                    asyncio.ensure_future(self._watch_stderr(w))]
         self.writers.append(w)
-        self.count("writers")
+        self.stat("writers")
         return w
 
     async def _watch_stdout(self, w: _Writer) -> None:
@@ -258,10 +258,10 @@ class _Chaos(ChaosSession):
         except asyncio.TimeoutError:
             os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
-            self.count("reader_timeout")
+            self.stat("reader_timeout")
             return None
         if proc.returncode != 0:
-            self.count("reader_failed")
+            self.stat("reader_failed")
             if b"InvariantViolation" in err:
                 self.history.add(Failure(name, "InvariantViolation", err.decode(errors="replace")[-300:]))
             self.notes.append(f"{name}: {err.decode(errors='replace').strip()[-200:]}")
@@ -273,8 +273,8 @@ class _Chaos(ChaosSession):
         return recs
 
     async def _reader(self) -> None:
-        name = f"r{self.counts.get('readers', 0) + 1}"
-        self.count("readers")
+        name = f"r{self.stats.get('readers', 0) + 1}"
+        self.stat("readers")
         recs = await self._read_all(name)
         for txid, body in recs or []:
             self.history.add(Read(name, txid, body))

@@ -53,7 +53,7 @@ from qjournal.errors import QJournalError
 from qjournal.namenode.ha_state import HAState
 from qjournal.sim.faults import FaultConfig, HAFaults, choose
 from qjournal.sim.ha_cluster import NN_IDS, OBSERVER_ID, ClusterTimeouts, SimHACluster
-from qjournal.sim.history import (ControllerState, Fault, Healed, History, NamespaceState, NsRead, OpAcked, OpCalled,
+from qjournal.sim.history import (ControllerState, Healed, History, NamespaceState, NsRead, OpAcked, OpCalled,
                                   OpFailed, Progress, Setup)
 from qjournal.sim.loop import SimProcess, run_in_process
 from qjournal.sim.seeded_run import RunResult, SeededRun, disk_faults_of, execute, replay_command

@@ -9,6 +9,8 @@ the same disk faults into their JournalNodes' simulated disks, are judged by the
 command that replays them. That is written here once; a new fault kind or a new count is
 added once for both.
 
+* :class:`Recorder`: the history, the counts, ``fault`` and ``later`` of every fault schedule
+  (the real-process chaos sessions' too).
 * :class:`SeededRun`: the base of a run (the loop's generator, the history, the stats,
   ``fault``, a heal scheduled ``later``, the disk faults of a director step).
 * :func:`execute`: run a :class:`SeededRun` to its end on a fresh loop, turn a stalled,
@@ -47,7 +49,7 @@ from qjournal.sim.known_bugs import attribute
 from qjournal.sim.loop import SimulationLimitExceeded, SimulationStalled, run_simulation
 from qjournal.util.tasks import set_fatal_handler
 
-__all__ = ["SeededRun", "RunResult", "execute", "replay_command", "disk_fault_rng", "disk_faults_of",
+__all__ = ["Recorder", "SeededRun", "RunResult", "execute", "replay_command", "disk_fault_rng", "disk_faults_of",
            "DISK_FAULT_RUN_SHARE"]
 
 #: the share of runs whose JournalNodes' disks fail (invariant 1: the others draw what they drew before)
@@ -84,20 +86,20 @@ def replay_command(subcommand: str, flags: Iterable[tuple[str, Any]], faults: Fa
     return cmd
 
 
-class SeededRun:
-    """The base of one run on the virtual-time loop (module docstring).
+class Recorder:
+    """What every fault schedule keeps, simulated or real (:class:`SeededRun`,
+    :class:`qjournal.chaos.driver.ChaosSession`): the history, the counts, each fault counted and recorded
+    the same way, and the heals scheduled for later.
 
-    Subclasses define ``async main()`` and record their story in :attr:`history`.
+    Args:
+        history: where the run's events go (its clock is the run's).
     """
 
-    def __init__(self, seed: int, disk_faults: FaultWeights | None = None) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.rng: random.Random = self.loop.rng
-        self.history = History(clock=self.loop.time)
+    def __init__(self, history: History) -> None:
+        self.history = history
+        #: counts by key (``fault:<kind>``, ...), and a few labels (the soak keeps the numbers)
         self.stats: dict[str, Any] = {}
-        #: ``(kind, probability per director step)`` of the disk faults; their own generator (invariant 1)
-        self.disk_faults = [(k, getattr(disk_faults, k, 0.0)) for k in DISK_KINDS] if disk_faults else []
-        self.disk_rng = disk_fault_rng(seed)
+        #: scheduled heals (an end phase cancels them and heals everything itself)
         self.tasks: list[asyncio.Task] = []
 
     def stat(self, key: str, n: int = 1) -> None:
@@ -109,13 +111,35 @@ class SeededRun:
         self.history.add(Fault(kind, detail))
 
     def later(self, delay_s: float, fn: Callable[[], Any]) -> None:
-        """Call ``fn`` (a plain or a coroutine function) ``delay_s`` virtual seconds from now: a heal."""
+        """Call ``fn`` (a plain or a coroutine function) ``delay_s`` seconds from now (the loop's): a heal."""
         async def run() -> None:
             await asyncio.sleep(delay_s)
             r = fn()
             if asyncio.iscoroutine(r):
                 await r
-        self.tasks.append(self.loop.create_task(run()))
+        self.tasks.append(asyncio.ensure_future(run()))
+
+    async def cancel_scheduled(self) -> None:
+        """Cancel every heal not yet run."""
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.tasks = []
+
+
+class SeededRun(Recorder):
+    """The base of one run on the virtual-time loop (module docstring).
+
+    Subclasses define ``async main()`` and record their story in :attr:`history`.
+    """
+
+    def __init__(self, seed: int, disk_faults: FaultWeights | None = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.rng: random.Random = self.loop.rng
+        super().__init__(History(clock=self.loop.time))
+        #: ``(kind, probability per director step)`` of the disk faults; their own generator (invariant 1)
+        self.disk_faults = [(k, getattr(disk_faults, k, 0.0)) for k in DISK_KINDS] if disk_faults else []
+        self.disk_rng = disk_fault_rng(seed)
 
     def inject_disk_faults(self, disks: dict[str, Any]) -> None:
         """One director step's disk faults: each kind, with its probability, arms one failure on the
