@@ -8,6 +8,7 @@ by pasting one line. Usage::
     python -m qjournal.sim soak --seeds 2000 [--first 0] [--steps 150] [--jobs 2]
     python -m qjournal.sim cluster --seed 7 [--steps 40] [--fencing shell] [--faults nn_crash=0] [--observer on]
     python -m qjournal.sim cluster-soak --seeds 10000 [--jobs 2] [--observer on]    # the whole HA cluster
+    (every run command also takes --disk-faults on|off: the JournalNodes' disks fail; default: half the seeds)
 
 A failing run is minimised (fewer steps, then fewer fault kinds) and the
 smallest failing run is printed with its replay command and its history.
@@ -57,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--first", type=int, default=0)
     s.add_argument("--steps", type=int, default=150, dest="soak_steps")
     s.add_argument("--jobs", type=int, default=1, help="worker processes")
+    s.add_argument("--disk-faults", choices=["on", "off"], default=None, dest="soak_disk_faults",
+                   help="every seed with (on) or without (off) disk failures (default: chosen by each seed)")
     s.add_argument("--report", default=None, help="write the soak summary as JSON to this file")
     s.add_argument("--seed-wall-limit-s", type=int, default=300,
                    help="a seed running longer (wall clock) is a failing seed: a spin or a hang")
@@ -80,6 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     cs.add_argument("--jobs", type=int, default=1, help="worker processes")
     cs.add_argument("--observer", choices=["on", "off"], default=None, dest="soak_observer",
                     help="every seed with (on) or without (off) the observer nn3 (default: chosen by each seed)")
+    cs.add_argument("--disk-faults", choices=["on", "off"], default=None, dest="soak_disk_faults",
+                    help="every seed with (on) or without (off) disk failures (default: chosen by each seed)")
     cs.add_argument("--report", default=None, help="write the soak summary as JSON to this file")
     cs.add_argument("--seed-wall-limit-s", type=int, default=300,
                     help="a seed running longer (wall clock) is a failing seed: a spin or a hang")
@@ -139,21 +144,21 @@ def _wall_limited(seed: int, limit_s: int, run):
 
 
 def _soak_worker(item):
-    seed, steps, nodes, limit_s = item
+    seed, steps, nodes, limit_s, disk_faults = item
 
     def run():
-        opts = SimOptions(seed=seed, steps=steps, nodes=nodes, faults=FaultConfig())
+        opts = SimOptions(seed=seed, steps=steps, nodes=nodes, faults=FaultConfig(), disk_faults=disk_faults)
         r = run_seed(opts)
         return seed, [str(v) for v in r.unexplained], r.counts()
     return _wall_limited(seed, limit_s, run)
 
 
 def _cluster_worker(item):
-    seed, steps, limit_s, observer = item
+    seed, steps, limit_s, observer, disk_faults = item
     logging.disable(logging.CRITICAL)   # the daemons' logs of a soak go nowhere; the checker judges
 
     def run():
-        r = run_ha_seed(HAOptions(seed=seed, steps=steps, observer=observer))
+        r = run_ha_seed(HAOptions(seed=seed, steps=steps, observer=observer, disk_faults=disk_faults))
         return seed, [str(v) for v in r.unexplained], r.counts()
     return _wall_limited(seed, limit_s, run)
 
@@ -186,12 +191,13 @@ def _soak_loop(args, worker, items) -> tuple[dict, list]:
 
 def _soak(args) -> int:
     seeds = list(range(args.first, args.first + args.seeds))
+    disk_faults = _on_off(args.soak_disk_faults)
     _, failing = _soak_loop(args, _soak_worker, [(s, args.soak_steps, 5 if s % 4 == 3 else 3,
-                                                  args.seed_wall_limit_s) for s in seeds])
+                                                  args.seed_wall_limit_s, disk_faults) for s in seeds])
     if failing:
         seed = failing[0][0]
         nodes = 5 if seed % 4 == 3 else 3
-        opts = SimOptions(seed=seed, steps=args.soak_steps, nodes=nodes, faults=FaultConfig())
+        opts = SimOptions(seed=seed, steps=args.soak_steps, nodes=nodes, faults=FaultConfig(), disk_faults=disk_faults)
         small = minimise(opts, run_seed(opts))
         print(f"first failing seed minimised: {small.options.replay_command()}")
         print(small.explain())
@@ -215,11 +221,11 @@ def _run_cluster(args) -> int:
 
 def _cluster_soak(args) -> int:
     seeds = range(args.first, args.first + args.seeds)
-    observer = None if args.soak_observer is None else args.soak_observer == "on"
-    _, failing = _soak_loop(args, _cluster_worker, [(s, args.soak_steps, args.seed_wall_limit_s, observer)
+    observer, disk_faults = _on_off(args.soak_observer), _on_off(args.soak_disk_faults)
+    _, failing = _soak_loop(args, _cluster_worker, [(s, args.soak_steps, args.seed_wall_limit_s, observer, disk_faults)
                                                     for s in seeds])
     if failing:
-        opts = HAOptions(seed=failing[0][0], steps=args.soak_steps, observer=observer)
+        opts = HAOptions(seed=failing[0][0], steps=args.soak_steps, observer=observer, disk_faults=disk_faults)
         print(f"first failing seed: {opts.replay_command()}")
         print(run_ha_seed(opts).explain())
     return 1 if failing else 0

@@ -213,7 +213,8 @@ def execute(seed: int, make_run: Callable[[], SeededRun], *, max_virtual_time_s:
     The daemons' logs go nowhere (the history is the run's record; a captured log record with its
     traceback would also keep the simulated world alive after the run). The world is garbage once the
     run is dropped: it is collected here, once, not wherever the collector runs next (see
-    :func:`qjournal.sim.loop.run_simulation`).
+    :func:`qjournal.sim.loop.run_simulation`), and that collection walks the run's objects only (what
+    was alive before the run is frozen meanwhile, ``gc.freeze``).
 
     Returns:
         ``(history, stats, violations, unexplained, known bug counts, virtual seconds)``;
@@ -237,25 +238,31 @@ def execute(seed: int, make_run: Callable[[], SeededRun], *, max_virtual_time_s:
     kwargs: dict[str, Any] = {"max_virtual_time_s": max_virtual_time_s}
     if max_callbacks is not None:
         kwargs["max_callbacks"] = max_callbacks
+    # What is alive now outlives the run (modules, caches, the soak's totals): frozen, the collections
+    # of the run, the last one included, walk the run's own objects only, not the whole heap again.
+    gc.freeze()
     try:
-        run_simulation(main, seed, collect=False, **kwargs)
-    except (SimulationStalled, SimulationLimitExceeded, InvariantViolation) as e:
-        if "run" not in holder:
-            raise
-        holder["run"].history.add(Failure("simulator", type(e).__name__, str(e)))
+        try:
+            run_simulation(main, seed, collect=False, **kwargs)
+        except (SimulationStalled, SimulationLimitExceeded, InvariantViolation) as e:
+            if "run" not in holder:
+                raise
+            holder["run"].history.add(Failure("simulator", type(e).__name__, str(e)))
+        finally:
+            logging.disable(log_level)
+            set_fatal_handler(previous)
+        run = holder.pop("run")
+        history, stats = run.history, run.stats
+        history.freeze()
+        del run
+        # A killed process's coroutines that never ran (a ``wait_for(event.wait())`` built just before the
+        # kill) are finalized with the world: that is the kill, not a bug, so their "never awaited" warning
+        # is not shown.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
+            gc.collect()
     finally:
-        logging.disable(log_level)
-        set_fatal_handler(previous)
-    run = holder.pop("run")
-    history, stats = run.history, run.stats
-    history.freeze()
-    del run
-    # A killed process's coroutines that never ran (a ``wait_for(event.wait())`` built just before the
-    # kill) are finalized with the world: that is the kill, not a bug, so their "never awaited" warning
-    # is not shown.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
-        gc.collect()
+        gc.unfreeze()
     stats["wall_ms"] = int((time.monotonic() - t0) * 1000)
     violations = check(history)
     unexplained, known = attribute(history, violations)
