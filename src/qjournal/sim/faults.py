@@ -62,7 +62,8 @@ probability per director step drawn by a generator of the run's own
 with EIO; the bytes it covered may be dropped from the page cache's dirty set, so a later
 fsync that succeeds does not write them), ``fsync_dir_eio`` (a directory's fsync fails with
 EIO), ``write_enospc`` and ``write_eio`` (a write fails after writing some of its bytes,
-or a create or a preallocation fails), ``read_eio`` (a read fails).
+or a create or a preallocation fails), ``read_eio`` (a read fails); the whole cluster's table
+adds ``nn_fsync_eio`` (a NameNode's local edits fail an fsync or fdatasync with EIO).
 
 Both tables are :class:`FaultWeights`: parsed from ``kind=w,...`` (``none``
 switches every kind off), switched off kind by kind (the minimiser), and named
@@ -236,8 +237,9 @@ class HAFaults(FaultWeights):
     KINDS: ClassVar[tuple[str, ...]] = (
         "nn_crash", "nn_pause", "zkfc_crash", "zkfc_pause", "pair_pause", "zk_crash", "zk_partition",
         "session_expire", "nn_jn_partition", "client_nn_partition", "nn_nn_partition", "disk_full", "jn_crash",
-        *DISK_KINDS)
-    PROBABILITIES: ClassVar[frozenset[str]] = frozenset(DISK_KINDS)
+        *DISK_KINDS, "nn_fsync_eio")
+    #: the disk failures: probabilities per director step, not director weights
+    PROBABILITIES: ClassVar[frozenset[str]] = frozenset([*DISK_KINDS, "nn_fsync_eio"])
 
     nn_crash: float = 1.0
     nn_pause: float = 1.0
@@ -259,11 +261,13 @@ class HAFaults(FaultWeights):
     write_enospc: float = 0.02
     write_eio: float = 0.01
     read_eio: float = 0.01
+    #: a NameNode's local edits: its next (or one of its next 3) fsync/fdatasync fails with EIO
+    nn_fsync_eio: float = 0.03
 
     def director_weights(self) -> list[tuple[str, float]]:
         """Every director kind with a weight, ``nothing`` included, in field order."""
         return [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)
-                if getattr(self, f.name) > 0 and f.name not in DISK_KINDS]
+                if getattr(self, f.name) > 0 and f.name not in self.PROBABILITIES]
 
 
 class NetworkFaults:

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import errno
 import logging
 import os
 import shutil
@@ -164,16 +165,32 @@ class _Unreachable:
 
 class PageCacheDisk(DiskIO):
     """A NameNode machine's disk for the local edits: writes, preallocation as the real one, no sync (module
-    docstring: no machine of the simulation loses its page cache, so a sync makes nothing observable)."""
+    docstring: no machine of the simulation loses its page cache, so a sync makes nothing observable), except
+    the fsync or fdatasync a fault armed (:meth:`fail`), which fails with EIO as libfiu's does on hosts."""
+
+    def __init__(self) -> None:
+        #: countdowns of the armed failures (one fires at 0)
+        self.armed: list[int] = []
+        self.failed = 0
+
+    def fail(self, after: int = 0) -> None:
+        """Fail the ``after``-th next fsync or fdatasync (0 = the next one) with EIO."""
+        self.armed.append(after)
+
+    def _sync(self, call: str) -> None:
+        if not self.armed:
+            return
+        if 0 in self.armed:
+            self.armed.remove(0)
+            self.failed += 1
+            raise OSError(errno.EIO, f"{os.strerror(errno.EIO)} ({call}: nn_fsync_eio)")
+        self.armed = [n - 1 for n in self.armed]
 
     def fdatasync(self, fd: int) -> None:
-        pass
+        self._sync("fdatasync")
 
     def fsync(self, fd: int) -> None:
-        pass
-
-
-PAGE_CACHE_DISK = PageCacheDisk()
+        self._sync("fsync")
 
 
 class NameNodeHost:
@@ -197,6 +214,8 @@ class NameNodeHost:
         self.zkfc_incarnation = 0
         #: the disk of the edits directory is full (the NameNode's resource check fails)
         self.disk_full = False
+        #: the disk of the local edits (its syncs fail when a fault armed them)
+        self.disk = PageCacheDisk()
         #: this machine's wall clock minus the true time (issue 28: wall-clock jumps); the monotonic
         #: clock of its processes is the loop's own
         self.wall_offset_ms = 0
@@ -240,7 +259,7 @@ class NameNodeHost:
             return self.cluster.jns.new_qjm(f"{self.nn_id}")
         journal = open_journal(uri, conf)
         if isinstance(journal, FileJournal):
-            journal.disk = PAGE_CACHE_DISK
+            journal.disk = self.disk
         return journal
 
     def _record_acks(self, nn: NameNode) -> None:

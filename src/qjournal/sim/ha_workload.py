@@ -331,6 +331,10 @@ class _HARun(SeededRun):
         cl, rng = self.cluster, self.rng
         kind = choose(rng, self.opts.faults.director_weights())
         self.inject_disk_faults({n: cl.jns.nodes[n].fs for n in cl.jns.names})
+        if self.disk_faults and self.disk_rng.random() < self.opts.faults.nn_fsync_eio:
+            victim, after = self.disk_rng.choice(cl.nn_ids), self.disk_rng.randrange(3)
+            cl.hosts[victim].disk.fail(after)
+            self.fault("nn_fsync_eio", f"{victim} after {after}")
         nn = rng.choice(NN_IDS)
         if self.observer.observer and kind in OBSERVER_FAULT_KINDS and rng.random() < OBSERVER_FAULT_SHARE:
             nn = OBSERVER_ID
@@ -442,6 +446,7 @@ class _HARun(SeededRun):
         for nn in cl.nn_ids:
             h = cl.hosts[nn]
             h.set_disk_full(False)
+            h.disk.armed.clear()
             h.resume_nn()
             h.resume_zkfc()
         for nn in cl.nn_ids:
@@ -563,6 +568,7 @@ class _HARun(SeededRun):
             for k, v in sorted(cl.jns.nodes[jn].fs.stats.items()):
                 if k.startswith(("failed:", "fsync_eio_")):
                     self.stat(f"disk:{k}", v)
+        self.stat("disk:failed:nn_fsync_eio", sum(cl.hosts[nn].disk.failed for nn in cl.nn_ids))
         await cl.stop()
 
 
