@@ -62,7 +62,7 @@ probability per director step drawn by a generator of the run's own
 with EIO; the bytes it covered may be dropped from the page cache's dirty set, so a later
 fsync that succeeds does not write them), ``fsync_dir_eio`` (a directory's fsync fails with
 EIO), ``write_enospc`` and ``write_eio`` (a write fails after writing some of its bytes,
-or a create or a preallocation fails), ``read_eio`` (a read fails); the whole cluster's table
+or a preallocation fails), ``read_eio`` (a read fails); the whole cluster's table
 adds ``nn_fsync_eio`` (a NameNode's local edits fail an fsync or fdatasync with EIO).
 
 Both tables are :class:`FaultWeights`: parsed from ``kind=w,...`` (``none``
@@ -73,8 +73,8 @@ nemesis): a kind by relative weight.
 
 Invariants:
 
-1. Every decision draws from the ``random.Random`` passed in (the loop's), in
-   call order, so a seed replays the same faults.
+1. Every decision draws from the ``random.Random`` passed in (the loop's; the disk
+   failures' own generator), in call order, so a seed replays the same faults.
 2. A config with every probability 0 injects nothing (the fault-free baseline).
 3. :func:`choose` draws exactly one ``rng.random()``, whatever the weights.
 """

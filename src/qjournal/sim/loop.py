@@ -250,20 +250,19 @@ class _OrderedTimerHandle(asyncio.TimerHandle):
         super().__init__(when, callback, args, loop, context=context)
         self._seq = seq
 
-    def _key(self):
-        return (self._when, self._seq)
-
+    # The heap's comparisons (a few per timer pushed or popped, the loop's hottest path): spelled out rather
+    # than through a ``(when, seq)`` tuple built per call.
     def __lt__(self, other):
-        return self._key() < other._key()
+        return self._when < other._when or (self._when == other._when and self._seq < other._seq)
 
     def __le__(self, other):
-        return self._key() <= other._key()
+        return self._when < other._when or (self._when == other._when and self._seq <= other._seq)
 
     def __gt__(self, other):
-        return self._key() > other._key()
+        return other.__lt__(self)
 
     def __ge__(self, other):
-        return self._key() >= other._key()
+        return other.__le__(self)
 
     def __eq__(self, other):
         return self is other
