@@ -48,7 +48,7 @@ def separate_zookeeper(doc: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def nemesis(tmp_path_factory):
+def nemesis(tmp_path_factory, package):
     for why in (hosts_unavailable(), preload_unavailable()):
         if why is not None:
             pytest.skip(f"fault tests skipped: {why}")
@@ -58,7 +58,7 @@ def nemesis(tmp_path_factory):
     def install(cluster):
         holder["n"] = Nemesis(cluster, SEED, os.path.join(workdir, "clock"))
         holder["n"].install()
-    cluster = deploy(workdir, doc_text=separate_zookeeper(DEPLOY_DOC.read_text()), before_start=install)
+    cluster = deploy(workdir, package, doc_text=separate_zookeeper(DEPLOY_DOC.read_text()), before_start=install)
     try:
         yield holder["n"]
     finally:
