@@ -26,7 +26,8 @@ from qjournal.sim.ha_workload import HAOptions, ha_replay_command, observer_setu
 STEPS = 40
 #: the slice of make test (the soak runs 10,000: make soak); 120 since the suite neared its 10-minute budget
 #: (9 min 13-38 s of tests on 2026-11-26; this slice took 49 s of it at 200 seeds, 44 s at 150; 193 s on the
-#: 2-core CI; 52 s here on 2026-11-28 after the per-seed cuts of docs/testing.md, load average 2-7)
+#: 2-core CI; 52 s and 119 s here on 2026-11-28 after the per-seed cuts of docs/testing.md, load average 2-7
+#: and 5-6 from other sessions)
 SLICE_SEEDS = 120
 #: a deliberately broken rule must show within this many seeds
 MAX_SEEDS_BROKEN = 40
