@@ -407,9 +407,9 @@ def test_get_journal_sends_the_file_by_sendfile_unless_throttled(tmp_path):
                 assert int(r.headers["X-Qjournal-Crc32c"], 16) == crc32c(body)
                 return body
 
-    async def main(throttled: bool):
+    async def main(throttled: bool, sendfile: bool = True, name: str = ""):
         conf = Configuration({"dfs.edit.log.transfer.bandwidthPerSec": "100000000" if throttled else "0"})
-        node, c = await start_node(tmp_path / ("slow" if throttled else "fast"), conf=conf)
+        node, c = await start_node(tmp_path / (name or ("slow" if throttled else "fast")), conf=conf)
         try:
             await c.call("format", jid=JID, ns_info=NS.to_wire(), force=False)
             w = await write_epoch(c, 1, 1, 300)
@@ -421,13 +421,20 @@ def test_get_journal_sends_the_file_by_sendfile_unless_throttled(tmp_path):
             assert finalized == encode_header(1) + batch(1, 300)
             assert in_progress == encode_header(1) + batch(301, 2)
             sent = node.http_server.sendfile_bytes
-            assert sent == (0 if throttled else len(finalized) + len(in_progress)), sent
+            assert sent == (0 if throttled or not sendfile else len(finalized) + len(in_progress)), sent
         finally:
             await c.close()
             await node.stop()
 
     run(main(False))
     run(main(True))
+    try:
+        import uvloop
+    except ImportError:
+        return
+    # uvloop (qjournal.event-loop=auto when installed) has no loop.sendfile: the same bytes go out in chunks
+    # (the headers were out when its NotImplementedError came, and the body was empty: readers failed over)
+    uvloop.run(asyncio.wait_for(main(False, sendfile=False, name="uvloop"), 60))
 
 
 def test_enospc_on_a_journalnodes_disk_is_logged_by_that_journalnode(tmp_path, monkeypatch, caplog):

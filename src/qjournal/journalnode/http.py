@@ -145,14 +145,21 @@ class JournalNodeHttpServer:
             writer = await resp.prepare(request)
             transport = request.transport
             try:
+                sent = False
                 if (download.local_file is not None and throttle.unlimited and transport is not None
                         and transport.get_extra_info("sslcontext") is None):
                     # plain HTTP, no throttle: the kernel copies the file to the socket (the bytes never enter
                     # this process); TLS and throttled transfers read the chunks below
                     await writer.drain()
-                    await asyncio.get_running_loop().sendfile(transport, download.local_file, 0, download.length)
-                    self.sendfile_bytes += download.length
-                else:
+                    try:
+                        await asyncio.get_running_loop().sendfile(transport, download.local_file, 0,
+                                                                  download.length)
+                        sent = True
+                        self.sendfile_bytes += download.length
+                    except NotImplementedError:
+                        # an event loop without sendfile (uvloop, qjournal.event-loop=auto): nothing was sent yet
+                        pass
+                if not sent:
                     while (chunk := await download.next_chunk()) is not None:
                         await resp.write(chunk)
                         await throttle.account(len(chunk))
