@@ -7,7 +7,16 @@
 * Parallel runs (``make test``: pytest-xdist, ``-n N --dist loadgroup``): the unit of work is an
   group of files or a file, Spark tests share one group, long units start first
   (``tests/parallel.py``; the isolation rules a test follows are in docs/testing.md).
+* Every JVM a test starts (Spark's driver, executors and standalone daemons, Hadoop's FsShell,
+  ZooKeeper) compiles with C1 only (``JAVA_TOOL_OPTIONS``, unless the caller set it): the tests' JVMs
+  live for seconds, and C2's compiler threads cost more CPU than they save in that time. Measured on
+  the 2-core machine: ``tests/pipeline/test_transforms.py`` 58.4 -> 37.7 CPU seconds of the whole
+  process tree, ``tests/pipeline/test_cluster.py`` with ``tests/cluster/test_webhdfs_hadoop.py`` 250 -> 174
+  (docs/testing.md). The shipped daemons keep the JVM's defaults, but for ZooKeeper, which
+  the project starts with the same flag.
 """
+
+import os
 
 import pytest
 
@@ -16,6 +25,8 @@ from qjournal.util import tasks
 from tests import parallel
 
 _FATAL: list = []
+
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
 def pytest_configure(config):

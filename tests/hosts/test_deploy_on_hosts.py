@@ -19,9 +19,8 @@ from qjournal.deploy.units import units_for_roles
 from qjournal.hosts.cluster import HostCluster, step_stats
 from qjournal.util.waiting import wait_until
 from qjournal.hosts.runbook import parse_runbook
-from qjournal.sim.cluster_checker import check_cluster
+from qjournal.sim.checker import check
 from qjournal.sim.history import Fault, OpFailed
-from qjournal.sim.linearizability import linearizability_violations
 
 from .conftest import DEPLOY_DOC, FIRST_START
 
@@ -34,7 +33,7 @@ def _judge(cluster: HostCluster, parts: list, steps: list[tuple[str, float, floa
     """Merge the clients' histories with the test's and the final namespace, check, print the steps."""
     parts = parts + [cluster.snapshot("c1")]
     history = cluster.history(parts)
-    violations = check_cluster(history) + linearizability_violations(history)
+    violations = check(history)
     stats = step_stats(history, steps)
     print(f"\n{title}: {len(history)} events")
     for s in stats:

@@ -19,9 +19,9 @@ import pytest
 from qjournal.hosts.nemesis import FAMILIES, HA_CASES, JN, NN, ZK, ZKFC, Nemesis
 from qjournal.hosts.netns import HostsError
 from qjournal.hosts.preload import unavailable_reason as preload_unavailable
-from qjournal.sim.cluster_checker import check_cluster
+from qjournal.sim.checker import check
 from qjournal.sim.history import OpAcked, OpFailed
-from qjournal.sim.linearizability import check_linearizable, linearizability_violations
+from qjournal.sim.linearizability import check_linearizable
 from qjournal.util.waiting import wait_until
 
 from qjournal.hosts.netns import unavailable_reason as hosts_unavailable
@@ -48,7 +48,7 @@ def separate_zookeeper(doc: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def nemesis(tmp_path_factory):
+def nemesis(tmp_path_factory, package):
     for why in (hosts_unavailable(), preload_unavailable()):
         if why is not None:
             pytest.skip(f"fault tests skipped: {why}")
@@ -58,7 +58,7 @@ def nemesis(tmp_path_factory):
     def install(cluster):
         holder["n"] = Nemesis(cluster, SEED, os.path.join(workdir, "clock"))
         holder["n"].install()
-    cluster = deploy(workdir, doc_text=separate_zookeeper(DEPLOY_DOC.read_text()), before_start=install)
+    cluster = deploy(workdir, package, doc_text=separate_zookeeper(DEPLOY_DOC.read_text()), before_start=install)
     try:
         yield holder["n"]
     finally:
@@ -72,7 +72,7 @@ def _judge(n: Nemesis, title: str, t0: float) -> dict:
     wait_until(lambda: n.active_host(), "one active NameNode after healing", 90)
     parts = cluster.stop_loads() + [[e for e in n.events if e.time >= t0]] + [cluster.snapshot("c1")]
     history = cluster.history(parts)
-    violations = check_cluster(history) + linearizability_violations(history, clock=time.monotonic, budget_s=120)
+    violations = check(history, clock=time.monotonic, budget_s=120)
     lin = check_linearizable(history)
     acked, failed = len(history.of(OpAcked)), len(history.of(OpFailed))
     print(f"\n{title}: {len(history)} events, {acked} operations acknowledged, {failed} failed; "

@@ -20,10 +20,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.hosts, pytest.mark.xdist_group("host
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(tmp_path_factory, package):
     if not heavy():
         pytest.skip("the heavy hosts runs: QJOURNAL_HOSTS_HEAVY=1 (make hosts-soak)")
-    yield from deployed(tmp_path_factory, "hosts-heavy")
+    yield from deployed(tmp_path_factory, package, "hosts-heavy")
 
 
 def _load(cluster, seed: int, seconds_s: float = 2.0) -> None:

@@ -197,3 +197,14 @@ def test_failed_append_is_cut_back_and_closes_segment():
     j.finalize_log_segment(w.req(), 1, 2)
     j.start_log_segment(w.req(), 3, 1)
     j.journal(w.req(), 3, 3, 2, batch(3, 2))
+
+
+def test_a_corrupt_epoch_file_is_refused_with_a_journal_error_naming_it(tmp_path):
+    """Bug J1 (docs/testing.md): a durable scalar that is not an integer (what a disk that dropped the
+    bytes of a failed fsync leaves: zeros) made the Journal's open raise NameError, not the JournalError
+    its docstring names (the simulator's fsync-EIO model found it, against a storage retrying the fsync)."""
+    written(tmp_path)
+    with open(cur(tmp_path, "last-promised-epoch"), "wb") as f:
+        f.write(b"\0\0")
+    with pytest.raises(JournalError, match=r"last-promised-epoch: not an integer: b'\\x00\\x00'"):
+        open_j(tmp_path)

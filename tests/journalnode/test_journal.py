@@ -424,3 +424,34 @@ def test_committed_txid_file_damage_reads_as_unknown(jdir, j):
     j3 = open_journal(jdir)
     assert j3.committed_txid == 1234
     j3.close()
+
+
+def test_sync_durations_use_the_monotonic_clock_when_the_wall_clock_jumps(jdir, caplog):
+    """A wall clock moved back an hour just before an fsync (NTP, an operator) neither makes the sync
+    look slow or negative nor drops it from the durations' windows: those run on the monotonic clock;
+    the last journal time (a wall-clock metric, Hadoop's LastJournalTimestamp) follows the wall clock."""
+    wall = [1_000_000.0]
+    ticks = iter(range(10**6))
+
+    def monotonic() -> float:
+        return 50.0 + next(ticks) * 0.002          # 2 ms between two readings
+
+    def hook(point: str) -> None:
+        if point == "after_append":
+            wall[0] -= 3600.0                       # between the append and its fsync
+
+    jn = open_journal(jdir, clock=lambda: wall[0], monotonic=monotonic, fault_hook=hook, slow_sync_warn_s=1.0)
+    try:
+        jn.format(NS)
+        jn.new_epoch(NS, 1)
+        w = Writer(JID, 1)
+        jn.start_log_segment(w.req(), 1, 1)
+        with caplog.at_level("WARNING", logger="qjournal.journalnode.journal"):
+            jn.journal(w.req(), 1, 1, 3, batch(1, 3))
+        assert not [r for r in caplog.records if "took" in r.getMessage()], caplog.text
+        snap = jn.metrics_snapshot()
+        assert snap["Syncs60sNumOps"] == 1.0
+        assert snap["Syncs60s50thPercentileLatencyMicros"] == pytest.approx(2_000), snap
+        assert snap["LastJournalTimestamp"] == 996_400_000
+    finally:
+        jn.close()

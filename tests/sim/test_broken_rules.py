@@ -92,3 +92,30 @@ def test_a_syncer_that_skips_what_it_should_copy_is_caught(monkeypatch):
     seed, hits = _first_violation({"failure"})
     assert seed is not None, f"a syncer that copies nothing went unnoticed in {MAX_SEEDS} seeds"
     assert "NotHealed" in str(hits[0])
+
+
+def test_a_journalnode_that_retries_a_failed_fsync_is_caught(monkeypatch):
+    """PostgreSQL's fsync lesson (issue 28): after an fsync fails, the bytes it covered may be gone from the
+    page cache's dirty set, so retrying it "succeeds" without writing them. A JournalNode storage that
+    retries and goes on (acknowledging, finalizing) must be caught: the simulated disk drops those bytes
+    (qjournal.sim.disk, "Failures") and a crash then loses them."""
+    from qjournal.sim import disk
+    sync = disk.SimJournalStorage.sync
+
+    def retrying(self, name):
+        try:
+            sync(self, name)
+        except OSError:
+            sync(self, name)
+    monkeypatch.setattr(disk.SimJournalStorage, "sync", retrying)
+    faults = FaultConfig.parse("fsync_eio=0.2,jn_crash=0.1")
+    for seed in range(MAX_SEEDS):
+        r = run_seed(SimOptions(seed=seed, steps=150, nodes=3, faults=faults, disk_faults=True))
+        if r.unexplained:
+            print(f"caught at seed {seed}: {r.unexplained[0]}\nreplay: {replay_command(r.options)}")
+            break
+    else:
+        raise AssertionError(f"a storage retrying failed fsyncs went unnoticed in {MAX_SEEDS} seeds")
+    monkeypatch.undo()
+    fixed = run_seed(r.options)
+    assert not fixed.violations, fixed.explain()

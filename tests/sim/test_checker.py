@@ -1,12 +1,16 @@
-"""The checker on hand-made histories: each rule passes a good history and catches its bad one."""
+"""The checker on hand-made histories: each journal rule passes a good history and catches its bad one; the one
+entry point applies every rule set a history's events allow."""
 
 from __future__ import annotations
 
 from qjournal.protocol.segment import OP_DATA, encode_header, encode_records
 from qjournal.sim.checker import RULES, check
+from qjournal.sim.cluster_rules import CLUSTER_RULES
+from qjournal.sim.journal_rules import JOURNAL_RULES
+from qjournal.sim.linearizability import LIN_RULES
 from qjournal.sim.history import (Accepted, Acked, EpochGranted, Failure, FinalLog, Finalized,
-                                  History, NodeSegment, Promise, Read, Setup, Written,
-                                  WriterStarted)
+                                  History, NamespaceState, NodeSegment, OpAcked, OpCalled, Promise, Read,
+                                  Setup, Written, WriterStarted)
 
 NODES = ("jn0", "jn1", "jn2")
 
@@ -45,7 +49,20 @@ def test_good_history_passes():
 
 
 def test_every_rule_is_known():
-    assert len(RULES) == len(set(RULES)) == 10
+    assert len(JOURNAL_RULES) == len(set(JOURNAL_RULES)) == 10
+    assert set(RULES) == set(JOURNAL_RULES) | set(CLUSTER_RULES) | set(LIN_RULES)
+
+
+def test_one_entry_judges_every_rule_set_the_history_allows():
+    """A history with the journal's events and the clients' is judged by both rule sets and the search for a
+    linearization, the journal's violations first; without linearizability, the rules alone."""
+    h = good()
+    h.add(Acked("w1", 1, 4))                                   # journal: txid 4 acked, not in the final log
+    h.add(OpCalled("c1", 0, "create", "/c1/a"))
+    h.add(OpAcked("c1", 0, "nn1"))
+    h.add(NamespaceState("nn1", "active", 9, ()))              # cluster: the acked create is gone
+    assert [v.rule for v in check(h)] == ["acked_lost", "op_lost", "not_linearizable"]
+    assert [v.rule for v in check(h, linearizability=False)] == ["acked_lost", "op_lost"]
 
 
 def test_acked_txid_missing_from_final_log():

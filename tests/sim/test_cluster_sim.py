@@ -20,11 +20,14 @@ from qjournal.namenode.editlog import FSEditLog
 from qjournal.namenode.observer_rules import ReadDecision
 from qjournal.namenode.retry_cache import RetryCache
 from qjournal.sim.history import Fault, NamespaceState, NsRead
-from qjournal.sim.ha_workload import HAFaults, HAOptions, ha_replay_command, observer_setup, run_ha_seed
+from qjournal.sim.faults import HAFaults
+from qjournal.sim.ha_workload import HAOptions, ha_replay_command, observer_setup, run_ha_seed
 
 STEPS = 40
 #: the slice of make test (the soak runs 10,000: make soak); 120 since the suite neared its 10-minute budget
-#: (9 min 13-38 s of tests on 2026-11-26; this slice took 49 s of it at 200 seeds, 44 s at 150)
+#: (9 min 13-38 s of tests on 2026-11-26; this slice took 49 s of it at 200 seeds, 44 s at 150; 193 s on the
+#: 2-core CI; 52 s and 119 s here on 2026-11-28 after the per-seed cuts of docs/testing.md, load average 2-7
+#: and 5-6 from other sessions)
 SLICE_SEEDS = 120
 #: a deliberately broken rule must show within this many seeds
 MAX_SEEDS_BROKEN = 40
@@ -138,7 +141,8 @@ def test_observer_seeds_hold_every_rule():
     assert len({x.read_wait_ms for x in setups}) == 3
     kinds_on_observer = set()
     for seed in OBSERVER_SEEDS:
-        r = run_ha_seed(HAOptions(seed=seed, steps=STEPS, observer=True))
+        # the stories these seeds were chosen for (disk failures would change them: they have their own seeds)
+        r = run_ha_seed(HAOptions(seed=seed, steps=STEPS, observer=True, disk_faults=False))
         assert not r.violations, f"replay: {ha_replay_command(r.options)}\n" + r.explain()
         reads = r.history.of(NsRead)
         assert r.stats["reads_by_observer"] > 0 and any(e.nn == "nn3" for e in reads), r.summary()

@@ -288,3 +288,93 @@ def test_the_open_segment_is_written_after_its_data_and_cut_by_truncate():
     s.create("other", b"x")  # not the open segment: appends extend the file
     s.append("other", b"y")
     assert s.read("other") == b"xy"
+
+
+# -- failures (the faults libfiu injects on real hosts) ------------------------------------------
+
+def _failed_fsync(seed: int) -> tuple[SimFS, str]:
+    """A file with 4 synced bytes and 4 more whose fsync failed with EIO; the outcome the seed drew."""
+    f = fs(seed)
+    f.create("/jn/current/a", b"good")
+    f.fsync("/jn/current/a")
+    f.fsync_dir("/jn/current")
+    f.append("/jn/current/a", b"lost")
+    f.fail("fsync_eio")
+    with pytest.raises(OSError) as e:
+        f.fsync("/jn/current/a")
+    assert e.value.errno == errno.EIO and "fsync_eio" in str(e.value)
+    assert f.read("/jn/current/a") == b"goodlost"   # the page cache still serves the bytes
+    return f, "dropped" if f.stats.get("fsync_eio_dropped") else "written"
+
+
+def test_a_failed_fsync_either_reached_the_disk_or_dropped_the_bytes_across_seeds():
+    outcomes = {_failed_fsync(seed)[1] for seed in range(20)}
+    assert outcomes == {"dropped", "written"}
+
+
+def test_bytes_a_failed_fsync_dropped_stay_lost_through_a_later_successful_fsync():
+    """The fsyncgate rule: retrying the fsync after EIO succeeds, and a crash still loses the bytes."""
+    seed = next(s for s in range(50) if _failed_fsync(s)[1] == "dropped")
+    f, _ = _failed_fsync(seed)
+    f.append("/jn/current/a", b"+new")
+    f.fsync("/jn/current/a")              # succeeds: writes "+new", not the dropped "lost"
+    f.crash()
+    assert f.read("/jn/current/a") == b"good\0\0\0\0+new"
+
+
+def test_dropped_bytes_written_again_are_dirty_again():
+    seed = next(s for s in range(50) if _failed_fsync(s)[1] == "dropped")
+    f, _ = _failed_fsync(seed)
+    f.truncate("/jn/current/a", 4)
+    f.append("/jn/current/a", b"again")
+    f.fsync("/jn/current/a")
+    f.crash()
+    assert f.read("/jn/current/a") == b"goodagain"
+
+
+def test_a_failed_directory_fsync_raises_eio_and_a_later_one_makes_the_entry_durable():
+    f = fs()
+    f.create("/jn/current/a", b"x")
+    f.fsync("/jn/current/a")
+    f.fail("fsync_dir_eio")
+    with pytest.raises(OSError) as e:
+        f.fsync_dir("/jn/current")
+    assert e.value.errno == errno.EIO
+    f.fsync_dir("/jn/current")
+    f.crash()
+    assert f.read("/jn/current/a") == b"x"
+
+
+def test_a_write_failure_fires_at_its_pass_and_writes_a_prefix_at_most():
+    for kind, code in [("write_enospc", errno.ENOSPC), ("write_eio", errno.EIO)]:
+        f = fs(3)
+        f.create("/jn/current/a")
+        f.fail(kind, after=1)
+        f.append("/jn/current/a", b"first")           # pass 0: not yet
+        with pytest.raises(OSError) as e:
+            f.append("/jn/current/a", b"second")      # pass 1: fails
+        assert e.value.errno == code
+        assert b"first second".replace(b" ", b"").startswith(f.read("/jn/current/a"))
+        assert f.stats[f"failed:{kind}"] == 1
+        f.append("/jn/current/a", b"!")               # once only
+
+
+def test_a_read_failure_and_an_unknown_kind():
+    f = fs()
+    f.create("/jn/current/a", b"x")
+    f.fail("read_eio")
+    with pytest.raises(OSError) as e:
+        f.read("/jn/current/a")
+    assert e.value.errno == errno.EIO
+    assert f.read("/jn/current/a") == b"x"
+    with pytest.raises(ValueError, match="unknown disk failure 'fsync_enospc'"):
+        f.fail("fsync_enospc")
+
+
+def test_a_crash_disarms_the_failures():
+    f = fs()
+    f.create("/jn/current/a", b"x")
+    f.fail("fsync_eio")
+    f.crash()
+    f.create("/jn/current/b", b"y")
+    f.fsync("/jn/current/b")

@@ -16,7 +16,8 @@ from qjournal.namenode import client_protocol
 from qjournal.namenode.editlog import FSEditLog
 from qjournal.namenode.observer_rules import ReadDecision
 from qjournal.namenode.retry_cache import RetryCache
-from qjournal.sim.ha_workload import HAFaults, HAOptions, ha_replay_command, run_ha_seed
+from qjournal.sim.faults import HAFaults
+from qjournal.sim.ha_workload import HAOptions, ha_replay_command, run_ha_seed
 from qjournal.sim.linearizability import check_linearizable
 
 STEPS = 40

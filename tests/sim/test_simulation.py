@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from qjournal.sim.journalnodes import CRASH_POINTS
-from qjournal.sim.faults import CLUSTER_KINDS, NETWORK_KINDS, FaultConfig
+from qjournal.sim.faults import CLUSTER_KINDS, DISK_KINDS, NETWORK_KINDS, FaultConfig
 from qjournal.sim.history import Fault
 from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
 
@@ -46,7 +46,10 @@ def test_fixed_seeds_cover_every_fault_kind(fixed_runs):
     for r in fixed_runs.values():
         for k, v in r.counts().items():
             totals[k] = totals.get(k, 0) + v
-    missing = [k for k in NETWORK_KINDS + CLUSTER_KINDS if not totals.get(f"fault:{k}")]
+    missing = [k for k in NETWORK_KINDS + CLUSTER_KINDS + list(DISK_KINDS) if not totals.get(f"fault:{k}")]
+    # every disk failure fired, and a failed fsync both reached the disk and was dropped
+    missing += [k for k in [f"disk:failed:{k}" for k in DISK_KINDS] + ["disk:fsync_eio_written", "disk:fsync_eio_dropped"]
+                if not totals.get(k)]
     # every crash point armed (test_crash_points.py makes each one fire), the data path ones fired;
     # torn tails, full disks
     armed = " ".join(e.detail for r in fixed_runs.values() for e in r.history.of(Fault)

@@ -10,10 +10,12 @@ the same fault schedule by pasting one line::
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 
-from qjournal.chaos.cluster import main_cluster_chaos
-from qjournal.chaos.harness import main_chaos
+from qjournal.chaos.cluster import run_cluster_chaos
+from qjournal.chaos.driver import main_session
+from qjournal.chaos.harness import run_chaos
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,8 +33,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="on a secure cluster (cluster up --secure: TLS, authorization, ZooKeeper TLS and ACLs)")
     args = p.parse_args(argv)
     if args.command == "cluster":
-        return main_cluster_chaos(args.cluster_duration_s, args.cluster_seed, args.cluster_workdir, args.secure)
-    return main_chaos(duration_s=args.duration_s, seed=args.seed, nodes=args.nodes, workdir=args.workdir)
+        return main_session(asyncio.run(run_cluster_chaos(args.cluster_duration_s, args.cluster_seed,
+                                                          args.cluster_workdir, args.secure)))
+    return main_session(asyncio.run(run_chaos(duration_s=args.duration_s, seed=args.seed, nodes=args.nodes,
+                                              workdir=args.workdir)))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ the real code on a virtual world; this harness runs the shipped daemons as real 
 (``qjournal zookeeper``' ZooKeeper, ``journalnode``, ``namenode``, ``zkfc``, from the local
 cluster launcher) on real sockets, files and signals: what the simulation abstracts away (kazoo's
 threads, process start-up, real fsync, a real full disk) is exercised here. The history it records
-is judged by :func:`qjournal.sim.cluster_checker.check_cluster` and searched for a linearization
+is judged by :func:`qjournal.sim.checker.check` and searched for a linearization
 (:mod:`qjournal.sim.linearizability`); the rules that need the
 NameNodes' and JournalNodes' side of the wire (``ack_not_durable``, the journal checker) and the
 standby's namespace (``standby_diverged``) are the simulator's alone.
@@ -41,32 +41,24 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
-import shutil
 import signal
-import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from qjournal.chaos.disk import SmallDisk
+from qjournal.chaos.driver import ChaosProfile, ChaosResult, ChaosSession, run_session
 from qjournal.config import Configuration
 from qjournal.errors import QJournalError
 from qjournal.localcluster.launcher import ClusterError, LocalCluster
 from qjournal.namenode.dfs_client import DFSClient
-from qjournal.sim.checker import Violation
-from qjournal.sim.cluster_checker import check_cluster
 from qjournal.sim.ha_cluster import ClusterTimeouts
 from qjournal.sim.ha_workload import NamespaceClient, namespace_paths
-from qjournal.sim.history import (ControllerState, Fault, Healed, History, NamespaceState, NsRead, OpAcked,
-                                  OpFailed, Progress)
-from qjournal.sim.linearizability import linearizability_violations
+from qjournal.sim.history import ControllerState, Healed, NamespaceState, NsRead, OpAcked, OpFailed, Progress
 from qjournal.transport import RpcClient
 from qjournal.transport.tls import client_context_from_conf
 from qjournal.protocol.protocols import CLIENT, DFSADMIN, HA_SERVICE
 
-__all__ = ["ClusterChaosResult", "run_cluster_chaos", "main_cluster_chaos", "CHAOS_TIMEOUTS"]
+__all__ = ["run_cluster_chaos", "CHAOS_TIMEOUTS", "PROFILE"]
 
 NN_IDS = ("nn1", "nn2")
 JN_IDS = ("jn1", "jn2", "jn3")
@@ -92,69 +84,40 @@ CHAOS_CONF = {
     "dfs.ha.log-roll.period": "20s",
 }
 RESTART_DELAY_S = 2.0
-#: wall time the linearizability search may take over a session's history (past it: undecided)
-LIN_BUDGET_S = 120.0
 TMPFS_BYTES = 8 * 1024 * 1024
+#: the whole cluster's fault schedule (module docstring): kinds by weight, a step every 0.5-2.5 s; the
+#: linearizability search may take 120 s of wall time over a session's history (past it: undecided)
+PROFILE = ChaosProfile(
+    label="cluster chaos", workdir_prefix="qjournal-cluster-chaos-", step_s=(0.5, 2.5), check_budget_s=120.0,
+    weights=(("nn_kill", 1.0), ("zkfc_kill", 0.6), ("jn_kill", 0.5), ("nn_stop", 1.0), ("zkfc_stop", 0.7),
+             ("pair_stop", 0.7), ("jn_stop", 0.5), ("zk_restart", 0.4), ("disk_full", 0.4), ("disk_free", 0.6),
+             ("nothing", 0.6)))
 
 
-@dataclass
-class ClusterChaosResult:
-    seed: int
-    duration_s: float
-    history: History
-    violations: list[Violation]
-    counts: dict[str, int] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+class _ClusterChaos(ChaosSession):
+    PROFILE = PROFILE
 
-    def summary(self) -> str:
-        h = self.history
-        faults = {k[6:]: v for k, v in sorted(self.counts.items()) if k.startswith("fault:")}
-        return (f"cluster chaos seed={self.seed} duration={self.duration_s:.0f}s acked_ops={len(h.of(OpAcked))} "
-                f"failed_ops={len(h.of(OpFailed))} reads={len(h.of(NsRead))} faults={faults} "
-                f"violations={len(self.violations)}")
-
-
-class _ClusterChaos:
     def __init__(self, seed: int, duration_s: float, workdir: str, secure: bool = False) -> None:
-        self.rng = random.Random(seed)
+        super().__init__(seed, duration_s, workdir)
         #: ``--secure``: the launcher's secure cluster; clients and probes present the administrator's certificate
         self.secure = secure
         #: who the end phase's dfsadmin calls (roll_edits, get_report) act as: the superuser; on a secure
         #: cluster the administrator's certificate says who it is
         self.admin: dict[str, Any] = {} if secure else {"user": "root", "groups": ["supergroup"]}
-        self.seed = seed
-        self.duration_s = duration_s
-        self.workdir = workdir
-        self.t0 = time.monotonic()
-        self.history = History(clock=lambda: time.monotonic() - self.t0)
-        self.counts: dict[str, int] = {}
-        self.notes: list[str] = []
         self.cluster: LocalCluster | None = None
         self.disk: SmallDisk | None = None
         self.clients: list[NamespaceClient] = []
         self.recent_paths: list[str] = []
         self.stopped: set[str] = set()      # SIGSTOPped now
         self.down: set[str] = set()         # killed by a fault, a restart is scheduled
-        self.tasks: list[asyncio.Task] = []
         self.conf: Configuration | None = None
         self.ssl: Any = None
         self.starting: dict[str, asyncio.Future] = {}   # daemon -> its start in flight (invariant 3)
         self.supervisor: asyncio.Task | None = None
 
-    def count(self, k: str, n: int = 1) -> None:
-        self.counts[k] = self.counts.get(k, 0) + n
-
-    def fault(self, kind: str, detail: str = "") -> None:
-        self.count(f"fault:{kind}")
-        self.history.add(Fault(kind, detail))
-
-    def later(self, delay_s: float, fn) -> None:
-        async def run() -> None:
-            await asyncio.sleep(delay_s)
-            r = fn()
-            if asyncio.iscoroutine(r):
-                await r
-        self.tasks.append(asyncio.ensure_future(run()))
+    def figures(self) -> dict[str, Any]:
+        h = self.history
+        return {"acked_ops": len(h.of(OpAcked)), "failed_ops": len(h.of(OpFailed)), "reads": len(h.of(NsRead))}
 
     # -- processes -------------------------------------------------------------------------------
     def alive(self, name: str) -> bool:
@@ -176,9 +139,9 @@ class _ClusterChaos:
         try:
             await asyncio.shield(start)
             self.down.discard(name)
-            self.count(f"restart:{name[:-1]}")
+            self.stat(f"restart:{name[:-1]}")
         except (ClusterError, QJournalError, OSError) as e:
-            self.count("restart_failed")
+            self.stat("restart_failed")
             self.notes.append(f"restart of {name} failed ({str(e)[:200]}); retried")
             self.down.add(name)
             self.later(RESTART_DELAY_S, lambda: self.restart(name))
@@ -204,17 +167,13 @@ class _ClusterChaos:
             for name in NN_IDS + tuple(f"zkfc-{nn}" for nn in NN_IDS) + JN_IDS:
                 if name in self.down or name in self.stopped or self.alive(name):
                     continue
-                self.count(f"exited:{name[:-1]}")
+                self.stat(f"exited:{name[:-1]}")
                 self.down.add(name)
                 await self.restart(name)
 
     # -- the fault schedule ------------------------------------------------------------------------
-    async def step(self) -> None:
+    async def step(self, kind: str) -> None:
         rng = self.rng
-        kinds = ["nn_kill", "zkfc_kill", "jn_kill", "nn_stop", "zkfc_stop", "pair_stop", "jn_stop",
-                 "zk_restart", "disk_full", "disk_free", "nothing"]
-        weights = [1.0, 0.6, 0.5, 1.0, 0.7, 0.7, 0.5, 0.4, 0.4, 0.6, 0.6]
-        kind = rng.choices(kinds, weights)[0]
         nn = rng.choice(NN_IDS)
         jn = rng.choice(JN_IDS)
         target = {"nn_kill": nn, "zkfc_kill": f"zkfc-{nn}", "jn_kill": jn, "nn_stop": nn,
@@ -250,7 +209,7 @@ class _ClusterChaos:
             self.disk.free()
             self.fault("disk_free", "nn1")
         else:
-            self.count("steps_idle")
+            self.stat("steps_idle")
 
     # -- the run -----------------------------------------------------------------------------------
     def new_client(self, name: str) -> DFSClient:
@@ -343,10 +302,7 @@ class _ClusterChaos:
                                              str(st.get("elector_state", "DOWN")), healthy[nn]))
 
     async def heal_all(self) -> None:
-        for t in self.tasks:
-            t.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-        self.tasks = []
+        await self.cancel_scheduled()
         if self.disk is not None:
             self.disk.free()
         for name in sorted(self.stopped):
@@ -357,18 +313,16 @@ class _ClusterChaos:
                 await self.restart(name)
         self.down.clear()
 
-    async def run(self) -> None:
+    async def setup(self) -> None:
         await self.start()
         self.supervisor = asyncio.ensure_future(self.supervise())
         for i in range(2):
             name = f"c{i + 1}"
-            c = NamespaceClient(name, self.new_client(name), self.history, self.rng, self.recent_paths, self.count)
+            c = NamespaceClient(name, self.new_client(name), self.history, self.rng, self.recent_paths, self.stat)
             self.clients.append(c)
             c.task = asyncio.ensure_future(c.loop(call_mean_s=0.05))
-        end = time.monotonic() + self.duration_s
-        while time.monotonic() < end:
-            await asyncio.sleep(self.rng.uniform(0.5, 2.5))
-            await self.step()
+
+    async def end(self) -> None:
         await self.heal_all()
         bound = CHAOS_TIMEOUTS.liveness_bound_s()
         self.history.add(Healed(bound))
@@ -407,37 +361,7 @@ class _ClusterChaos:
 
 
 async def run_cluster_chaos(duration_s: float, seed: int, workdir: str | None = None,
-                            secure: bool = False) -> ClusterChaosResult:
+                            secure: bool = False) -> ChaosResult:
     """One whole-cluster chaos session (module docstring), checked; ``secure``: on ``cluster up --secure``."""
-    own = workdir is None
-    wd = tempfile.mkdtemp(prefix="qjournal-cluster-chaos-") if own else workdir
-    os.makedirs(wd, exist_ok=True)
-    c = _ClusterChaos(seed, duration_s, wd, secure)
-    try:
-        await c.run()
-    finally:
-        await c.cleanup()
-        if own:
-            shutil.rmtree(wd, ignore_errors=True)
-    violations = check_cluster(c.history) + linearizability_violations(c.history, clock=time.monotonic,
-                                                                      budget_s=LIN_BUDGET_S)
-    return ClusterChaosResult(seed, duration_s, c.history, violations,
-                              dict(sorted(c.counts.items())), c.notes)
-
-
-def main_cluster_chaos(duration_s: float, seed: int, workdir: str | None = None, secure: bool = False) -> int:
-    """``python -m qjournal.chaos cluster [--secure]``: run, print the summary and any violation; 1 if any."""
-    r = asyncio.run(run_cluster_chaos(duration_s, seed, workdir, secure))
-    print(r.summary())
-    for n in r.notes:
-        print(f"note: {n}")
-    for v in r.violations:
-        print(f"VIOLATION {v}")
-    if r.violations:
-        seqs = sorted({s for v in r.violations for s in v.seqs})
-        print(r.history.format(only=seqs))
-    return 1 if r.violations else 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main_cluster_chaos(30.0, 0))
+    return await run_session(lambda wd: _ClusterChaos(seed, duration_s, wd, secure), PROFILE, seed, duration_s,
+                             workdir)

@@ -48,25 +48,21 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
-import shutil
 import signal
-import sys
-import tempfile
-import time
 from dataclasses import dataclass, field
+from typing import Any
 
+from qjournal.chaos.driver import ChaosProfile, ChaosResult, ChaosSession, run_session
 from qjournal.cli.log import record_body
 from qjournal.protocol.journal_layout import current_dir
 from qjournal.protocol.segment import crc32c, parse_segment_file_name
-from qjournal.sim.checker import Violation, check
-from qjournal.sim.history import (Acked, EpochGranted, Failure, Fault, FinalLog, History, NodeSegment,
-                                  Read, Setup, Written, WriterStarted)
+from qjournal.sim.history import (Acked, EpochGranted, Failure, FinalLog, NodeSegment, Read, Setup, Written,
+                                  WriterStarted)
 from qjournal.chaos.disk import SmallDisk
 from qjournal.chaos.proxy import LinkProxy
 from qjournal.util.proc import Daemon, qjournal_argv, start_daemon
 
-__all__ = ["ChaosResult", "run_chaos", "main_chaos"]
+__all__ = ["ChaosResult", "run_chaos", "PROFILE"]
 
 JID = "chaos"
 RECORD_BYTES = 64
@@ -87,25 +83,12 @@ CLIENT_OVERRIDES = {
 }
 TMPFS_BYTES = 8 * 1024 * 1024
 COMMAND_TIMEOUT_S = 60.0
-
-
-@dataclass
-class ChaosResult:
-    """Outcome of a chaos session."""
-
-    seed: int
-    duration_s: float
-    history: History
-    violations: list[Violation]
-    counts: dict[str, int] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    def summary(self) -> str:
-        acked = max((a.txid for a in self.history.of(Acked)), default=0)
-        return (f"chaos seed={self.seed} duration={self.duration_s:.0f}s acked_txid={acked} "
-                f"writers={self.counts.get('writers', 0)} faults="
-                f"{ {k[6:]: v for k, v in sorted(self.counts.items()) if k.startswith('fault:')} } "
-                f"violations={len(self.violations)}")
+#: the journal's fault schedule (module docstring): kinds by weight, a step every 0.3-1.5 s
+PROFILE = ChaosProfile(
+    label="chaos", workdir_prefix="qjournal-chaos-", step_s=(0.3, 1.5),
+    weights=(("jn_kill", 3), ("jn_restart", 4), ("jn_stop", 2), ("link_delay", 2), ("link_blackhole", 2),
+             ("link_cut", 1), ("link_heal", 3), ("writer_kill", 2), ("writer_pause_takeover", 1), ("read", 1),
+             ("disk_full", 1), ("disk_free", 1), ("nothing", 4)))
 
 
 @dataclass
@@ -131,29 +114,20 @@ class _Writer:
     tasks: list = field(default_factory=list)
 
 
-class _Chaos:
+class _Chaos(ChaosSession):
+    PROFILE = PROFILE
+
     def __init__(self, seed: int, duration_s: float, nodes: int, workdir: str) -> None:
-        self.rng = random.Random(seed)
-        self.seed = seed
-        self.duration_s = duration_s
-        self.workdir = workdir
-        self.t0 = time.monotonic()
-        self.history = History(clock=lambda: time.monotonic() - self.t0)
+        super().__init__(seed, duration_s, workdir)
         self.nodes = [_Node(f"jn{i}", os.path.join(workdir, f"jn{i}")) for i in range(nodes)]
         self.writers: list[_Writer] = []
-        self.counts: dict[str, int] = {}
-        self.notes: list[str] = []
         self.uri = ""
         self.disk: SmallDisk | None = None
         self.epochs: dict[int, str] = {}  # epoch -> writer
-        self.pending: list[asyncio.Task] = []
 
-    def _count(self, k: str, n: int = 1) -> None:
-        self.counts[k] = self.counts.get(k, 0) + n
-
-    def _fault(self, kind: str, detail: str = "") -> None:
-        self._count(f"fault:{kind}")
-        self.history.add(Fault(kind, detail))
+    def figures(self) -> dict[str, Any]:
+        return {"acked_txid": max((a.txid for a in self.history.of(Acked)), default=0),
+                "writers": self.stats.get("writers", 0)}
 
     def _argv(self, *args: str) -> list[str]:
         argv = qjournal_argv()
@@ -213,7 +187,7 @@ class _Chaos:
         w.tasks = [asyncio.ensure_future(self._watch_stdout(w)),
                    asyncio.ensure_future(self._watch_stderr(w))]
         self.writers.append(w)
-        self._count("writers")
+        self.stat("writers")
         return w
 
     async def _watch_stdout(self, w: _Writer) -> None:
@@ -284,10 +258,10 @@ class _Chaos:
         except asyncio.TimeoutError:
             os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
-            self._count("reader_timeout")
+            self.stat("reader_timeout")
             return None
         if proc.returncode != 0:
-            self._count("reader_failed")
+            self.stat("reader_failed")
             if b"InvariantViolation" in err:
                 self.history.add(Failure(name, "InvariantViolation", err.decode(errors="replace")[-300:]))
             self.notes.append(f"{name}: {err.decode(errors='replace').strip()[-200:]}")
@@ -299,66 +273,54 @@ class _Chaos:
         return recs
 
     async def _reader(self) -> None:
-        name = f"r{self.counts.get('readers', 0) + 1}"
-        self._count("readers")
+        name = f"r{self.stats.get('readers', 0) + 1}"
+        self.stat("readers")
         recs = await self._read_all(name)
         for txid, body in recs or []:
             self.history.add(Read(name, txid, body))
 
     # -- faults --------------------------------------------------------------------------------
-    async def _later(self, delay_s: float, fn) -> None:
-        await asyncio.sleep(delay_s)
-        await fn()
-
-    def _schedule(self, delay_s: float, fn) -> None:
-        self.pending.append(asyncio.ensure_future(self._later(delay_s, fn)))
-
-    async def _step(self) -> None:
+    async def step(self, kind: str) -> None:
         rng = self.rng
-        kinds = ["jn_kill", "jn_restart", "jn_stop", "link_delay", "link_blackhole", "link_cut",
-                 "link_heal", "writer_kill", "writer_pause_takeover", "read", "disk_full", "disk_free",
-                 "nothing"]
-        weights = [3, 4, 2, 2, 2, 1, 3, 2, 1, 1, 1, 1, 4]
-        kind = rng.choices(kinds, weights)[0]
         n = rng.choice(self.nodes)
         if kind == "jn_kill" and self._node_alive(n):
             n.daemon.kill()
-            self._fault("jn_kill", n.name)
+            self.fault("jn_kill", n.name)
         elif kind == "jn_restart":
             dead = [x for x in self.nodes if not self._node_alive(x)]
             if dead:
                 x = rng.choice(dead)
                 await self._start_node(x)
-                self._fault("jn_restart", x.name)
+                self.fault("jn_restart", x.name)
         elif kind == "jn_stop" and self._node_alive(n) and not n.stopped:
             n.daemon.signal(signal.SIGSTOP)
             n.stopped = True
-            self._fault("jn_sigstop", n.name)
+            self.fault("jn_sigstop", n.name)
 
             async def cont(n=n):
                 if self._node_alive(n) and n.stopped:
                     n.daemon.signal(signal.SIGCONT)
                     n.stopped = False
-            self._schedule(rng.uniform(0.5, 4.0), cont)
+            self.later(rng.uniform(0.5, 4.0), cont)
         elif kind == "link_delay":
             d = rng.choice(["up", "down", "both"])
             n.proxy.set_mode(d, "delay", delay_ms=rng.uniform(20, 800))
-            self._fault("link_delay", f"{n.name} {d}")
+            self.fault("link_delay", f"{n.name} {d}")
         elif kind == "link_blackhole":
             d = rng.choice(["up", "down", "both"])
             n.proxy.set_mode(d, "blackhole")
-            self._fault("link_blackhole", f"{n.name} {d}")
+            self.fault("link_blackhole", f"{n.name} {d}")
         elif kind == "link_cut":
             n.proxy.cut()
-            self._fault("link_cut", n.name)
+            self.fault("link_cut", n.name)
         elif kind == "link_heal":
             n.proxy.heal()
-            self._fault("link_heal", n.name)
+            self.fault("link_heal", n.name)
         elif kind == "writer_kill":
             live = [w for w in self.writers if w.proc.returncode is None and not w.stopped]
             for w in live:
                 await self._end_writer(w)
-                self._fault("writer_kill", w.name)
+                self.fault("writer_kill", w.name)
             await self._start_writer()
         elif kind == "writer_pause_takeover":
             live = [w for w in self.writers if w.proc.returncode is None and not w.stopped]
@@ -367,29 +329,29 @@ class _Chaos:
                 os.killpg(old.proc.pid, signal.SIGSTOP)
                 old.stopped = True
                 new = await self._start_writer()
-                self._fault("writer_pause_takeover", f"{old.name} paused, {new.name} takes over")
+                self.fault("writer_pause_takeover", f"{old.name} paused, {new.name} takes over")
 
                 async def wake(old=old):
                     if old.proc.returncode is None and old.stopped:
                         os.killpg(old.proc.pid, signal.SIGCONT)
                         old.stopped = False
-                self._schedule(rng.uniform(2.0, 6.0), wake)
+                self.later(rng.uniform(2.0, 6.0), wake)
         elif kind == "read":
-            self.pending.append(asyncio.ensure_future(self._reader()))
-            self._fault("read")
+            self.tasks.append(asyncio.ensure_future(self._reader()))
+            self.fault("read")
         elif kind == "disk_full" and self.disk is not None and not self.disk.full:
             if await asyncio.to_thread(self.disk.fill):
-                self._fault("disk_full", "jn0")
+                self.fault("disk_full", "jn0")
             else:  # jn0's own segments already filled the tmpfs: it is full without a ballast
-                self._fault("disk_full", "jn0 (already full)")
+                self.fault("disk_full", "jn0 (already full)")
         elif kind == "disk_free" and self.disk is not None and self.disk.full:
             self.disk.free()
-            self._fault("disk_free", "jn0")
+            self.fault("disk_free", "jn0")
         if not any(w.proc.returncode is None for w in self.writers):
             await self._start_writer()
 
     # -- the run ---------------------------------------------------------------------------------
-    async def run(self) -> None:
+    async def setup(self) -> None:
         for i, n in enumerate(self.nodes):
             if i == 0:
                 n.tmpfs = self._try_mount(n.edits_dir)
@@ -411,16 +373,9 @@ class _Chaos:
         else:
             raise RuntimeError(f"chaos: log format failed: {self.notes[-1]}")
         await self._start_writer()
-        deadline = time.monotonic() + self.duration_s
-        while time.monotonic() < deadline:
-            await asyncio.sleep(self.rng.uniform(0.3, 1.5))
-            await self._step()
-        await self._finish()
 
-    async def _finish(self) -> None:
-        for t in self.pending:
-            t.cancel()
-        await asyncio.gather(*self.pending, return_exceptions=True)
+    async def end(self) -> None:
+        await self.cancel_scheduled()
         for w in self.writers:
             await self._end_writer(w)
         if self.disk is not None:
@@ -493,33 +448,4 @@ async def run_chaos(duration_s: float, seed: int, nodes: int = 3, workdir: str |
     Returns:
         The result with the history and the violations.
     """
-    own = workdir is None
-    wd = tempfile.mkdtemp(prefix="qjournal-chaos-") if own else workdir
-    os.makedirs(wd, exist_ok=True)
-    c = _Chaos(seed, duration_s, nodes, wd)
-    try:
-        await c.run()
-    finally:
-        await c.cleanup()
-        if own:
-            shutil.rmtree(wd, ignore_errors=True)
-    violations = check(c.history)
-    return ChaosResult(seed, duration_s, c.history, violations, dict(sorted(c.counts.items())), c.notes)
-
-
-def main_chaos(duration_s: float, seed: int, nodes: int = 3, workdir: str | None = None) -> int:
-    """``python -m qjournal.sim chaos``: run, print a summary and any violation; 1 if any."""
-    r = asyncio.run(run_chaos(duration_s, seed, nodes, workdir))
-    print(r.summary())
-    for n in r.notes:
-        print(f"note: {n}")
-    for v in r.violations:
-        print(f"VIOLATION {v}")
-    if r.violations:
-        seqs = sorted({s for v in r.violations for s in v.seqs})
-        print(r.history.format(only=seqs))
-    return 1 if r.violations else 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main_chaos(30.0, 0))
+    return await run_session(lambda wd: _Chaos(seed, duration_s, nodes, wd), PROFILE, seed, duration_s, workdir)

@@ -97,11 +97,14 @@ class HostCluster:
             the source copy, the wheelhouse).
         doc_text: the text of ``docs/deploy.md``.
         log: progress lines.
+        opt_dir: the machine's directory mounted as every host's ``/opt/qjournal`` (default: one in
+            ``workdir``); two clusters given the same one share what ``install`` put there.
     """
 
     workdir: str
     doc_text: str
     log: Callable[[str], None] = print
+    opt_dir: str = ""
     desc: ClusterDescription = field(init=False)
     net: Network = field(init=False)
     services: dict[str, ServiceManager] = field(default_factory=dict)
@@ -116,10 +119,11 @@ class HostCluster:
         self.workdir = os.path.abspath(self.workdir)
         self.description_text = fenced_block(self.doc_text, "toml", DESCRIPTION_BLOCK, "docs/deploy.md")
         self.desc = parse_description(self.description_text, f"docs/deploy.md ({DESCRIPTION_BLOCK})")
+        self.opt_dir = os.path.abspath(self.opt_dir or os.path.join(self.workdir, "opt-qjournal"))
         self.net = Network(os.path.join(self.workdir, "hosts"),
                            private_dirs=[layout.CONF_DIR, layout.DATA_DIR, layout.LOG_DIR, layout.UNIT_DIR],
-                           shared_mounts={layout.PREFIX: os.path.join(self.workdir, "opt-qjournal")})
-        os.makedirs(os.path.join(self.workdir, "opt-qjournal"), exist_ok=True)
+                           shared_mounts={layout.PREFIX: self.opt_dir})
+        os.makedirs(self.opt_dir, exist_ok=True)
         self.wheelhouse = os.path.join(self.workdir, "wheelhouse")
         self.source_dir = os.path.join(self.workdir, "source")
 

@@ -4,7 +4,7 @@ Why a process (``python -m qjournal.hosts.load``): clients of a deployed cluster
 hosts, with their own ``/etc/qjournal`` and address; the test process is on none of the hosts.
 So each client host runs this module from the installed package, and the test merges what the
 clients wrote (:func:`qjournal.sim.history.merge_histories`) and judges it with
-:func:`qjournal.sim.cluster_checker.check_cluster`, the checker of the simulator and the chaos runs.
+:func:`qjournal.sim.checker.check`, the checker of the simulator and the chaos runs.
 
 * ``run --name c1 --clients N --out FILE``: N :class:`~qjournal.sim.ha_workload.NamespaceClient`
   (each in its own directory ``/<name>x<i>``, with the retries of :class:`DFSClient`) until SIGTERM;

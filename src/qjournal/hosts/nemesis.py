@@ -38,6 +38,7 @@ from qjournal.hosts.cluster import HostCluster
 from qjournal.hosts.faults import Cut, NetworkFaults
 from qjournal.hosts.netns import HostsError
 from qjournal.hosts.preload import ProcessFaults
+from qjournal.sim.faults import choose
 from qjournal.sim.history import Fault
 
 __all__ = ["Nemesis", "WEIGHTS", "HA_CASES", "FAMILIES", "clock_and_disk_modes"]
@@ -306,14 +307,7 @@ class Nemesis:
 
     def step(self) -> str | None:
         """Choose a kind by weight and apply it; None when it did not apply now."""
-        kinds = [(k, w) for k, w in sorted(self.weights.items()) if w > 0]
-        x = self.rng.uniform(0, sum(w for _, w in kinds))
-        kind = kinds[-1][0]
-        for k, w in kinds:
-            x -= w
-            if x <= 0:
-                kind = k
-                break
+        kind = choose(self.rng, [(k, w) for k, w in sorted(self.weights.items()) if w > 0])
         try:
             return kind if self.apply(kind) else None
         except HostsError as e:

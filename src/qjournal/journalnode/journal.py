@@ -260,8 +260,10 @@ class Journal:
     Args:
         jid: the journal id (validated).
         storage: the journal's storage (locked here, released by ``close``).
-        clock: seconds, for metrics only (last journal time, sync durations);
-            None records no timing.
+        clock: wall-clock seconds, for the last journal time (a metric) only; None records none.
+        monotonic: seconds of a clock that never jumps, for the sync durations, the slow-sync warning
+            and the durations' windows (a wall clock moved by an operator or NTP must not make an fsync
+            look slow or negative); None: the wall clock's, as before.
         fault_hook: called with a name from :data:`FAULT_POINTS`; may raise to
             simulate a crash at that point.
         max_record_bytes: ceiling on one record's body (``dfs.namenode.max.op.size``).
@@ -278,6 +280,7 @@ class Journal:
 
     def __init__(self, jid: str, storage: JournalStorage, *,
                  clock: Callable[[], float] | None = None,
+                 monotonic: Callable[[], float] | None = None,
                  fault_hook: Callable[[str], None] | None = None,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
                  slow_sync_warn_s: float = 1.0,
@@ -286,6 +289,7 @@ class Journal:
         self.jid = jn_rules.validate_jid(jid)
         self.storage = storage
         self.clock = clock
+        self.monotonic = monotonic if monotonic is not None else clock
         self.fault_hook = fault_hook
         self.max_record_bytes = max_record_bytes
         self.slow_sync_warn_s = slow_sync_warn_s
@@ -336,6 +340,9 @@ class Journal:
 
     def _now(self) -> float | None:
         return self.clock() if self.clock is not None else None
+
+    def _elapsed_clock(self) -> float | None:
+        return self.monotonic() if self.monotonic is not None else None
 
     def _load(self) -> None:
         """Read the durable state and repair what a crash may have left (on open)."""
@@ -667,10 +674,10 @@ class Journal:
             self.storage.append(cur.name, records)
             self._hook("after_append")
             if not lagging:  # HDFS-3885: a batch known committed needs no fsync
-                t0 = self._now()
+                t0 = self._elapsed_clock()
                 self.storage.sync(cur.name)
                 if t0 is not None:
-                    t1 = self._now()
+                    t1 = self._elapsed_clock()
                     self.metrics.record_sync(t1, t1 - t0)
                     if t1 - t0 > self.slow_sync_warn_s:
                         log.warning("journal %s: Sync of transaction range %d-%d took %.0f ms", self.jid,
@@ -1202,7 +1209,7 @@ class Journal:
         out = self.metrics.snapshot(last_writer_epoch=self.last_writer_epoch,
                                     last_promised_epoch=self.last_promised_epoch,
                                     last_written_txid=self.highest_written_txid,
-                                    committed_txid=self.committed_txid, now_s=self._now())
+                                    committed_txid=self.committed_txid, now_s=self._elapsed_clock())
         c = self.edit_cache
         if c is not None:
             out.update(c.metrics())

@@ -353,7 +353,8 @@ class JournalNodeService:
         call = functools.partial(self._call, jid)
 
         def open_journal() -> Journal:
-            return Journal(jid, host.open_storage(jid), clock=host.wall_clock, fault_hook=host.fault_hook,
+            return Journal(jid, host.open_storage(jid), clock=host.wall_clock, monotonic=host.monotonic,
+                           fault_hook=host.fault_hook,
                            max_record_bytes=s.max_record_bytes, slow_sync_warn_s=s.slow_sync_warn_s,
                            read_chunk_bytes=s.transfer_chunk_bytes, edit_cache_bytes=s.edit_cache_bytes)
         try:

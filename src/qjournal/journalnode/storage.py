@@ -42,6 +42,7 @@ from __future__ import annotations
 import abc
 from typing import BinaryIO
 
+from qjournal.errors import JournalError
 from qjournal.protocol.journal_layout import PAXOS_DIR, paxos_name
 
 __all__ = ["JournalStorage"]

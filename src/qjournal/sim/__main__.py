@@ -8,6 +8,7 @@ by pasting one line. Usage::
     python -m qjournal.sim soak --seeds 2000 [--first 0] [--steps 150] [--jobs 2]
     python -m qjournal.sim cluster --seed 7 [--steps 40] [--fencing shell] [--faults nn_crash=0] [--observer on]
     python -m qjournal.sim cluster-soak --seeds 10000 [--jobs 2] [--observer on]    # the whole HA cluster
+    (every run command also takes --disk-faults on|off: the JournalNodes' disks fail; default: half the seeds)
 
 A failing run is minimised (fewer steps, then fewer fault kinds) and the
 smallest failing run is printed with its replay command and its history.
@@ -29,9 +30,9 @@ import sys
 import time
 import traceback
 
-from qjournal.sim.faults import FaultConfig
-from qjournal.sim.ha_workload import HAFaults, HAOptions, ha_replay_command, run_ha_seed
-from qjournal.sim.workload import SimOptions, minimise, replay_command, run_seed
+from qjournal.sim.faults import FaultConfig, HAFaults
+from qjournal.sim.ha_workload import HAOptions, run_ha_seed
+from qjournal.sim.workload import SimOptions, minimise, run_seed
 
 
 def _ensure_hash_seed() -> None:
@@ -47,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=3, choices=[3, 5], help="JournalNodes")
     p.add_argument("--faults", default=None,
                    help="fault probabilities kind=p,... ('none' = fault-free); see qjournal.sim.faults")
+    p.add_argument("--disk-faults", choices=["on", "off"], default=None, dest="disk_faults",
+                   help="the JournalNodes' disks fail (default: chosen by the seed, half the runs)")
     p.add_argument("--no-minimise", action="store_true", help="do not minimise a failing run")
     p.add_argument("--history", action="store_true", help="print the whole history of the run")
     sub = p.add_subparsers(dest="command")
@@ -55,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--first", type=int, default=0)
     s.add_argument("--steps", type=int, default=150, dest="soak_steps")
     s.add_argument("--jobs", type=int, default=1, help="worker processes")
+    s.add_argument("--disk-faults", choices=["on", "off"], default=None, dest="soak_disk_faults",
+                   help="every seed with (on) or without (off) disk failures (default: chosen by each seed)")
     s.add_argument("--report", default=None, help="write the soak summary as JSON to this file")
     s.add_argument("--seed-wall-limit-s", type=int, default=300,
                    help="a seed running longer (wall clock) is a failing seed: a spin or a hang")
@@ -66,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="run the observer NameNode nn3 (default: chosen by the seed, half the runs)")
     c.add_argument("--clock-jumps", choices=["on", "off"], default=None, dest="clock_jumps",
                    help="NameNode wall clocks jump (default: chosen by the seed, half the runs)")
+    c.add_argument("--disk-faults", choices=["on", "off"], default=None, dest="cluster_disk_faults",
+                   help="the JournalNodes' disks fail (default: chosen by the seed, half the runs)")
     c.add_argument("--faults", default=None, dest="cluster_faults",
                    help="weights kind=w,... over the defaults ('none' = fault-free); see HAFaults")
     c.add_argument("--history", action="store_true", dest="cluster_history")
@@ -76,15 +83,22 @@ def _parser() -> argparse.ArgumentParser:
     cs.add_argument("--jobs", type=int, default=1, help="worker processes")
     cs.add_argument("--observer", choices=["on", "off"], default=None, dest="soak_observer",
                     help="every seed with (on) or without (off) the observer nn3 (default: chosen by each seed)")
+    cs.add_argument("--disk-faults", choices=["on", "off"], default=None, dest="soak_disk_faults",
+                    help="every seed with (on) or without (off) disk failures (default: chosen by each seed)")
     cs.add_argument("--report", default=None, help="write the soak summary as JSON to this file")
     cs.add_argument("--seed-wall-limit-s", type=int, default=300,
                     help="a seed running longer (wall clock) is a failing seed: a spin or a hang")
     return p
 
 
+def _on_off(value: str | None) -> bool | None:
+    return None if value is None else value == "on"
+
+
 def _run_one(args) -> int:
     config = FaultConfig.parse(args.faults)
-    opts = SimOptions(seed=args.seed, steps=args.steps, nodes=args.nodes, faults=config)
+    opts = SimOptions(seed=args.seed, steps=args.steps, nodes=args.nodes, faults=config,
+                      disk_faults=_on_off(args.disk_faults))
     t0 = time.monotonic()
     result = run_seed(opts)
     dt = time.monotonic() - t0
@@ -99,7 +113,7 @@ def _run_one(args) -> int:
         return 0
     if not args.no_minimise:
         small = minimise(opts, result)
-        print(f"smallest failing run: {replay_command(small.options)}")
+        print(f"smallest failing run: {small.options.replay_command()}")
         for v in small.violations:
             print(f"  VIOLATION {v}")
         print(small.explain())
@@ -130,22 +144,22 @@ def _wall_limited(seed: int, limit_s: int, run):
 
 
 def _soak_worker(item):
-    seed, steps, nodes, limit_s = item
+    seed, steps, nodes, limit_s, disk_faults = item
 
     def run():
-        opts = SimOptions(seed=seed, steps=steps, nodes=nodes, faults=FaultConfig())
+        opts = SimOptions(seed=seed, steps=steps, nodes=nodes, faults=FaultConfig(), disk_faults=disk_faults)
         r = run_seed(opts)
         return seed, [str(v) for v in r.unexplained], r.counts()
     return _wall_limited(seed, limit_s, run)
 
 
 def _cluster_worker(item):
-    seed, steps, limit_s, observer = item
+    seed, steps, limit_s, observer, disk_faults = item
     logging.disable(logging.CRITICAL)   # the daemons' logs of a soak go nowhere; the checker judges
 
     def run():
-        r = run_ha_seed(HAOptions(seed=seed, steps=steps, observer=observer))
-        return seed, [str(v) for v in r.violations], {k: v for k, v in r.counts().items() if isinstance(v, int)}
+        r = run_ha_seed(HAOptions(seed=seed, steps=steps, observer=observer, disk_faults=disk_faults))
+        return seed, [str(v) for v in r.unexplained], r.counts()
     return _wall_limited(seed, limit_s, run)
 
 
@@ -177,22 +191,23 @@ def _soak_loop(args, worker, items) -> tuple[dict, list]:
 
 def _soak(args) -> int:
     seeds = list(range(args.first, args.first + args.seeds))
+    disk_faults = _on_off(args.soak_disk_faults)
     _, failing = _soak_loop(args, _soak_worker, [(s, args.soak_steps, 5 if s % 4 == 3 else 3,
-                                                  args.seed_wall_limit_s) for s in seeds])
+                                                  args.seed_wall_limit_s, disk_faults) for s in seeds])
     if failing:
         seed = failing[0][0]
         nodes = 5 if seed % 4 == 3 else 3
-        opts = SimOptions(seed=seed, steps=args.soak_steps, nodes=nodes, faults=FaultConfig())
+        opts = SimOptions(seed=seed, steps=args.soak_steps, nodes=nodes, faults=FaultConfig(), disk_faults=disk_faults)
         small = minimise(opts, run_seed(opts))
-        print(f"first failing seed minimised: {replay_command(small.options)}")
+        print(f"first failing seed minimised: {small.options.replay_command()}")
         print(small.explain())
     return 1 if failing else 0
 
 
 def _run_cluster(args) -> int:
     opts = HAOptions(seed=args.cluster_seed, steps=args.cluster_steps, faults=HAFaults.parse(args.cluster_faults),
-                     fencing=args.fencing, observer=None if args.observer is None else args.observer == "on",
-                     clock_jumps=None if args.clock_jumps is None else args.clock_jumps == "on")
+                     fencing=args.fencing, observer=_on_off(args.observer), clock_jumps=_on_off(args.clock_jumps),
+                     disk_faults=_on_off(args.cluster_disk_faults))
     logging.disable(logging.CRITICAL)   # the daemons' own logs: the history tells the story
     t0 = time.monotonic()
     r = run_ha_seed(opts)
@@ -206,12 +221,12 @@ def _run_cluster(args) -> int:
 
 def _cluster_soak(args) -> int:
     seeds = range(args.first, args.first + args.seeds)
-    observer = None if args.soak_observer is None else args.soak_observer == "on"
-    _, failing = _soak_loop(args, _cluster_worker, [(s, args.soak_steps, args.seed_wall_limit_s, observer)
+    observer, disk_faults = _on_off(args.soak_observer), _on_off(args.soak_disk_faults)
+    _, failing = _soak_loop(args, _cluster_worker, [(s, args.soak_steps, args.seed_wall_limit_s, observer, disk_faults)
                                                     for s in seeds])
     if failing:
-        opts = HAOptions(seed=failing[0][0], steps=args.soak_steps, observer=observer)
-        print(f"first failing seed: {ha_replay_command(opts)}")
+        opts = HAOptions(seed=failing[0][0], steps=args.soak_steps, observer=observer, disk_faults=disk_faults)
+        print(f"first failing seed: {opts.replay_command()}")
         print(run_ha_seed(opts).explain())
     return 1 if failing else 0
 

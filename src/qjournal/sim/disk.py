@@ -32,6 +32,16 @@ Model (the POSIX guarantees that matter, and no more):
 * ``capacity_bytes`` caps the sum of visible file sizes; a write beyond it
   writes what fits and raises ``OSError(ENOSPC)``, as a real write(2) can leave
   a partial record at the tail (the HDFS-14557 case).
+* Failures (:meth:`SimFS.fail`, the faults libfiu injects on real hosts; kinds in
+  :data:`qjournal.sim.faults.DISK_KINDS`): the next (or the ``after``-th next) pass through
+  an operation raises ``OSError`` with its errno. A write (append, write at) fails after writing a drawn prefix of its
+  bytes, a preallocation without changing the file. A read fails. An fsync
+  that fails with EIO drew what happened to the bytes it covered: they reached the disk
+  (only the report failed), or the kernel dropped them from its dirty set (Linux since
+  4.13: the pages stay readable and are marked clean), so a later fsync that succeeds
+  does not write them and a crash loses them (the PostgreSQL "fsyncgate" lesson); writing
+  those bytes again dirties them again. A directory's fsync that fails made its entries
+  durable or not, drawn.
 * ``crash_points``: a test or the fault injector arms a named point (e.g.
   ``"before_fsync"``) and the next operation that passes it raises
   :class:`SimulatedCrash`; the owner of the disk then calls :meth:`crash`.
@@ -55,9 +65,12 @@ from __future__ import annotations
 
 import errno
 import io
+import os
 import posixpath
 import random
 from dataclasses import dataclass, field
+
+from qjournal.sim.faults import DISK_KINDS
 
 __all__ = ["SimFS", "SimulatedCrash", "CRASH_MODES"]
 
@@ -85,6 +98,36 @@ class SimulatedCrash(Exception):
 class _Inode:
     visible: bytearray = field(default_factory=bytearray)
     durable: bytes = b""
+    #: byte ranges ``[a, b)`` a failed fsync dropped: no later fsync makes them durable until written again
+    dropped: list[tuple[int, int]] = field(default_factory=list)
+
+    def rewritten(self, start: int, end: int) -> None:
+        """Bytes ``[start, end)`` were written (or cut): they are dirty again, no longer dropped."""
+        if not self.dropped:
+            return
+        out = []
+        for a, b in self.dropped:
+            if b <= start or a >= end:
+                out.append((a, b))
+                continue
+            if a < start:
+                out.append((a, start))
+            if b > end:
+                out.append((end, b))
+        self.dropped = out
+
+    def durable_after_fsync(self) -> bytes:
+        """What a successful fsync leaves durable: the visible bytes, except the dropped ranges, which keep
+        what the disk held there (zeros past its old end)."""
+        if not self.dropped:
+            return bytes(self.visible)
+        new = bytearray(self.visible)
+        old = self.durable
+        for a, b in self.dropped:
+            b = min(b, len(new))
+            if a < b:
+                new[a:b] = old[a:b] + bytes(max(0, b - max(a, len(old))))
+        return bytes(new)
 
 
 def _first_difference(a: bytes, b: bytes) -> int:
@@ -121,6 +164,8 @@ class SimFS:
         self._dirs: dict[str, dict[str, int]] = {"/": {}}
         self._durable_dirs: dict[str, dict[str, int]] = {"/": {}}
         self.armed: dict[str, int] = {}  # crash point -> countdown (fires when it reaches 0)
+        #: operation -> [(countdown, errno, kind)]: the armed failures (:meth:`fail`)
+        self.failures: dict[str, list[list]] = {}
         self.locks: dict[str, bool] = {}  # journal dir -> held (a process lock: gone in a crash)
         self.stats: dict[str, int] = {}
 
@@ -139,6 +184,50 @@ class SimFS:
         del self.armed[point]
         self._count(f"crash_at_{point}")
         raise SimulatedCrash(point, path)
+
+    # -- failures (the module docstring's "Failures") ----------------------------------------
+    def fail(self, kind: str, after: int = 0) -> None:
+        """Fail the ``after``-th next pass through the operation of ``kind`` (0 = the next one).
+
+        Raises:
+            ValueError: an unknown kind (the known ones are :data:`qjournal.sim.faults.DISK_KINDS`).
+        """
+        try:
+            op, err = DISK_KINDS[kind]
+        except KeyError:
+            raise ValueError(f"{self.name}: unknown disk failure {kind!r} (known: {sorted(DISK_KINDS)})") from None
+        self.failures.setdefault(op, []).append([after, err, kind])
+
+    def _failing(self, op: str, path: str) -> OSError | None:
+        """The failure armed for this pass through ``op``, if one fires now (counted ``failed:<kind>``)."""
+        armed = self.failures.get(op)
+        if not armed:
+            return None
+        fired = None
+        for f in armed:
+            if f[0] == 0 and fired is None:
+                fired = f
+            elif f[0] > 0:
+                f[0] -= 1
+        if fired is None:
+            return None
+        armed.remove(fired)
+        if not armed:
+            del self.failures[op]
+        _, err, kind = fired
+        self._count(f"failed:{kind}")
+        return OSError(err, f"{self.name}: {os.strerror(err)} ({kind})", path)
+
+    def _write_fails(self, path: str, node: "_Inode", data: bytes, offset: int | None = None) -> None:
+        """An armed write failure: write a drawn prefix of ``data`` (at ``offset``, else appended), then raise."""
+        e = self._failing("write", path)
+        if e is None:
+            return
+        part = data[:self.rng.randrange(len(data) + 1)] if data else b""
+        at = len(node.visible) if offset is None else offset
+        node.visible[at:at + len(part)] = part
+        node.rewritten(at, at + len(part))
+        raise e
 
     def _count(self, key: str) -> None:
         self.stats[key] = self.stats.get(key, 0) + 1
@@ -215,13 +304,17 @@ class SimFS:
         """
         self._passing("write", path)
         node = self._ino(path)
+        self._write_fails(path, node, data)
+        end = len(node.visible)
         if self.capacity_bytes is not None:
             free = self.capacity_bytes - self.used_bytes()
             if len(data) > free:
                 node.visible += data[:max(0, free)]
+                node.rewritten(end, len(node.visible))
                 self._count("enospc")
                 raise OSError(errno.ENOSPC, f"{self.name}: no space left on device", path)
         node.visible += data
+        node.rewritten(end, len(node.visible))
 
     def preallocate(self, path: str, length: int) -> None:
         """Grow a file to ``length`` bytes of zeros (``posix_fallocate``; volatile until ``fsync``).
@@ -233,6 +326,9 @@ class SimFS:
         grow = length - len(node.visible)
         if grow <= 0:
             return
+        e = self._failing("write", path)
+        if e is not None:
+            raise e
         if self.capacity_bytes is not None and grow > self.capacity_bytes - self.used_bytes():
             self._count("enospc")
             raise OSError(errno.ENOSPC, f"{self.name}: no space left on device", path)
@@ -252,16 +348,27 @@ class SimFS:
             data = data[:inside]
         else:
             self._passing("write", path)
+            self._write_fails(path, node, data, offset)
         node.visible[offset:offset + len(data)] = data
+        node.rewritten(offset, offset + len(data))
 
     def truncate(self, path: str, length: int) -> None:
         """Cut a file to ``length`` bytes (volatile until ``fsync``)."""
         node = self._ino(path)
         del node.visible[length:]
+        node.rewritten(length, 1 << 62)
 
     def read(self, path: str) -> bytes:
-        """The visible bytes of a file."""
-        return bytes(self._ino(path).visible)
+        """The visible bytes of a file.
+
+        Raises:
+            OSError(EIO): an armed read failure.
+        """
+        node = self._ino(path)
+        e = self._failing("read", path)
+        if e is not None:
+            raise e
+        return bytes(node.visible)
 
     def size(self, path: str) -> int:
         return len(self._ino(path).visible)
@@ -270,7 +377,18 @@ class SimFS:
         """Make a file's visible bytes durable (crash point ``"before_fsync"``, ``"after_fsync"``)."""
         self._passing("before_fsync", path)
         node = self._ino(path)
-        node.durable = bytes(node.visible)
+        e = self._failing("fsync", path)
+        if e is not None:
+            # what the failed fsync did to the bytes it covered (module docstring)
+            i = _first_difference(bytes(node.visible), node.durable)
+            if self.rng.random() < 0.5:
+                node.durable = node.durable_after_fsync()
+                self._count("fsync_eio_written")
+            elif i < len(node.visible):
+                node.dropped.append((i, len(node.visible)))
+                self._count("fsync_eio_dropped")
+            raise e
+        node.durable = node.durable_after_fsync()
         self._count("fsync")
         self._passing("after_fsync", path)
 
@@ -297,7 +415,13 @@ class SimFS:
         """Make a directory's entries durable (crash point ``"before_fsync_dir"``)."""
         self._passing("before_fsync_dir", path)
         path = posixpath.normpath("/" + path.lstrip("/"))
-        self._durable_dirs[path] = dict(self._dir(path))
+        entries = self._dir(path)
+        e = self._failing("fsync_dir", path)
+        if e is not None:
+            if self.rng.random() < 0.5:
+                self._durable_dirs[path] = dict(entries)
+            raise e
+        self._durable_dirs[path] = dict(entries)
         self._count("fsync_dir")
 
     # -- crash -------------------------------------------------------------------------------
@@ -308,7 +432,12 @@ class SimFS:
             path -> crash mode applied, for files that had unsynced bytes (sorted).
         """
         self.armed.clear()
+        self.failures.clear()
         self.locks.clear()
+        for node in self._inodes.values():
+            if node.dropped:  # the kernel dropped them: the disk holds what it held there
+                node.visible = bytearray(node.durable_after_fsync())
+                node.dropped = []
         self._dirs = {d: dict(e) for d, e in sorted(self._durable_dirs.items())}
         applied: dict[str, str] = {}
         live = sorted({(d, n, ino) for d, e in self._dirs.items() for n, ino in e.items()})

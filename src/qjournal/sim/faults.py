@@ -46,34 +46,151 @@ Cluster, per director step (see :mod:`qjournal.sim.workload`):
   :class:`~qjournal.journalnode.syncer.JournalSyncer`) against its peers, in the
   background, under the same network faults.
 
+The whole cluster's kinds (:class:`HAFaults`, relative weights of the director's
+choice at each step; see :mod:`qjournal.sim.ha_workload`; most heal by
+themselves after a drawn while): ``nn_crash``, ``nn_pause``, ``zkfc_crash``,
+``zkfc_pause``, ``pair_pause`` (a NameNode and its ZKFC), ``zk_crash``,
+``zk_partition`` (a ZKFC cut from ZooKeeper), ``session_expire``,
+``nn_jn_partition``, ``client_nn_partition``, ``nn_nn_partition``, ``disk_full``
+(a NameNode's edits disk: it reports unhealthy), ``jn_crash`` (restarted later),
+and ``nothing``.
+
+Both configurations also fail the JournalNodes' simulated disks (:data:`DISK_KINDS`, the
+failures libfiu injects on real hosts; :meth:`qjournal.sim.disk.SimFS.fail`), each a
+probability per director step drawn by a generator of the run's own
+(:mod:`qjournal.sim.seeded_run`): ``fsync_eio`` (an fsync or fdatasync of a file fails
+with EIO; the bytes it covered may be dropped from the page cache's dirty set, so a later
+fsync that succeeds does not write them), ``fsync_dir_eio`` (a directory's fsync fails with
+EIO), ``write_enospc`` and ``write_eio`` (a write fails after writing some of its bytes,
+or a preallocation fails), ``read_eio`` (a read fails); the whole cluster's table
+adds ``nn_fsync_eio`` (a NameNode's local edits fail an fsync or fdatasync with EIO).
+
+Both tables are :class:`FaultWeights`: parsed from ``kind=w,...`` (``none``
+switches every kind off), switched off kind by kind (the minimiser), and named
+in a replay command by what differs from the defaults. :func:`choose` is the one
+draw of every fault schedule (the simulator's, the chaos harness's, the hosts'
+nemesis): a kind by relative weight.
+
 Invariants:
 
-1. Every decision draws from the ``random.Random`` passed in (the loop's), in
-   call order, so a seed replays the same faults.
+1. Every decision draws from the ``random.Random`` passed in (the loop's; the disk
+   failures' own generator), in call order, so a seed replays the same faults.
 2. A config with every probability 0 injects nothing (the fault-free baseline).
+3. :func:`choose` draws exactly one ``rng.random()``, whatever the weights.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import random
 from dataclasses import dataclass
+from typing import ClassVar, Sequence, TypeVar
 
-__all__ = ["FaultConfig", "NetworkFaults", "NETWORK_KINDS", "CLUSTER_KINDS"]
+__all__ = ["FaultWeights", "FaultConfig", "HAFaults", "NetworkFaults", "NETWORK_KINDS", "CLUSTER_KINDS", "DISK_KINDS",
+           "choose"]
 
 NETWORK_KINDS = ["drop", "delay", "reorder", "duplicate"]
 CLUSTER_KINDS = ["partition", "isolate_old_writer", "takeover_at_segment_start", "heal", "jn_crash", "jn_crash_point",
                  "jn_restart", "disk_full", "disk_free", "writer_takeover", "writer_crash", "read", "jn_sync"]
+#: the simulated disk's failures (module docstring): kind -> (the SimFS operation, the errno it fails with)
+DISK_KINDS: dict[str, tuple[str, int]] = {
+    "fsync_eio": ("fsync", errno.EIO),
+    "fsync_dir_eio": ("fsync_dir", errno.EIO),
+    "write_enospc": ("write", errno.ENOSPC),
+    "write_eio": ("write", errno.EIO),
+    "read_eio": ("read", errno.EIO),
+}
+#: the journal's kinds that are probabilities at an event (a takeover, a segment start), not director steps
+_AT_EVENT_KINDS = ("isolate_old_writer", "takeover_at_segment_start")
+
+W = TypeVar("W", bound="FaultWeights")
+
+
+def choose(rng: random.Random, weights: Sequence[tuple[str, float]]) -> str:
+    """A kind drawn by relative weight (invariant 3); a weight of 0 is never drawn.
+
+    Args:
+        rng: the schedule's generator.
+        weights: ``(kind, weight)`` in a fixed order.
+    """
+    x = rng.random() * sum(w for _, w in weights)
+    for kind, w in weights:
+        if x < w:
+            return kind
+        x -= w
+    return weights[-1][0]
 
 
 @dataclass(frozen=True)
-class FaultConfig:
-    """Probabilities of every fault kind (module docstring), plus latency shape.
+class FaultWeights:
+    """A configuration's fault table: a float field per fault kind (0 switches it off), and its knobs."""
+
+    #: the fields that are fault kinds (``none`` and the minimiser switch them off)
+    KINDS: ClassVar[tuple[str, ...]] = ()
+    #: the fields that must be probabilities in [0, 1]
+    PROBABILITIES: ClassVar[frozenset[str]] = frozenset()
+
+    def without(self: W, *kinds: str) -> W:
+        """A copy with the given kinds switched off (used to minimise a failing run)."""
+        return dataclasses.replace(self, **{k: 0.0 for k in kinds})
+
+    def enabled_kinds(self) -> list[str]:
+        """Kinds with a non-zero weight, in a fixed order."""
+        return [k for k in self.KINDS if getattr(self, k) > 0]
+
+    def changed(self) -> list[str]:
+        """``field=value`` of every field that differs from the defaults (a replay command's ``--faults``)."""
+        base = type(self)()
+        return [f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self)
+                if getattr(self, f.name) != getattr(base, f.name)]
+
+    def director_weights(self) -> list[tuple[str, float]]:
+        """The director's choices at a step, by weight (:func:`choose`)."""
+        raise NotImplementedError
+
+    @classmethod
+    def parse(cls: type[W], spec: str | None) -> W:
+        """Build from ``kind=w,kind=w`` (unnamed fields keep their default; ``none`` = every kind off).
+
+        Raises:
+            ValueError: unknown field, not a number, or a probability outside [0, 1] (message names it).
+        """
+        base = cls()
+        if not spec:
+            return base
+        if spec.strip() == "none":
+            return base.without(*cls.KINDS)
+        kw: dict[str, float] = {}
+        names = {f.name for f in dataclasses.fields(cls)}
+        for part in spec.split(","):
+            if not part.strip():
+                continue
+            k, _, v = part.partition("=")
+            k = k.strip()
+            if k not in names:
+                raise ValueError(f"--faults: unknown fault kind {k!r} (known: {sorted(names)})")
+            try:
+                p = float(v)
+            except ValueError:
+                raise ValueError(f"--faults: {k}={v!r} is not a number") from None
+            if k in cls.PROBABILITIES and not 0 <= p <= 1:
+                raise ValueError(f"--faults: {k}={p} is not a probability in [0, 1]")
+            kw[k] = p
+        return dataclasses.replace(base, **kw)
+
+
+@dataclass(frozen=True)
+class FaultConfig(FaultWeights):
+    """The journal's fault table: probabilities of every kind (module docstring), plus latency shape.
 
     Network probabilities apply per frame; cluster probabilities are relative
     weights of the director's action at each step (the rest of the weight
     ``write_weight`` is "let the writer write").
     """
+
+    KINDS: ClassVar[tuple[str, ...]] = tuple(NETWORK_KINDS + CLUSTER_KINDS + list(DISK_KINDS))
+    PROBABILITIES: ClassVar[frozenset[str]] = frozenset(NETWORK_KINDS + CLUSTER_KINDS + list(DISK_KINDS) + ["tcp_fifo"])
 
     drop: float = 0.02
     delay: float = 0.05
@@ -100,44 +217,57 @@ class FaultConfig:
     read: float = 0.05
     jn_sync: float = 0.05
     write_weight: float = 0.5
+    #: disk failures: probabilities per director step (module docstring)
+    fsync_eio: float = 0.01
+    fsync_dir_eio: float = 0.005
+    write_enospc: float = 0.01
+    write_eio: float = 0.005
+    read_eio: float = 0.005
 
-    def without(self, *kinds: str) -> "FaultConfig":
-        """A copy with the given kinds switched off (used to minimise a failing run)."""
-        return dataclasses.replace(self, **{k: 0.0 for k in kinds})
+    def director_weights(self) -> list[tuple[str, float]]:
+        """Every step kind by its weight, then ``write`` (let the writers write) by ``write_weight``."""
+        return [(k, getattr(self, k)) for k in CLUSTER_KINDS if k not in _AT_EVENT_KINDS] + \
+            [("write", self.write_weight)]
 
-    def enabled_kinds(self) -> list[str]:
-        """Kinds with a non-zero probability, in a fixed order."""
-        return [k for k in NETWORK_KINDS + CLUSTER_KINDS if getattr(self, k) > 0]
 
-    @classmethod
-    def parse(cls, spec: str | None) -> "FaultConfig":
-        """Build from ``kind=p,kind=p`` (unnamed kinds keep their default; ``none`` = all off).
+@dataclass(frozen=True)
+class HAFaults(FaultWeights):
+    """The whole cluster's fault table: relative weights of the director's choices (module docstring)."""
 
-        Raises:
-            ValueError: unknown kind or a probability outside [0, 1] (message names it).
-        """
-        base = cls()
-        if not spec:
-            return base
-        if spec.strip() == "none":
-            return base.without(*(NETWORK_KINDS + CLUSTER_KINDS))
-        kw: dict[str, float] = {}
-        names = {f.name for f in dataclasses.fields(cls)}
-        for part in spec.split(","):
-            if not part.strip():
-                continue
-            k, _, v = part.partition("=")
-            k = k.strip()
-            if k not in names:
-                raise ValueError(f"--faults: unknown fault kind {k!r} (known: {sorted(names)})")
-            try:
-                p = float(v)
-            except ValueError:
-                raise ValueError(f"--faults: {k}={v!r} is not a number") from None
-            if k not in ("base_latency_ms", "max_delay_ms", "write_weight") and not 0 <= p <= 1:
-                raise ValueError(f"--faults: {k}={p} is not a probability in [0, 1]")
-            kw[k] = p
-        return dataclasses.replace(base, **kw)
+    KINDS: ClassVar[tuple[str, ...]] = (
+        "nn_crash", "nn_pause", "zkfc_crash", "zkfc_pause", "pair_pause", "zk_crash", "zk_partition",
+        "session_expire", "nn_jn_partition", "client_nn_partition", "nn_nn_partition", "disk_full", "jn_crash",
+        *DISK_KINDS, "nn_fsync_eio")
+    #: the disk failures: probabilities per director step, not director weights
+    PROBABILITIES: ClassVar[frozenset[str]] = frozenset([*DISK_KINDS, "nn_fsync_eio"])
+
+    nn_crash: float = 1.0
+    nn_pause: float = 1.0
+    zkfc_crash: float = 0.5
+    zkfc_pause: float = 0.7
+    pair_pause: float = 0.7          # a NameNode and its ZKFC together (the stuck-controller case)
+    zk_crash: float = 0.4
+    zk_partition: float = 0.6        # a ZKFC cut from ZooKeeper
+    session_expire: float = 0.4
+    nn_jn_partition: float = 0.6     # a NameNode cut from the JournalNodes
+    client_nn_partition: float = 0.4
+    nn_nn_partition: float = 0.3
+    disk_full: float = 0.4           # a NameNode's edits disk full: it reports unhealthy
+    jn_crash: float = 0.4
+    nothing: float = 1.0
+    #: the JournalNodes' disk failures: probabilities per director step, not director weights (module docstring)
+    fsync_eio: float = 0.03
+    fsync_dir_eio: float = 0.015
+    write_enospc: float = 0.02
+    write_eio: float = 0.01
+    read_eio: float = 0.01
+    #: a NameNode's local edits: its next (or one of its next 3) fsync/fdatasync fails with EIO
+    nn_fsync_eio: float = 0.03
+
+    def director_weights(self) -> list[tuple[str, float]]:
+        """Every director kind with a weight, ``nothing`` included, in field order."""
+        return [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)
+                if getattr(self, f.name) > 0 and f.name not in self.PROBABILITIES]
 
 
 class NetworkFaults:

@@ -17,7 +17,10 @@ What is real and what is simulated:
   the network's faults, time, and the processes (:class:`SimProcess`: a
   NameNode, a ZKFC can be paused like SIGSTOP and killed like SIGKILL). The
   NameNodes' name and edits directories are real directories of the run's
-  work dir (image writes are synchronous on this loop). Fencing methods act on
+  work dir (image writes are synchronous on this loop); the machines never lose their
+  page cache (a process is killed, never a machine), so the local edits' fsyncs
+  and fdatasyncs are not made (:class:`PageCacheDisk`: they cost a tenth of a
+  seed's wall time and nothing here can observe them). Fencing methods act on
   simulated processes: ``pidfence`` kills the old active's process, ``shell``
   (``/bin/true``) succeeds and stops nothing, so the journal's epochs are the
   last guard. A supervisor (systemd's ``Restart=always``) restarts a daemon that
@@ -53,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import errno
 import logging
 import os
 import shutil
@@ -64,6 +68,7 @@ from qjournal.errors import QJournalError, TransportError
 from qjournal.ha.fencing import FenceMethod, FencingSettings, HATarget
 from qjournal.ha.zkfc import ZKFailoverController, ZKFCSettings
 from qjournal.journalmanager.base import JournalManager
+from qjournal.journalmanager.file import DiskIO, FileJournal
 from qjournal.namenode.journal_registry import open_journal
 from qjournal.namenode.daemon import NameNode
 from qjournal.namenode.dfs_client import OBSERVER_READ_PROXY_PROVIDER, DFSClient
@@ -158,6 +163,36 @@ class _Unreachable:
         raise TransportError(f"ZKFC RPC of {self.target.nn_id} is not simulated")
 
 
+class PageCacheDisk(DiskIO):
+    """A NameNode machine's disk for the local edits: writes, preallocation as the real one, no sync (module
+    docstring: no machine of the simulation loses its page cache, so a sync makes nothing observable), except
+    the fsync or fdatasync a fault armed (:meth:`fail`), which fails with EIO as libfiu's does on hosts."""
+
+    def __init__(self) -> None:
+        #: countdowns of the armed failures (one fires at 0)
+        self.armed: list[int] = []
+        self.failed = 0
+
+    def fail(self, after: int = 0) -> None:
+        """Fail the ``after``-th next fsync or fdatasync (0 = the next one) with EIO."""
+        self.armed.append(after)
+
+    def _sync(self, call: str) -> None:
+        if not self.armed:
+            return
+        if 0 in self.armed:
+            self.armed.remove(0)
+            self.failed += 1
+            raise OSError(errno.EIO, f"{os.strerror(errno.EIO)} ({call}: nn_fsync_eio)")
+        self.armed = [n - 1 for n in self.armed]
+
+    def fdatasync(self, fd: int) -> None:
+        self._sync("fdatasync")
+
+    def fsync(self, fd: int) -> None:
+        self._sync("fsync")
+
+
 class NameNodeHost:
     """One NameNode machine: the NameNode process and its failover controller process.
 
@@ -179,6 +214,8 @@ class NameNodeHost:
         self.zkfc_incarnation = 0
         #: the disk of the edits directory is full (the NameNode's resource check fails)
         self.disk_full = False
+        #: the disk of the local edits (its syncs fail when a fault armed them)
+        self.disk = PageCacheDisk()
         #: this machine's wall clock minus the true time (issue 28: wall-clock jumps); the monotonic
         #: clock of its processes is the loop's own
         self.wall_offset_ms = 0
@@ -220,7 +257,10 @@ class NameNodeHost:
     def _open_journal(self, uri: str, conf: Any) -> JournalManager:
         if uri.startswith("qjournal://"):
             return self.cluster.jns.new_qjm(f"{self.nn_id}")
-        return open_journal(uri, conf)
+        journal = open_journal(uri, conf)
+        if isinstance(journal, FileJournal):
+            journal.disk = self.disk
+        return journal
 
     def _record_acks(self, nn: NameNode) -> None:
         """Record every write answer the NameNode sends, with its writer epoch (``NameNodeAck``)."""

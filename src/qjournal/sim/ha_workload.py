@@ -43,31 +43,23 @@ the same story.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import gc
 import logging
 import random
-import shutil
 import tempfile
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from qjournal.errors import InvariantViolation, QJournalError
+from qjournal.errors import QJournalError
 from qjournal.namenode.ha_state import HAState
-from qjournal.sim.checker import Violation, check
-from qjournal.sim.cluster_checker import check_cluster
-from qjournal.sim.faults import FaultConfig
+from qjournal.sim.faults import FaultConfig, HAFaults, choose
 from qjournal.sim.ha_cluster import NN_IDS, OBSERVER_ID, ClusterTimeouts, SimHACluster
-from qjournal.sim.history import (ControllerState, Failure, Fault, Healed, History, NamespaceState, NsRead,
-                                  OpAcked, OpCalled, OpFailed, Progress, Setup)
-from qjournal.sim.linearizability import linearizability_violations
-from qjournal.sim.loop import (SimProcess, SimulationLimitExceeded, SimulationStalled, run_in_process,
-                               run_simulation)
-from qjournal.util.tasks import set_fatal_handler
+from qjournal.sim.history import (ControllerState, Healed, History, NamespaceState, NsRead, OpAcked, OpCalled,
+                                  OpFailed, Progress, Setup)
+from qjournal.sim.loop import SimProcess, run_in_process
+from qjournal.sim.seeded_run import RunResult, SeededRun, disk_faults_of, execute, replay_command
 from qjournal.protocol.protocols import CLIENT
 
-__all__ = ["HAFaults", "HAOptions", "HARunResult", "ObserverSetup", "observer_setup", "clock_jumps_of", "run_ha_seed",
+__all__ = ["HAOptions", "HARunResult", "ObserverSetup", "observer_setup", "clock_jumps_of", "run_ha_seed",
            "ha_replay_command", "NamespaceClient", "namespace_paths"]
 
 log = logging.getLogger(__name__)
@@ -94,49 +86,6 @@ CLOCK_JUMPS_S = (-1800, -600, 600, 1800)
 
 
 @dataclass(frozen=True)
-class HAFaults:
-    """Relative weights of the director's choices (0 switches a kind off)."""
-
-    nn_crash: float = 1.0
-    nn_pause: float = 1.0
-    zkfc_crash: float = 0.5
-    zkfc_pause: float = 0.7
-    pair_pause: float = 0.7          # a NameNode and its ZKFC together (the stuck-controller case)
-    zk_crash: float = 0.4
-    zk_partition: float = 0.6        # a ZKFC cut from ZooKeeper
-    session_expire: float = 0.4
-    nn_jn_partition: float = 0.6     # a NameNode cut from the JournalNodes
-    client_nn_partition: float = 0.4
-    nn_nn_partition: float = 0.3
-    disk_full: float = 0.4           # a NameNode's edits disk full: it reports unhealthy
-    jn_crash: float = 0.4
-    nothing: float = 1.0
-
-    @classmethod
-    def parse(cls, text: str | None) -> "HAFaults":
-        """``kind=weight,...`` over the defaults; ``none`` switches every fault off.
-
-        Raises:
-            ValueError: an unknown kind or a bad number.
-        """
-        if not text:
-            return cls()
-        if text == "none":
-            return cls(**{f.name: 0.0 for f in dataclasses.fields(cls) if f.name != "nothing"})
-        kw: dict[str, float] = {}
-        names = {f.name for f in dataclasses.fields(cls)}
-        for item in text.split(","):
-            k, _, v = item.partition("=")
-            if k.strip() not in names:
-                raise ValueError(f"unknown whole-cluster fault kind {k.strip()!r} (known: {sorted(names)})")
-            kw[k.strip()] = float(v)
-        return dataclasses.replace(cls(), **kw)
-
-    def kinds(self) -> list[tuple[str, float]]:
-        return [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if getattr(self, f.name) > 0]
-
-
-@dataclass(frozen=True)
 class HAOptions:
     """What defines a whole-cluster run (the replay key)."""
 
@@ -146,6 +95,11 @@ class HAOptions:
     fencing: str = ""                # pidfence | shell | "" (chosen by the seed)
     observer: bool | None = None     # run the observer nn3; None: drawn by the seed (observer_setup)
     clock_jumps: bool | None = None  # NameNode wall clocks jump; None: drawn by the seed (clock_jumps_of)
+    disk_faults: bool | None = None  # the JournalNodes' disks fail; None: drawn by the seed (seeded_run.disk_faults_of)
+
+    def replay_command(self) -> str:
+        """The one-line command that replays this run."""
+        return ha_replay_command(self)
 
 
 @dataclass(frozen=True)
@@ -177,24 +131,10 @@ def observer_setup(opts: HAOptions) -> ObserverSetup:
     return ObserverSetup(drawn if opts.observer is None else opts.observer, wait_ms, msync_each_read)
 
 
-@dataclass
-class HARunResult:
+class HARunResult(RunResult):
+    """The outcome of one whole-cluster run."""
+
     options: HAOptions
-    history: History
-    violations: list[Violation]
-    stats: dict[str, int]
-    virtual_s: float = 0.0
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.violations)
-
-    def counts(self) -> dict[str, int]:
-        out = dict(self.stats)
-        out["runs"] = 1
-        out["violations"] = len(self.violations)
-        out["runs_with_violations"] = 1 if self.violations else 0
-        return out
 
     def summary(self) -> str:
         h = self.history
@@ -211,32 +151,19 @@ class HARunResult:
                 f"virtual={self.virtual_s:.1f}s violations={len(self.violations)}")
 
     def explain(self, context: int = 60) -> str:
-        lines = [self.summary(), f"replay: {ha_replay_command(self.options)}"]
-        lines += [f"VIOLATION {v}" for v in self.violations]
-        seqs = [s for v in self.violations for s in v.seqs]
-        if seqs:
-            last = max(seqs)
-            shown = sorted(set(range(max(0, last - context), last + 1)) | set(seqs)
-                           | {e.seq for e in self.history.of(Fault) if e.seq <= last})
-            lines.append("history (faults, the events of each violation, and the events before the last one):")
-            lines.append(self.history.format(only=shown))
-        return "\n".join(lines)
+        return super().explain(context)
+
+
+def _on_off(flag: bool | None) -> str | None:
+    return None if flag is None else ("on" if flag else "off")
 
 
 def ha_replay_command(opts: HAOptions) -> str:
-    base = HAFaults()
-    diff = [f"{f.name}={getattr(opts.faults, f.name)}" for f in dataclasses.fields(HAFaults)
-            if getattr(opts.faults, f.name) != getattr(base, f.name)]
-    cmd = f"python -m qjournal.sim cluster --seed {opts.seed} --steps {opts.steps}"
-    if opts.fencing:
-        cmd += f" --fencing {opts.fencing}"
-    if opts.observer is not None:
-        cmd += f" --observer {'on' if opts.observer else 'off'}"
-    if opts.clock_jumps is not None:
-        cmd += f" --clock-jumps {'on' if opts.clock_jumps else 'off'}"
-    if diff:
-        cmd += " --faults " + ",".join(diff)
-    return cmd
+    """The one-line command that replays ``opts``."""
+    return replay_command("cluster", [("seed", opts.seed), ("steps", opts.steps), ("fencing", opts.fencing or None),
+                                      ("observer", _on_off(opts.observer)),
+                                      ("clock-jumps", _on_off(opts.clock_jumps)),
+                                      ("disk-faults", _on_off(opts.disk_faults))], opts.faults)
 
 
 async def namespace_paths(dfs: Any) -> tuple[str, ...]:
@@ -371,14 +298,12 @@ class NamespaceClient:
                 await self.read(rng.choice(self.recent_paths))
 
 
-class _HARun:
+class _HARun(SeededRun):
     def __init__(self, opts: HAOptions, workdir: str) -> None:
+        super().__init__(opts.seed, opts.faults if disk_faults_of(opts.seed, opts.disk_faults) else None)
         self.opts = opts
-        self.loop = asyncio.get_running_loop()
-        self.rng = self.loop.rng
-        self.history = History(clock=self.loop.time)
         fencing = opts.fencing or ("pidfence" if self.rng.random() < 0.6 else "shell")
-        self.stats: dict[str, Any] = {"fencing": fencing}
+        self.stats["fencing"] = fencing
         self.observer = observer_setup(opts)
         if self.observer.observer:
             self.stats.update({"runs_with_observer": 1,
@@ -392,26 +317,11 @@ class _HARun:
         self.clients: list[NamespaceClient] = []
         #: the paths of the latest calls of every client (other clients read them)
         self.recent_paths: list[str] = []
-        self.tasks: list[asyncio.Task] = []
-        self.healers: list[asyncio.TimerHandle] = []
-
-    def stat(self, key: str, n: int = 1) -> None:
-        self.stats[key] = self.stats.get(key, 0) + n
 
     def fault(self, kind: str, detail: str = "") -> None:
-        self.stat(f"fault:{kind}")
         if self.observer.observer and OBSERVER_ID in detail.split(" "):
             self.stat(f"fault_on_observer:{kind}")
-        self.history.add(Fault(kind, detail))
-
-    def later(self, delay_s: float, fn: Callable[[], Any]) -> None:
-        """Heal after ``delay_s`` (a coroutine function or a plain one)."""
-        async def heal() -> None:
-            await asyncio.sleep(delay_s)
-            r = fn()
-            if asyncio.iscoroutine(r):
-                await r
-        self.tasks.append(self.loop.create_task(heal()))
+        super().fault(kind, detail)
 
     def duration(self) -> float:
         return self.rng.uniform(FAULT_MIN_S, FAULT_MAX_S)
@@ -419,15 +329,12 @@ class _HARun:
     # -- the director ----------------------------------------------------------------------------
     async def step(self) -> None:
         cl, rng = self.cluster, self.rng
-        kinds = self.opts.faults.kinds()
-        total = sum(w for _, w in kinds)
-        x = rng.uniform(0, total)
-        kind = kinds[-1][0]
-        for k, w in kinds:
-            x -= w
-            if x <= 0:
-                kind = k
-                break
+        kind = choose(rng, self.opts.faults.director_weights())
+        self.inject_disk_faults({n: cl.jns.nodes[n].fs for n in cl.jns.names})
+        if self.disk_faults and self.disk_rng.random() < self.opts.faults.nn_fsync_eio:
+            victim, after = self.disk_rng.choice(cl.nn_ids), self.disk_rng.randrange(3)
+            cl.hosts[victim].disk.fail(after)
+            self.fault("nn_fsync_eio", f"{victim} after {after}")
         nn = rng.choice(NN_IDS)
         if self.observer.observer and kind in OBSERVER_FAULT_KINDS and rng.random() < OBSERVER_FAULT_SHARE:
             nn = OBSERVER_ID
@@ -534,10 +441,12 @@ class _HARun:
         if not cl.zk.up:
             cl.zk.restart()
         for jn in cl.jns.names:
+            cl.jns.nodes[jn].fs.failures.clear()
             await self.restart_jn(jn)
         for nn in cl.nn_ids:
             h = cl.hosts[nn]
             h.set_disk_full(False)
+            h.disk.armed.clear()
             h.resume_nn()
             h.resume_zkfc()
         for nn in cl.nn_ids:
@@ -609,7 +518,7 @@ class _HARun:
             h.add(seg)
 
     # -- the run -------------------------------------------------------------------------------
-    async def run(self) -> None:
+    async def main(self) -> None:
         cl, h = self.cluster, self.history
         h.add(Setup(tuple(cl.jns.names)))
         await cl.start()
@@ -655,50 +564,17 @@ class _HARun:
             self.stat("reads_by_observer", 0)
         for k, v in cl.counts.items():
             self.stat(k, v)
+        for jn in cl.jns.names:
+            for k, v in sorted(cl.jns.nodes[jn].fs.stats.items()):
+                if k.startswith(("failed:", "fsync_eio_")):
+                    self.stat(f"disk:{k}", v)
+        self.stat("disk:failed:nn_fsync_eio", sum(cl.hosts[nn].disk.failed for nn in cl.nn_ids))
+        await cl.stop()
 
 
 def run_ha_seed(opts: HAOptions) -> HARunResult:
     """Run one whole-cluster seed and check it (module docstring)."""
-    workdir = tempfile.mkdtemp(prefix=f"qjournal-ha-sim-{opts.seed}-")
-    holder: dict[str, Any] = {}
-
-    async def main() -> None:
-        run = _HARun(opts, workdir)
-        holder["run"] = run
-        await run.run()
-        await run.cluster.stop()
-
-    def fatal_in_a_process(message: str, exc: BaseException) -> None:
-        # a simulated daemon met a broken invariant (or a task nobody restarts): that is a
-        # violation of the run, whatever else happens
-        holder["run"].history.add(Failure("fatal", type(exc).__name__, f"{message}: {exc}"))
-
-    previous = set_fatal_handler(fatal_in_a_process)
-    # The daemons' logs go nowhere: the history is the run's record, and a captured log record
-    # (with its exception's traceback) would keep the whole simulated world alive after the run.
-    log_level = logging.root.manager.disable
-    logging.disable(logging.CRITICAL)
-    try:
-        run_simulation(main, opts.seed, max_virtual_time_s=3600, max_callbacks=20_000_000)
-    except (SimulationStalled, SimulationLimitExceeded) as e:
-        holder["run"].history.add(Failure("simulation", type(e).__name__, str(e)))
-    except InvariantViolation as e:
-        holder["run"].history.add(Failure("simulation", type(e).__name__, str(e)))
-    finally:
-        logging.disable(log_level)
-        set_fatal_handler(previous)
-        shutil.rmtree(workdir, ignore_errors=True)
-    run = holder.pop("run")
-    history, stats = run.history, dict(run.stats)
-    history.freeze()
-    del run
-    # the simulated world is garbage now: finalize it here, not wherever the collector runs next
-    # (see qjournal.sim.loop.run_simulation). A killed process's coroutines that never ran
-    # (a ``wait_for(event.wait())`` built just before the kill) are finalized here too: that
-    # is the kill, not a bug, so their "never awaited" warning is not shown.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
-        gc.collect()
-    violations = check(history) + check_cluster(history) + linearizability_violations(history)
-    virtual = history.events[-1].time - history.events[0].time if history.events else 0.0
-    return HARunResult(opts, history, violations, stats, virtual)
+    with tempfile.TemporaryDirectory(prefix=f"qjournal-ha-sim-{opts.seed}-", ignore_cleanup_errors=True) as workdir:
+        history, stats, violations, unexplained, known, virtual = execute(
+            opts.seed, lambda: _HARun(opts, workdir), max_virtual_time_s=3600, max_callbacks=20_000_000)
+    return HARunResult(opts, history, violations, stats, virtual, unexplained, known)

@@ -32,7 +32,7 @@ Vocabulary (HDFS-3077 names):
   fault outcome (e.g. ``InvariantViolation``); always a violation.
 
 The whole cluster (NameNodes, controllers and clients; judged by
-:mod:`qjournal.sim.cluster_checker`) adds:
+:mod:`qjournal.sim.cluster_rules`) adds:
 
 * ``OpCalled`` / ``OpAcked`` / ``OpFailed``: a client called a namespace
   operation; it was answered with success (by which NameNode), or the client
@@ -53,6 +53,10 @@ The whole cluster (NameNodes, controllers and clients; judged by
 * ``ControllerState``: at the end, a failover controller's view of its NameNode's
   health, its election state, and whether the NameNode really is healthy (the
   simulator knows: running, not paused, its disk not full).
+
+What a judge says of a history is a :class:`Violation` (a rule's name, what is
+wrong, the events that show it): the rule sets and the linearizability search
+all speak it, and :mod:`qjournal.sim.checker` gathers them.
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ __all__ = [
     "Event", "Setup", "Promise", "WriterStarted", "EpochGranted", "Written", "Acked", "Accepted", "Finalized",
     "Read", "NodeSegment", "FinalLog", "Fault", "Note", "Failure", "History",
     "OpCalled", "OpAcked", "OpFailed", "NameNodeAck", "NsRead", "NamespaceState", "Healed", "Progress",
-    "ControllerState", "event_from_jsonable", "merge_histories",
+    "ControllerState", "event_from_jsonable", "merge_histories", "Violation",
 ]
 
 
@@ -247,6 +251,24 @@ class ControllerState(Event):
     health: str
     elector: str
     nn_healthy: bool = True
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule.
+
+    Attributes:
+        rule: the rule's name (its identity in reports and docs).
+        message: what is wrong, with txids / epochs / nodes / paths.
+        seqs: sequence numbers of the events that show it.
+    """
+
+    rule: str
+    message: str
+    seqs: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.message} (events {list(self.seqs)})"
 
 
 class History:

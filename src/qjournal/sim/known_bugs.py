@@ -34,8 +34,7 @@ tests/sim/test_known_bugs.py that searches a bounded window of seeds for it.
 
 from __future__ import annotations
 
-from qjournal.sim.checker import Violation
-from qjournal.sim.history import History
+from qjournal.sim.history import History, Violation
 
 __all__ = ["KNOWN_BUGS", "attribute"]
 

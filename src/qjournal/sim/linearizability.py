@@ -1,6 +1,6 @@
 """Linearizability of a history of namespace operations: a search for a linearization, beside the rules.
 
-Why: the rule checkers (:mod:`qjournal.sim.cluster_checker`) list anomalies somebody thought of
+Why: the rules (:mod:`qjournal.sim.cluster_rules`) list anomalies somebody thought of
 (``op_lost``, ``read_stale``, ...); a kind nobody wrote a rule for passes them. This module asks
 the general question instead (PRODUCT.md requirement 10): is there a total order of the clients'
 operations, consistent with real time, in which each answer is the one a single namespace would
@@ -52,7 +52,7 @@ before anything inside it and is never removed, so it is stable and does not joi
 of the final namespace under a path of the history that no operation created joins its parent's
 part (its model starts without it: an invented path is not linearizable).
 
-*Observer reads* (HDFS-12943; cluster_checker rule 6). A read an observer answered after an
+*Observer reads* (HDFS-12943; cluster_rules rule 6). A read an observer answered after an
 ``msync`` for it is linearizable like the active's. A *session-only* read (no ``msync`` for it)
 returns the state of some prefix of the log not older than the client's own state id: that of
 its own earlier definite answers (writes acknowledged or refused by the namespace, and reads).
@@ -88,14 +88,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from qjournal.protocol.protocols import CLIENT
-from qjournal.sim.checker import Violation
-from qjournal.sim.history import History, NamespaceState, NsRead, OpAcked, OpCalled, OpFailed
+from qjournal.sim.history import History, NamespaceState, NsRead, OpAcked, OpCalled, OpFailed, Violation
 
 __all__ = ["Operation", "LinearizabilityResult", "PartResult", "operations_of", "partition", "apply",
            "search", "check_linearizable", "linearizability_violations", "LIN_RULES", "ANSWER_ERRORS",
            "REFUSED_ERRORS", "UNKNOWN", "DEFAULT_MAX_STEPS"]
 
-#: the rules this checker reports (beside cluster_checker's)
+#: the rules this checker reports (beside cluster_rules')
 LIN_RULES = ["not_linearizable", "linearizability_undecided"]
 
 #: errors that are the namespace's answer: the operation read the state and changed nothing

@@ -250,20 +250,19 @@ class _OrderedTimerHandle(asyncio.TimerHandle):
         super().__init__(when, callback, args, loop, context=context)
         self._seq = seq
 
-    def _key(self):
-        return (self._when, self._seq)
-
+    # The heap's comparisons (a few per timer pushed or popped, the loop's hottest path): spelled out rather
+    # than through a ``(when, seq)`` tuple built per call.
     def __lt__(self, other):
-        return self._key() < other._key()
+        return self._when < other._when or (self._when == other._when and self._seq < other._seq)
 
     def __le__(self, other):
-        return self._key() <= other._key()
+        return self._when < other._when or (self._when == other._when and self._seq <= other._seq)
 
     def __gt__(self, other):
-        return self._key() > other._key()
+        return other.__lt__(self)
 
     def __ge__(self, other):
-        return self._key() >= other._key()
+        return other.__le__(self)
 
     def __eq__(self, other):
         return self is other
@@ -391,7 +390,8 @@ class VirtualTimeLoop(asyncio.base_events.BaseEventLoop):
                            "use the in-memory transport")
 
 
-def run_simulation(main: Callable[[], Coroutine[Any, Any, Any]], seed: int, **loop_kwargs) -> Any:
+def run_simulation(main: Callable[[], Coroutine[Any, Any, Any]], seed: int, *, collect: bool = True,
+                   **loop_kwargs) -> Any:
     """Run ``main()`` to completion on a fresh :class:`VirtualTimeLoop`.
 
     Also seeds the ``random`` module's global generator, so library code that
@@ -401,6 +401,8 @@ def run_simulation(main: Callable[[], Coroutine[Any, Any, Any]], seed: int, **lo
         main: a coroutine function taking no argument; it can reach the loop
             through ``asyncio.get_running_loop()``.
         seed: the run's seed.
+        collect: collect the run's garbage at the end (below); False when the caller still holds the
+            world and collects it once it drops it (:func:`qjournal.sim.seeded_run.execute`).
         **loop_kwargs: passed to :class:`VirtualTimeLoop`.
 
     Returns:
@@ -425,7 +427,8 @@ def run_simulation(main: Callable[[], Coroutine[Any, Any, Any]], seed: int, **lo
             # coroutines): left to a later collection, their finalizers run Python code wherever
             # the collector happens to start, e.g. inside the compiler, where CPython 3.11 then
             # fails with "AST constructor recursion depth mismatch".
-            gc.collect()
+            if collect:
+                gc.collect()
 
 
 def _cancel_all(loop: VirtualTimeLoop) -> None:

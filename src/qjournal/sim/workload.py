@@ -39,18 +39,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
 from dataclasses import dataclass, field
 
 from qjournal.errors import InvariantViolation, QJournalError
-from qjournal.sim.checker import Violation, check
 from qjournal.journalnode.journal import SYNC_FAULT_POINTS
 from qjournal.sim.journalnodes import CRASH_POINTS, CRASH_POINT_WEIGHTS, JID, NS_INFO, SimCluster
-from qjournal.sim.faults import CLUSTER_KINDS, NETWORK_KINDS, FaultConfig
-from qjournal.sim.known_bugs import attribute
-from qjournal.sim.history import (Acked, EpochGranted, Failure, Fault, FinalLog, History, Read,
-                                  Setup, Written, WriterStarted)
-from qjournal.sim.loop import SimulationLimitExceeded, SimulationStalled, run_simulation
+from qjournal.sim.faults import FaultConfig, choose
+from qjournal.sim.history import (Acked, EpochGranted, Failure, FinalLog, Read, Setup, Written, WriterStarted)
+from qjournal.sim.seeded_run import RunResult as _RunResult, SeededRun, disk_faults_of, execute, replay_command as \
+    _replay_command
 
 __all__ = ["SimOptions", "RunResult", "run_seed", "minimise", "replay_command"]
 
@@ -73,36 +70,18 @@ class SimOptions:
     steps: int = 150
     nodes: int = 3
     faults: FaultConfig = field(default_factory=FaultConfig)
+    #: the JournalNodes' disks fail (FaultConfig's disk kinds); None: drawn by the seed (seeded_run.disk_faults_of)
+    disk_faults: bool | None = None
+
+    def replay_command(self) -> str:
+        """The one-line command that replays this run."""
+        return replay_command(self)
 
 
-@dataclass
-class RunResult:
-    """The outcome of one run."""
+class RunResult(_RunResult):
+    """The outcome of one journal run."""
 
     options: SimOptions
-    history: History
-    violations: list[Violation]
-    stats: dict[str, int]
-    virtual_s: float = 0.0
-    unexplained: list[Violation] = field(default_factory=list)
-    known: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def failed(self) -> bool:
-        """Whether the run shows a violation not attributed to a known bug."""
-        return bool(self.unexplained)
-
-    def counts(self) -> dict[str, int]:
-        """Faults injected by kind plus run statistics (for soak totals)."""
-        out = dict(self.stats)
-        out["runs"] = 1
-        out["violations"] = len(self.violations)
-        out["violations_unexplained"] = len(self.unexplained)
-        out["runs_with_unexplained_violations"] = 1 if self.unexplained else 0
-        for bug, n in self.known.items():
-            out[f"known_bug:{bug}"] = n
-            out[f"runs_with_known_bug:{bug}"] = 1
-        return out
 
     def summary(self) -> str:
         h = self.history
@@ -114,45 +93,20 @@ class RunResult:
                 f"violations={len(self.unexplained)}"
                 + (f" known_bugs={self.known}" if self.known else ""))
 
-    def explain(self, context: int = 40) -> str:
-        """The violations and the part of the history that shows them."""
-        lines = [self.summary(), f"replay: {replay_command(self.options)}"]
-        for v in self.violations:
-            tag = "VIOLATION" if v in self.unexplained else "KNOWN-BUG"
-            lines.append(f"{tag} {v}")
-        seqs: list[int] = []
-        for v in self.violations:
-            seqs.extend(v.seqs)
-        if seqs:
-            last = max(seqs)
-            window = list(range(max(0, last - context), last + 1))
-            shown = sorted(set(window) | set(seqs) | {e.seq for e in self.history.of(Fault)
-                                                       if e.seq <= last})
-            lines.append("history (faults, the events of each violation, and the "
-                         f"{context} events before the last one):")
-            lines.append(self.history.format(only=shown))
-        return "\n".join(lines)
-
 
 def replay_command(opts: SimOptions) -> str:
     """The one-line command that replays ``opts``."""
-    base = FaultConfig()
-    diff = [f"{f.name}={getattr(opts.faults, f.name)}" for f in dataclasses.fields(FaultConfig)
-            if getattr(opts.faults, f.name) != getattr(base, f.name)]
-    cmd = f"python -m qjournal.sim --seed {opts.seed} --steps {opts.steps} --nodes {opts.nodes}"
-    if diff:
-        cmd += " --faults " + ",".join(diff)
-    return cmd
+    disk = None if opts.disk_faults is None else ("on" if opts.disk_faults else "off")
+    return _replay_command("", [("seed", opts.seed), ("steps", opts.steps), ("nodes", opts.nodes),
+                                ("disk-faults", disk)], opts.faults)
 
 
 # -- the run ----------------------------------------------------------------------------------
 
-class _Run:
+class _Run(SeededRun):
     def __init__(self, opts: SimOptions) -> None:
+        super().__init__(opts.seed, opts.faults if disk_faults_of(opts.seed, opts.disk_faults) else None)
         self.opts = opts
-        self.loop = asyncio.get_running_loop()
-        self.rng = self.loop.rng
-        self.history = History(clock=self.loop.time)
         self.cluster = SimCluster(self.rng, self.history, opts.nodes, opts.faults)
         self.writers: list[tuple[str, asyncio.Task, object]] = []  # (name, task, qjm holder)
         self.readers: list[asyncio.Task] = []
@@ -160,14 +114,6 @@ class _Run:
         self.n_readers = 0
         self.stop_tailing = False
         self.last_reader_error = ""
-        self.stats: dict[str, int] = {}
-
-    def _stat(self, key: str, n: int = 1) -> None:
-        self.stats[key] = self.stats.get(key, 0) + n
-
-    def _fault(self, kind: str, detail: str = "") -> None:
-        self._stat(f"fault:{kind}")
-        self.history.add(Fault(kind, detail))
 
     # -- writers ----------------------------------------------------------------------------
     def start_writer(self) -> str:
@@ -176,7 +122,7 @@ class _Run:
         holder: dict = {}
         task = self.loop.create_task(self._writer(name, holder), name=name)
         self.writers.append((name, task, holder))
-        self._stat("writers")
+        self.stat("writers")
         return name
 
     async def _writer(self, name: str, holder: dict, final: bool = False) -> bool:
@@ -211,15 +157,15 @@ class _Run:
                     await stream.sync()
                     next_txid += k
                     h.add(Acked(name, qjm.epoch, next_txid - 1))
-                    self._stat("acked_batches")
+                    self.stat("acked_batches")
                 await qjm.finalize_log_segment(seg_start, next_txid - 1)
-                self._stat("segments_finalized")
+                self.stat("segments_finalized")
         except asyncio.CancelledError:
             raise
         except InvariantViolation as e:
             h.add(Failure(name, type(e).__name__, str(e)))
         except QJournalError as e:
-            self._stat(f"writer_stop:{type(e).__name__}")
+            self.stat(f"writer_stop:{type(e).__name__}")
         except Exception as e:  # noqa: BLE001 - anything else is a bug the checker must see
             h.add(Failure(name, type(e).__name__, repr(e)))
         return False
@@ -233,7 +179,7 @@ class _Run:
         cut = self.rng.sample(names, len(names) // 2 + 1)
         for n in sorted(cut):
             self.cluster.network.partition(old, n)
-        self._fault("takeover_at_segment_start", f"{old} from {sorted(cut)}")
+        self.fault("takeover_at_segment_start", f"{old} from {sorted(cut)}")
         self.start_writer()
 
     def live_writers(self) -> list[tuple[str, asyncio.Task, dict]]:
@@ -254,7 +200,7 @@ class _Run:
         self.cluster.network.crash(name)
         await self._close_qjm(holder)
         if fault:
-            self._fault("writer_crash", detail or name)
+            self.fault("writer_crash", detail or name)
 
     # -- readers ----------------------------------------------------------------------------
     async def _reader(self, name: str) -> list[tuple[int, bytes]] | None:
@@ -279,7 +225,7 @@ class _Run:
         except InvariantViolation as e:
             self.history.add(Failure(name, type(e).__name__, str(e)))
         except QJournalError as e:
-            self._stat(f"reader_stop:{type(e).__name__}")
+            self.stat(f"reader_stop:{type(e).__name__}")
             self.last_reader_error = f"{type(e).__name__}: {e}"
         except Exception as e:  # noqa: BLE001
             self.history.add(Failure(name, type(e).__name__, repr(e)))
@@ -312,75 +258,64 @@ class _Run:
                     self.history.add(Failure(name, type(e).__name__, str(e)))
                     return
                 except QJournalError as e:
-                    self._stat(f"tailer_error:{type(e).__name__}")
+                    self.stat(f"tailer_error:{type(e).__name__}")
                 await asyncio.sleep(self.rng.uniform(0.01, 1.0))
         finally:
-            self._stat("tailer_txns", next_txid - 1)
-            self._stat("tailer_rpc_reads", qjm.rpc_reads)
-            self._stat("tailer_rpc_fallbacks", qjm.rpc_fallbacks)
+            self.stat("tailer_txns", next_txid - 1)
+            self.stat("tailer_rpc_reads", qjm.rpc_reads)
+            self.stat("tailer_rpc_fallbacks", qjm.rpc_fallbacks)
             await qjm.close()
 
     def start_reader(self) -> None:
         self.n_readers += 1
         self.readers.append(self.loop.create_task(self._reader(f"r{self.n_readers}")))
-        self._stat("readers")
+        self.stat("readers")
 
     # -- the director -----------------------------------------------------------------------
-    def _pick(self) -> str:
-        c = self.opts.faults
-        kinds = [k for k in CLUSTER_KINDS if k not in ("isolate_old_writer", "takeover_at_segment_start")]
-        weights = [getattr(c, k) for k in kinds]
-        total = sum(weights) + c.write_weight
-        x = self.rng.random() * total
-        for k, w in zip(kinds, weights):
-            if x < w:
-                return k
-            x -= w
-        return "write"
-
     async def step(self) -> None:
         rng = self.rng
         cl = self.cluster
-        action = self._pick()
+        action = choose(rng, self.opts.faults.director_weights())
         names = cl.names
+        self.inject_disk_faults({n: cl.nodes[n].fs for n in names})
         if action == "write":
             return
         if action == "partition":
             parties = names + [w[0] for w in self.live_writers()]
             a, b = rng.sample(parties, 2)
             cl.network.partition(a, b)
-            self._fault("partition", f"{a} | {b}")
+            self.fault("partition", f"{a} | {b}")
         elif action == "heal":
             cl.network.heal()
-            self._fault("heal")
+            self.fault("heal")
         elif action == "jn_crash":
             node = cl.nodes[rng.choice(names)]
             if node.alive:
                 node.crash_now("director")
-                self._fault("jn_crash", node.name)
+                self.fault("jn_crash", node.name)
         elif action == "jn_crash_point":
             node = cl.nodes[rng.choice(names)]
             if node.alive:
                 point = rng.choices(CRASH_POINTS, CRASH_POINT_WEIGHTS)[0]
                 after = rng.randrange(3)
                 node.arm(point, after)
-                self._fault("jn_crash_point", f"{node.name} {point} after {after}")
+                self.fault("jn_crash_point", f"{node.name} {point} after {after}")
         elif action == "jn_restart":
             dead = [n for n in names if not cl.nodes[n].alive]
             if dead:
                 n = rng.choice(dead)
                 await cl.nodes[n].start()
-                self._fault("jn_restart", n)
+                self.fault("jn_restart", n)
         elif action == "disk_full":
             node = cl.nodes[rng.choice(names)]
             node.fs.capacity_bytes = node.fs.used_bytes() + rng.randrange(0, 3000)
-            self._fault("disk_full", f"{node.name} capacity {node.fs.capacity_bytes}")
+            self.fault("disk_full", f"{node.name} capacity {node.fs.capacity_bytes}")
         elif action == "disk_free":
             full = [n for n in names if cl.nodes[n].fs.capacity_bytes is not None]
             if full:
                 n = rng.choice(full)
                 cl.nodes[n].fs.capacity_bytes = None
-                self._fault("disk_free", n)
+                self.fault("disk_free", n)
         elif action == "writer_takeover":
             live = self.live_writers()
             if len(live) >= MAX_LIVE_WRITERS:
@@ -391,21 +326,21 @@ class _Run:
                 cut = rng.sample(names, len(names) // 2 + 1)
                 for n in sorted(cut):
                     cl.network.partition(old, n)
-                self._fault("isolate_old_writer", f"{old} from {sorted(cut)}")
+                self.fault("isolate_old_writer", f"{old} from {sorted(cut)}")
             new = self.start_writer()
-            self._fault("writer_takeover", new)
+            self.fault("writer_takeover", new)
         elif action == "writer_crash":
             live = self.live_writers()
             if live:
                 await self.kill_writer(live[-1], live[-1][0])
         elif action == "read":
             self.start_reader()
-            self._fault("read")
+            self.fault("read")
         elif action == "jn_sync":
             node = cl.nodes[rng.choice(names)]
             if node.alive:
                 cl.background.append(asyncio.get_running_loop().create_task(node.sync_once()))
-                self._fault("jn_sync", node.name)
+                self.fault("jn_sync", node.name)
 
     # -- the whole run -----------------------------------------------------------------------
     async def main(self) -> None:
@@ -440,6 +375,7 @@ class _Run:
             node = cl.nodes[n]
             node.fs.capacity_bytes = None
             node.fs.armed.clear()
+            node.fs.failures.clear()
             node.armed_point = None
             if not node.alive:
                 await node.start()
@@ -476,14 +412,14 @@ class _Run:
             self.history.add(ev)
         for n in cl.names:
             for k, v in sorted(cl.nodes[n].stats.items()):
-                self._stat(k, v)
+                self.stat(k, v)
             for k, v in sorted(cl.nodes[n].fs.stats.items()):
-                if k.startswith("crash_") or k == "enospc":
-                    self._stat(f"disk:{k}", v)
+                if k.startswith(("crash_", "failed:", "fsync_eio_")) or k == "enospc":
+                    self.stat(f"disk:{k}", v)
         for k, v in cl.net_faults.counts.items():
-            self._stat(f"fault:{k}", v)
-        self._stat("http_fetches", cl.http_fetches)
-        self._stat("runs_tcp_fifo" if cl.fifo else "runs_unordered_network")
+            self.stat(f"fault:{k}", v)
+        self.stat("http_fetches", cl.http_fetches)
+        self.stat("runs_tcp_fifo" if cl.fifo else "runs_unordered_network")
         await cl.stop()
 
 
@@ -584,32 +520,9 @@ def run_section_2_10_6_scenario(seed: int = 0) -> RunResult:
 
 
 def _execute(opts: SimOptions, make_run) -> RunResult:
-    holder: dict = {}
-
-    async def main():
-        run = make_run()
-        holder["run"] = run
-        await run.main()
-
-    qlog = logging.getLogger("qjournal")
-    level = qlog.level
-    qlog.setLevel(logging.CRITICAL)  # a run logs every fault; the history is the record
-    t0 = time.monotonic()
-    try:
-        run_simulation(main, opts.seed, max_virtual_time_s=max(3600.0, opts.steps * 20.0))
-    except (SimulationStalled, SimulationLimitExceeded) as e:
-        run = holder.get("run")
-        if run is None:
-            raise
-        run.history.add(Failure("simulator", type(e).__name__, str(e)))
-    finally:
-        qlog.setLevel(level)
-    run = holder["run"]
-    run.stats["wall_ms"] = int((time.monotonic() - t0) * 1000)
-    violations = check(run.history)
-    unexplained, known = attribute(run.history, violations)
-    virtual = run.history.events[-1].time - run.history.events[0].time if run.history.events else 0.0
-    return RunResult(opts, run.history, violations, run.stats, virtual, unexplained, known)
+    history, stats, violations, unexplained, known, virtual = execute(
+        opts.seed, make_run, max_virtual_time_s=max(3600.0, opts.steps * 20.0))
+    return RunResult(opts, history, violations, stats, virtual, unexplained, known)
 
 
 class _CrashPointRun(_Run):
@@ -665,7 +578,7 @@ class _CrashPointRun(_Run):
         cl.network.heal()
         # the crash point, then the takeover that must recover through it
         cl.nodes[victim].arm(self.point, 0)
-        self._fault("jn_crash_point", f"{victim} {self.point} after 0")
+        self.fault("jn_crash_point", f"{victim} {self.point} after 0")
         if sync_point:
             await cl.nodes[victim].sync_once()
         holder: dict = {}
@@ -683,10 +596,10 @@ class _CrashPointRun(_Run):
         except InvariantViolation as e:
             h.add(Failure("w2", type(e).__name__, str(e)))
         except QJournalError as e:
-            self._stat(f"writer_stop:{type(e).__name__}")
+            self.stat(f"writer_stop:{type(e).__name__}")
         await self._close_qjm(holder)
         fired = not cl.nodes[cl.names[self.node]].alive
-        self._stat("crash_point_fired" if fired else "crash_point_not_reached")
+        self.stat("crash_point_fired" if fired else "crash_point_not_reached")
         await self.finish()
 
 
@@ -731,7 +644,7 @@ def minimise(opts: SimOptions, result: RunResult, budget: int = 40) -> RunResult
         best = r
         cand -= step
     # fault kinds: switch each off if the run still fails without it
-    for kind in NETWORK_KINDS + CLUSTER_KINDS:
+    for kind in best.options.faults.KINDS:
         if runs >= budget:
             break
         if getattr(best.options.faults, kind) == 0:
@@ -785,7 +698,7 @@ class _Section2106Run(_CrashPointRun):
             s = await w2.start_log_segment(nxt)
             await self._write("w2", w2, s, [nxt])
         except QJournalError as e:
-            self._stat(f"writer_stop:{type(e).__name__}")
+            self.stat(f"writer_stop:{type(e).__name__}")
         cl.network.crash("w2")
         await self._close_qjm(holder)
         cl.network.heal()
@@ -797,7 +710,7 @@ class _Section2106Run(_CrashPointRun):
         except InvariantViolation as e:
             self.history.add(Failure("w3", type(e).__name__, str(e)))
         except QJournalError as e:
-            self._stat(f"writer_stop:{type(e).__name__}")
+            self.stat(f"writer_stop:{type(e).__name__}")
         await self._close_qjm(holder)
         cl.network.heal()
         await self.finish()

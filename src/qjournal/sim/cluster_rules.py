@@ -1,12 +1,12 @@
-"""The checker of the whole cluster: judges the clients' namespace operations in a history.
+"""The whole cluster's rules: what the clients' namespace operations in a history may show.
 
-Why separate from :mod:`qjournal.sim.checker` (which judges the quorum journal's
-log): the whole cluster is judged by what its *clients* were told and saw
-(PRODUCT.md, correctness requirements 5-8), and by what each NameNode held at
-the end; the journal rules still apply underneath and are checked by the other
-checker on the same history. Pure: no asyncio, no I/O, no clock; tested on
-hand-made histories. It trusts nothing of the system under test but observed
-events.
+Why apart from :mod:`qjournal.sim.journal_rules` (the quorum journal's log): the
+whole cluster is judged by what its *clients* were told and saw (PRODUCT.md,
+correctness requirements 5-8), and by what each NameNode held at the end; the
+journal rules still apply underneath, on the same history, through the one entry
+point :func:`qjournal.sim.checker.check`. Pure: no asyncio, no I/O, no clock;
+tested on hand-made histories. It trusts nothing of the system under test but
+observed events.
 
 The workload it judges (``qjournal.sim.ha_workload``) keeps each client in
 its own directory and gives each path a short, simple life, so the expected
@@ -27,7 +27,7 @@ Rules (each violation names its rule):
    "not found" for its delete or rename, a delete answering False).
 4. ``ack_not_durable``: a NameNode answered a write although no quorum of
    JournalNodes had accepted, at that NameNode's epoch, the edits up to the txid
-   its edit log called synced (requirement 6, with the journal checker's
+   its edit log called synced (requirement 6, with the journal rules'
    ``two_writers``: no edit of an older epoch reaches a quorum once a newer epoch
    holds one, so every acknowledged edit is one the newer active recovers. An
    answer that a paused old active delivers late, for an edit a quorum accepted
@@ -58,13 +58,13 @@ Rules (each violation names its rule):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterator
 
-from qjournal.sim.checker import Violation
 from qjournal.sim.history import (Accepted, ControllerState, Healed, History, NameNodeAck, NamespaceState,
-                                  NsRead, OpAcked, OpCalled, OpFailed, Progress, Setup)
+                                  NsRead, OpAcked, OpCalled, OpFailed, Progress, Setup, Violation)
 from qjournal.protocol.protocols import CLIENT
 
-__all__ = ["check_cluster", "CLUSTER_RULES"]
+__all__ = ["cluster_violations", "CLUSTER_RULES"]
 
 CLUSTER_RULES = ["op_lost", "op_invented", "not_once", "ack_not_durable", "read_lost", "read_stale",
                  "standby_diverged", "no_progress", "controller_out"]
@@ -154,28 +154,16 @@ def _ops(history: History) -> tuple[dict[tuple[str, int], _Op], dict[str, _PathL
     return ops, lives
 
 
-def check_cluster(history: History, *, max_per_rule: int = 5) -> list[Violation]:
-    """Judge the whole-cluster events of ``history`` (module docstring).
+def cluster_violations(history: History) -> Iterator[Violation]:
+    """Every violation of the rules of the module docstring, rule by rule (unlimited, unsorted).
 
-    Args:
-        history: one run's events; ``NamespaceState`` of the final active is needed for
-            rules 1, 2 and 5; ``Setup`` and the JournalNodes' ``Accepted`` for rule 4.
-        max_per_rule: report at most this many violations per rule.
-
-    Returns:
-        The violations, in :data:`CLUSTER_RULES` order.
+    ``NamespaceState`` of the final active is needed for rules 1, 2 and 5; ``Setup`` and the
+    JournalNodes' ``Accepted`` for rule 4; a history without client operations finds nothing.
     """
     ops, lives = _ops(history)
-    out: list[Violation] = []
     for rule_fn in (_check_final, _check_not_once, _check_fenced_acks, _check_reads, _check_standby,
                     _check_liveness):
-        found: dict[str, int] = {}
-        for v in rule_fn(history, ops, lives):
-            found[v.rule] = found.get(v.rule, 0) + 1
-            if found[v.rule] <= max_per_rule:
-                out.append(v)
-    order = {r: i for i, r in enumerate(CLUSTER_RULES)}
-    return sorted(out, key=lambda v: (order[v.rule], v.seqs))
+        yield from rule_fn(history, ops, lives)
 
 
 def _final_active(history: History) -> NamespaceState | None:
