@@ -3,7 +3,8 @@
 Why it matters: the NameNode freezes its long-lived objects (``util/proc.py``: out of the cyclic collector's sight,
 so that a full collection does not scan 10^7 inodes' worth of objects). A frozen object that later becomes cyclic
 garbage is never freed; a request in flight while the process freezes is frozen with it. With no cycle per
-request, successful or refused, nothing leaks that way (docs/performance.md, "A NameNode holding 10^5-10^7 inodes", item 5).
+request, successful or refused, nothing leaks that way (docs/performance.md, "A NameNode holding 10^5-10^7
+inodes", item 5).
 """
 
 from __future__ import annotations
