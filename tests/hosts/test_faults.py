@@ -21,7 +21,7 @@ from qjournal.hosts.netns import HostsError
 from qjournal.hosts.preload import unavailable_reason as preload_unavailable
 from qjournal.sim.checker import check
 from qjournal.sim.history import OpAcked, OpFailed
-from qjournal.sim.linearizability import check_linearizable
+from qjournal.sim.linearizability import check_linearizable, violations_of
 from qjournal.util.waiting import wait_until
 
 from qjournal.hosts.netns import unavailable_reason as hosts_unavailable
@@ -72,8 +72,8 @@ def _judge(n: Nemesis, title: str, t0: float) -> dict:
     wait_until(lambda: n.active_host(), "one active NameNode after healing", 90)
     parts = cluster.stop_loads() + [[e for e in n.events if e.time >= t0]] + [cluster.snapshot("c1")]
     history = cluster.history(parts)
-    violations = check(history, clock=time.monotonic, budget_s=120)
-    lin = check_linearizable(history)
+    lin = check_linearizable(history, clock=time.monotonic, budget_s=120)   # searched once: judged and reported
+    violations = check(history, linearizability=False) + violations_of(lin)
     acked, failed = len(history.of(OpAcked)), len(history.of(OpFailed))
     print(f"\n{title}: {len(history)} events, {acked} operations acknowledged, {failed} failed; "
           f"linearizability: {lin.verdict} ({lin.parts} parts, {lin.operations} operations, {lin.steps} steps)")

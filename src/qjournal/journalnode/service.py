@@ -701,7 +701,7 @@ def storage_error(jid: str, what: str, e: OSError) -> JournalError:
     """A storage failure of this node as the error its caller gets (``errno`` and its name among the fields: the
     HTTP server answers 503 for it), logged at ERROR here: an operator reading this node's log sees its disk fail,
     whatever the errno (ENOSPC as much as EIO)."""
-    name = errno.errorcode.get(e.errno or 0, "") if e.errno else ""
+    name = errno.errorcode.get(e.errno, "") if e.errno else ""
     log.error("journal %s: %s failed on this node's storage: %s%s", jid, what, e,
               f" ({name})" if name else "", extra={"jid": jid, "errno": name or None})
     return JournalError(f"journal {jid}: storage error in {what}: {e}", jid=jid, errno=e.errno,

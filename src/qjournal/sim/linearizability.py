@@ -91,7 +91,7 @@ from qjournal.protocol.protocols import CLIENT
 from qjournal.sim.history import History, NamespaceState, NsRead, OpAcked, OpCalled, OpFailed, Violation
 
 __all__ = ["Operation", "LinearizabilityResult", "PartResult", "operations_of", "partition", "apply",
-           "search", "check_linearizable", "linearizability_violations", "LIN_RULES", "ANSWER_ERRORS",
+           "violations_of", "search", "check_linearizable", "linearizability_violations", "LIN_RULES", "ANSWER_ERRORS",
            "REFUSED_ERRORS", "UNKNOWN", "DEFAULT_MAX_STEPS"]
 
 #: the rules this checker reports (beside cluster_rules')
@@ -623,7 +623,12 @@ def check_linearizable(history: History, *, max_steps: int = DEFAULT_MAX_STEPS,
 
 def linearizability_violations(history: History, **kwargs: Any) -> list[Violation]:
     """:func:`check_linearizable` as the checkers' violations (rules :data:`LIN_RULES`)."""
-    r = check_linearizable(history, **kwargs)
+    return violations_of(check_linearizable(history, **kwargs))
+
+
+def violations_of(r: LinearizabilityResult) -> list[Violation]:
+    """A search's result as the checkers' violations: for a caller that also reports the result itself
+    (its verdict and counts) and so must not search twice."""
     out = []
     for p in r.failed:
         seqs = tuple(sorted({s for op in p.ops for s in op.seqs}))
